@@ -1,0 +1,45 @@
+/*
+ * registry.h — the table of backends compiled in, probing, and device open/close, plus the
+ * hx__dev_* wrappers through which the core calls every backend entry (argument checks,
+ * defaults for optional entries, logging, fault injection).
+ */
+#pragma once
+
+#include "hx-impl.h"
+
+struct hx_backend_entry {
+    const struct hx_backend_ops *ops;
+    int probe_status;        /* HX_OK or why not usable */
+    int score;
+    char why[256];           /* reason when unavailable */
+};
+
+/* Backends in registry order (HX_BACKENDS env may reorder or disable). Probed once. */
+int hx__registry_count(void);
+const struct hx_backend_entry *hx__registry_get(int i);
+/* Case-insensitive lookup by backend name; NULL name = the highest-scoring usable backend. */
+const struct hx_backend_entry *hx_backend_find(const char *name);
+
+/* Open a device by spec: "cpu", "ref", "vulkan" (its best device), "vulkan:1", "vulkan:NAME"
+ * (substring of the device name), "npu-sim". HX_E_NOTFOUND / HX_E_UNAVAILABLE with a message
+ * saying why. */
+int hx__device_open(const char *spec, const struct hx_device_config *cfg, struct hx_device **out);
+void hx__device_close(struct hx_device *dev);
+
+/* Wrappers: the only way the core calls a backend. */
+int hx__dev_buffer_alloc(struct hx_device *dev, size_t nbytes, struct hx_buffer **out);
+void hx__dev_buffer_free(struct hx_buffer *buf);
+int hx__dev_buffer_write(struct hx_buffer *buf, size_t off, const void *src, size_t nbytes);
+int hx__dev_buffer_read(struct hx_buffer *buf, size_t off, void *dst, size_t nbytes);
+int hx__dev_copy(struct hx_buffer *dst, size_t dst_off, struct hx_buffer *src, size_t src_off,
+                 size_t nbytes);
+int hx__dev_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void **handle);
+void hx__dev_weight_release(struct hx_device *dev, void *handle);
+bool hx__dev_supports(struct hx_device *dev, const struct hx_op_desc *op);
+int hx__dev_run(struct hx_device *dev, const struct hx_split *split);
+int hx__dev_synchronize(struct hx_device *dev);
+int hx__dev_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, double *us);
+
+/* Fault injection (HX_FAULT env or hx__fault_set): see core/fault.c. Returns non-zero if the
+ * named call on dev should fail now; *hang set if it should hang instead. */
+int hx__fault_check(struct hx_device *dev, const char *entry, bool *hang);

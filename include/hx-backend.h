@@ -1,0 +1,307 @@
+/*
+ * hx-backend.h — the backend-author API: weight types, device and buffer objects, op
+ * descriptors, splits and the backend vtable.
+ *
+ * Object model: backend (a runtime: cpu, ref, vulkan, hip, npu, npu-sim) → device → buffer.
+ * Each object is { ops, ctx, parent }; the core allocates a device's private state from the
+ * backend's declared ctx_size. The core calls a backend only through its hx__dev_* wrappers
+ * (core/device.c), which check arguments, apply the defaults of optional entries, log, and
+ * are the fault-injection seam.
+ *
+ * Placement is decided only by the scheduler in core/. A backend answers questions
+ * (supports, estimate_cost) and runs the splits it is given.
+ *
+ * Shapes are (rows, cols) in elements. Activations are row-major f32: row r of a tensor
+ * reference starts at byte offset + r * row_stride_bytes. A weight is (n_rows = N outputs,
+ * n_cols = K inputs), each row stored as K/block_elems consecutive GGUF blocks.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hx.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- weight types ------------------------------------------------------------------------ */
+
+/* Types the engine computes with. Values are our own; hx_dtype_from_ggml maps GGUF ids. */
+enum hx_dtype {
+    HX_DTYPE_F32,
+    HX_DTYPE_F16,
+    HX_DTYPE_BF16,
+    HX_DTYPE_Q8_0,
+    HX_DTYPE_Q4_0,
+    HX_DTYPE_Q4_K,
+    HX_DTYPE_Q6_K,
+    HX_DTYPE_TQ1_0,
+    HX_DTYPE_TQ2_0,
+    HX_DTYPE_Q1_0,
+    HX_DTYPE_COUNT
+};
+
+HX_API const char *hx_dtype_name(enum hx_dtype t);       /* "Q8_0"; "?" if out of range */
+HX_API int hx_dtype_from_name(const char *name, enum hx_dtype *out); /* case-insensitive */
+HX_API int64_t hx_dtype_block_elems(enum hx_dtype t);    /* 1, 32, 128 or 256 */
+HX_API size_t hx_dtype_block_bytes(enum hx_dtype t);
+HX_API uint32_t hx_dtype_to_ggml(enum hx_dtype t);       /* GGUF/ggml type id */
+HX_API int hx_dtype_from_ggml(uint32_t ggml_type, enum hx_dtype *out); /* HX_E_UNSUPPORTED */
+/* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
+HX_API size_t hx_dtype_row_bytes(enum hx_dtype t, int64_t n);
+HX_API bool hx_dtype_is_quantized(enum hx_dtype t);
+
+/* Reference (de)quantization, bit-exact with formats.md §3. n must be a multiple of the
+ * block size. Quantize returns HX_E_INVAL otherwise. */
+HX_API int hx_dequantize_row(enum hx_dtype t, const void *src, float *dst, int64_t n);
+HX_API int hx_quantize_row(enum hx_dtype t, const float *src, void *dst, int64_t n);
+
+HX_API float hx_fp16_to_fp32(uint16_t h);
+HX_API uint16_t hx_fp32_to_fp16(float f);   /* round to nearest even */
+HX_API float hx_bf16_to_fp32(uint16_t h);
+HX_API uint16_t hx_fp32_to_bf16(float f);   /* ggml's rounding, NaN quieted */
+
+/* ---- devices ------------------------------------------------------------------------------ */
+
+enum hx_device_kind {
+    HX_DEVICE_CPU,
+    HX_DEVICE_GPU,   /* discrete */
+    HX_DEVICE_IGPU,  /* integrated, shares system memory */
+    HX_DEVICE_NPU,
+    HX_DEVICE_KIND_COUNT
+};
+HX_API const char *hx_device_kind_name(enum hx_device_kind k);
+
+struct hx_device_info {
+    uint32_t struct_size;
+    char name[128];          /* "cpu", "llvmpipe (LLVM 15.0.6, 256 bits)", "npu-sim" */
+    char description[256];   /* driver / features line, free text */
+    enum hx_device_kind kind;
+    size_t memory_total_bytes;   /* 0 = unknown */
+    size_t memory_free_bytes;    /* 0 = unknown */
+    size_t max_alloc_bytes;      /* 0 = unlimited */
+    size_t alignment_bytes;      /* buffer offset alignment */
+    bool unified_memory;         /* host and device share memory (CPU, APU, lavapipe) */
+    uint32_t weight_types;       /* bitmask of 1u << enum hx_dtype it can run matmuls on */
+    bool simulated;              /* timings are not hardware performance (npu-sim) */
+};
+
+/* Init options handed to every device; fields a backend does not use are ignored. */
+struct hx_device_config {
+    uint32_t struct_size;
+    int n_threads;               /* CPU threads, > 0 */
+    const char *kernels_dir;     /* NPU kernel manifest directory or NULL */
+};
+
+struct hx_backend_ops;
+
+/* A device instance. Created and owned by the core; `ctx` points at ops->ctx_size bytes of
+ * zeroed backend state allocated by the core before init and freed after fini. */
+struct hx_device {
+    const struct hx_backend_ops *ops;
+    void *ctx;
+    int index;                   /* index among its backend's devices */
+    struct hx_device_info info;
+    char id[64];                 /* "cpu", "vulkan:0", "npu-sim" */
+    char last_error[512];        /* set by hx_device_set_error; read by the scheduler */
+    bool healthy;                /* cleared by the scheduler after a failure */
+};
+
+/* Record a failure message on the device (also logged at ERROR with [id]). Returns status. */
+HX_API int hx_device_set_error(struct hx_device *dev, int status, const char *fmt, ...)
+    HX_PRINTF(3, 4);
+
+/* ---- buffers ------------------------------------------------------------------------------ */
+
+/* Device memory exists only as hx_buffer, allocated through the device that reads it. */
+struct hx_buffer {
+    struct hx_device *dev;
+    void *ctx;        /* backend handle */
+    void *host;       /* non-NULL when the memory is host-visible (CPU, unified, mapped) */
+    size_t nbytes;
+};
+
+/* A row-major f32 activation tensor: (n_rows, n_cols), row r at buf + offset + r*stride. */
+struct hx_tensor_ref {
+    struct hx_buffer *buf;
+    size_t offset_bytes;
+    int64_t n_rows;
+    int64_t n_cols;
+    size_t row_stride_bytes;
+};
+
+/* ---- weights ------------------------------------------------------------------------------ */
+
+/* A weight matrix as stored in the model file (mmapped, read-only): (n_rows = N, n_cols = K).
+ * 1-D tensors (norm gains) have n_rows = 1. */
+struct hx_weight {
+    const char *name;        /* GGUF tensor name, or "blk.3.attn_qkv (fused)" */
+    enum hx_dtype type;
+    int64_t n_rows;
+    int64_t n_cols;
+    const void *data;        /* host bytes, n_rows * hx_dtype_row_bytes(type, n_cols) */
+    size_t nbytes;
+    float scale;             /* multiply the matmul result by this (BitNet .scale); 1.0 = none */
+};
+
+/* ---- ops ---------------------------------------------------------------------------------- */
+
+enum hx_op_kind {
+    HX_OP_EMBED,      /* dst[r] = dequant(weight row tokens[r]) */
+    HX_OP_RMS_NORM,   /* dst = src0 * rsqrt(mean(src0^2) + eps) * gain, per group of cols */
+    HX_OP_MATMUL,     /* dst (n, N) = src0 (n, K) · weightᵀ, times weight->scale */
+    HX_OP_ROPE,       /* rotate src0 in place or into dst, per head, at pos[r] */
+    HX_OP_ATTN,       /* write k,v rows into the KV cache, then causal GQA attention */
+    HX_OP_SWIGLU,     /* dst = silu(src0) * src1 */
+    HX_OP_RELU2_GLU,  /* dst = max(src0, 0)^2 * src1 */
+    HX_OP_ADD,        /* dst = src0 + src1 */
+    HX_OP_KIND_COUNT
+};
+HX_API const char *hx_op_kind_name(enum hx_op_kind k);
+
+/* What a policy can name. */
+enum hx_op_class {
+    HX_CLASS_EMBED,
+    HX_CLASS_NORM,
+    HX_CLASS_QKV,
+    HX_CLASS_ROPE,
+    HX_CLASS_ATTN,
+    HX_CLASS_O,
+    HX_CLASS_GATE_UP,
+    HX_CLASS_ACT,
+    HX_CLASS_DOWN,
+    HX_CLASS_ADD,
+    HX_CLASS_LM_HEAD,
+    HX_CLASS_COUNT
+};
+HX_API const char *hx_op_class_name(enum hx_op_class c);   /* "qkv", "gate_up", ... */
+HX_API int hx_op_class_from_name(const char *name, enum hx_op_class *out);
+
+enum hx_rope_mode {
+    HX_ROPE_NORM,  /* adjacent pairs (x[2i], x[2i+1]) — llama */
+    HX_ROPE_NEOX,  /* half split (x[i], x[i + n_rot/2]) — qwen3, bitnet */
+};
+
+/* Plain description of one op, enough for supports() and estimate_cost(). */
+struct hx_op_desc {
+    enum hx_op_kind kind;
+    enum hx_op_class cls;
+    int32_t layer;           /* -1 for embedding / output */
+    int64_t n_rows;          /* tokens in the batch */
+    int64_t n_in;            /* K for matmul; width of src0 otherwise */
+    int64_t n_out;           /* N for matmul; width of dst otherwise */
+    enum hx_dtype wtype;     /* matmul / embed weight type; F32 for norm gains */
+    union {
+        struct { float eps; int64_t group; } norm;            /* group = cols per norm */
+        struct {
+            int32_t n_head, head_dim, n_rot;
+            float base, freq_scale;
+            enum hx_rope_mode mode;
+        } rope;
+        struct {
+            int32_t n_head, n_head_kv, head_dim;
+            float scale;
+            int64_t n_ctx;   /* positions per sequence in the cache */
+            int32_t n_seq;   /* sequences (slots) in the cache */
+        } attn;
+    } p;
+};
+
+/* One op ready to run on a device. */
+struct hx_op {
+    struct hx_op_desc desc;
+    struct hx_tensor_ref src[3];   /* ATTN: q, k, v; binary ops: src0, src1 */
+    struct hx_tensor_ref dst;      /* may alias src[0] for ROPE and ADD (in place) */
+    const struct hx_weight *weight;/* MATMUL, EMBED, RMS_NORM gain; NULL otherwise */
+    void *weight_handle;           /* what this device's weight_prepare returned */
+    const struct hx_weight *aux;   /* ROPE: rope_freqs factors (F32, n_rot/2) or NULL */
+    void *aux_handle;
+    /* ATTN: the layer's KV cache on this device, each (n_seq * n_ctx, n_head_kv * head_dim)
+     * f32 rows; row (seq * n_ctx + pos). */
+    struct hx_tensor_ref k_cache, v_cache;
+};
+
+/* A contiguous span of ops for one device, with the batch's host-side row metadata. */
+struct hx_split {
+    uint32_t struct_size;
+    const struct hx_op *ops;
+    int64_t n_ops;
+    int64_t n_rows;
+    const int32_t *tokens;   /* n_rows token ids (EMBED) */
+    const int32_t *pos;      /* n_rows positions (ROPE, ATTN) */
+    const int32_t *seq;      /* n_rows sequence ids (ATTN) */
+};
+
+/* ---- the vtable --------------------------------------------------------------------------- */
+
+#define HX_BACKEND_ABI_VERSION 1
+
+/*
+ * Entries marked (optional) may be NULL; the default is written beside each. New entries are
+ * only appended, bumping HX_BACKEND_ABI_VERSION. All entries returning int return hx_status.
+ */
+struct hx_backend_ops {
+    uint32_t abi_version;    /* HX_BACKEND_ABI_VERSION */
+    uint32_t struct_size;    /* sizeof(struct hx_backend_ops) */
+    const char *name;        /* "cpu", "ref", "vulkan", "hip", "npu", "npu-sim" */
+    size_t ctx_size;         /* bytes of per-device state the core allocates (zeroed) */
+
+    /* Side-effect free: is the runtime usable here? *score ranks defaults (higher wins; cpu
+     * is 10). On HX_E_UNAVAILABLE, why[] says what is missing ("libvulkan.so.1 not found"). */
+    int (*probe)(int *score, char *why, size_t why_len);
+    /* Number of devices (0 allowed, with why[] filled). */
+    int (*device_count)(int *n, char *why, size_t why_len);
+    /* Describe device idx without initializing it. */
+    int (*device_info)(int idx, struct hx_device_info *out);
+
+    int (*init)(struct hx_device *dev, const struct hx_device_config *cfg);
+    void (*fini)(struct hx_device *dev);                 /* (optional) default: nothing */
+
+    int (*buffer_alloc)(struct hx_device *dev, size_t nbytes, struct hx_buffer *buf);
+    void (*buffer_free)(struct hx_device *dev, struct hx_buffer *buf);
+    /* Blocking; waits for pending work touching the buffer. */
+    int (*buffer_write)(struct hx_device *dev, struct hx_buffer *buf, size_t offset,
+                        const void *src, size_t nbytes);
+    int (*buffer_read)(struct hx_device *dev, struct hx_buffer *buf, size_t offset, void *dst,
+                       size_t nbytes);
+
+    /* Make a weight usable on the device (upload, repack, convert) once at load. *handle is
+     * passed back in hx_op.weight_handle. The hx_weight outlives the handle. */
+    int (*weight_prepare)(struct hx_device *dev, const struct hx_weight *w, void **handle);
+    void (*weight_release)(struct hx_device *dev, void *handle); /* (optional) nothing */
+
+    /* Pure and cheap: can this device run the op as described? */
+    bool (*supports)(struct hx_device *dev, const struct hx_op_desc *op);
+
+    /* Enqueue a split (may return before it completes). The split and every buffer it names
+     * stay valid until synchronize returns. */
+    int (*run)(struct hx_device *dev, const struct hx_split *split);
+    /* Wait for all enqueued work; returns the first error of it. (optional) HX_OK */
+    int (*synchronize)(struct hx_device *dev);
+
+    /* (optional) predicted µs for the op on this device; default: HX_E_UNSUPPORTED (unknown) */
+    int (*estimate_cost)(struct hx_device *dev, const struct hx_op_desc *op, double *us);
+    /* (optional) device → device copy; default: read into a host bounce buffer and write */
+    int (*copy)(struct hx_device *dev, struct hx_buffer *dst, size_t dst_off,
+                struct hx_buffer *src, size_t src_off, size_t nbytes);
+    /* (optional) debug knobs only, never something the core depends on; default NULL */
+    void *(*get_extension)(struct hx_device *dev, const char *name);
+    /* (optional) extra text for `engine devices` (manifest, kernels); default nothing.
+     * Writes a NUL-terminated string of at most len bytes. */
+    void (*describe)(struct hx_device *dev, char *out, size_t len);
+};
+
+/* ---- helpers for backends ------------------------------------------------------------------ */
+
+/* Pointer to row r of a host-visible tensor reference. */
+static inline float *hx_tensor_row(const struct hx_tensor_ref *t, int64_t r)
+{
+    return (float *)((char *)t->buf->host + t->offset_bytes + (size_t)r * t->row_stride_bytes);
+}
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,316 @@
+/*
+ * hx.h — the application API of hx, a heterogeneous dispatch engine for LLM inference.
+ *
+ * Used by the `engine` program, the HTTP server and embedders. Backend authors use
+ * hx-backend.h instead. Objects are opaque; descriptors are plain data and start with
+ * `uint32_t struct_size` so they can grow (set it to sizeof the struct you pass).
+ *
+ * Errors: every fallible function returns an int that is HX_OK (0) or a negative
+ * `enum hx_status`; results come back through out-parameters, set to NULL/0 on failure.
+ * hx_last_error() gives the thread's last detailed message.
+ *
+ * Threads: a model may be shared by threads read-only; a context is used by one thread at
+ * a time. Logging and allocation hooks are process-wide and must be set before use.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define HX_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define HX_API __attribute__((visibility("default")))
+#else
+#define HX_API
+#endif
+
+#if defined(__GNUC__)
+#define HX_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define HX_PRINTF(a, b)
+#endif
+
+#define HX_VERSION_MAJOR 0
+#define HX_VERSION_MINOR 1
+#define HX_VERSION_PATCH 0
+
+/* "MAJOR.MINOR.PATCH"; static storage. */
+HX_API const char *hx_version(void);
+
+/* ---- status codes (one list; names and messages generated from it) ------------------------ */
+
+#define HX_STATUS_MAP(XX)                                                                    \
+    XX(OK, 0, "success")                                                                     \
+    XX(E_NOMEM, -1, "out of memory")                                                         \
+    XX(E_INVAL, -2, "invalid argument")                                                      \
+    XX(E_UNSUPPORTED, -3, "operation not supported")                                         \
+    XX(E_FORMAT, -4, "malformed or unsupported file format")                                 \
+    XX(E_IO, -5, "input/output error")                                                       \
+    XX(E_DEVICE, -6, "device error")                                                         \
+    XX(E_TIMEOUT, -7, "timed out")                                                           \
+    XX(E_CANCELED, -8, "canceled")                                                           \
+    XX(E_NOTFOUND, -9, "not found")                                                          \
+    XX(E_UNAVAILABLE, -10, "unavailable")                                                    \
+    XX(E_RANGE, -11, "value out of range")                                                   \
+    XX(E_OVERFLOW, -12, "arithmetic overflow")                                               \
+    XX(E_BUSY, -13, "resource busy")                                                         \
+    XX(E_INTERNAL, -14, "internal error")
+
+enum hx_status {
+#define HX__STATUS_ENUM(name, val, msg) HX_##name = (val),
+    HX_STATUS_MAP(HX__STATUS_ENUM)
+#undef HX__STATUS_ENUM
+};
+
+#define HX_STATUS_COUNT 15
+
+/* Human-readable message for a status ("out of memory"); never NULL. */
+HX_API const char *hx_strerror(int status);
+/* Symbolic name for a status ("HX_E_NOMEM"); never NULL. */
+HX_API const char *hx_status_name(int status);
+
+/*
+ * The calling thread's last detailed error message (e.g. "gguf: tensor 'blk.0.attn_q.weight'
+ * data [1000, 5000) lies outside the file (4096 bytes)"). Empty string when none. Valid until
+ * the next hx call on this thread.
+ */
+HX_API const char *hx_last_error(void);
+
+/* ---- logging ------------------------------------------------------------------------------ */
+
+enum hx_log_level {
+    HX_LOG_LEVEL_ERROR,
+    HX_LOG_LEVEL_WARN,
+    HX_LOG_LEVEL_INFO,
+    HX_LOG_LEVEL_DEBUG,
+    HX_LOG_LEVEL_COUNT
+};
+
+typedef void (*hx_log_cb)(enum hx_log_level level, const char *msg, void *user_data);
+
+/*
+ * Route log messages (one line each, no trailing newline) to cb; NULL restores the default,
+ * which writes to stderr. Messages above the threshold (env HX_LOG_LEVEL = error|warn|info|
+ * debug, default warn) are dropped before formatting.
+ */
+HX_API void hx_log_set(hx_log_cb cb, void *user_data);
+HX_API void hx_log_set_level(enum hx_log_level level);
+HX_API enum hx_log_level hx_log_get_level(void);
+HX_API void hx_log(enum hx_log_level level, const char *fmt, ...) HX_PRINTF(2, 3);
+
+#define HX_LOG_ERROR(...) hx_log(HX_LOG_LEVEL_ERROR, __VA_ARGS__)
+#define HX_LOG_WARN(...) hx_log(HX_LOG_LEVEL_WARN, __VA_ARGS__)
+#define HX_LOG_INFO(...) hx_log(HX_LOG_LEVEL_INFO, __VA_ARGS__)
+#define HX_LOG_DEBUG(...)                                                                    \
+    do {                                                                                     \
+        if (hx_log_get_level() >= HX_LOG_LEVEL_DEBUG) hx_log(HX_LOG_LEVEL_DEBUG, __VA_ARGS__); \
+    } while (0)
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+/*
+ * All heap traffic of the library goes through these. hx_set_allocator replaces them
+ * process-wide (all four or none; call before any other hx function). Memory returned to the
+ * caller by an hx function is released with hx_free().
+ */
+typedef void *(*hx_malloc_fn)(size_t nbytes);
+typedef void *(*hx_calloc_fn)(size_t count, size_t nbytes);
+typedef void *(*hx_realloc_fn)(void *ptr, size_t nbytes);
+typedef void (*hx_free_fn)(void *ptr);
+HX_API int hx_set_allocator(hx_malloc_fn m, hx_calloc_fn c, hx_realloc_fn r, hx_free_fn f);
+HX_API void *hx_malloc(size_t nbytes);
+HX_API void *hx_calloc(size_t count, size_t nbytes);
+HX_API void *hx_realloc(void *ptr, size_t nbytes);
+HX_API void hx_free(void *ptr);
+/* Duplicate a NUL-terminated string (NULL in, NULL out); release with hx_free. */
+HX_API char *hx_strdup(const char *s);
+
+/* ---- tokens ------------------------------------------------------------------------------- */
+
+typedef int32_t hx_token;
+#define HX_TOKEN_NULL (-1)
+
+/* ---- models ------------------------------------------------------------------------------ */
+
+struct hx_model;   /* weights (mmapped), hparams, tokenizer, chat template; read-only once loaded */
+struct hx_context; /* devices, plan, KV cache slots, logits: one thread at a time */
+
+struct hx_model_params {
+    uint32_t struct_size;
+    bool vocab_only;      /* load tokenizer/metadata only (vocab GGUFs with zero tensors) */
+    bool no_mmap;         /* read weights into memory instead of mapping the file */
+};
+
+/*
+ * Load a GGUF model. Errors: HX_E_IO (cannot open/read), HX_E_FORMAT (malformed file, unknown
+ * architecture, missing tensor or key, shape mismatch; hx_last_error() names what and where),
+ * HX_E_NOMEM. Blocks. *out is NULL on failure.
+ */
+HX_API int hx_model_load(const char *path, const struct hx_model_params *params,
+                         struct hx_model **out);
+HX_API void hx_model_free(struct hx_model *model);
+
+/* Plain-data description of a loaded model; strings borrowed, valid for the model's life. */
+struct hx_model_info {
+    uint32_t struct_size;
+    const char *arch;          /* "qwen3", "llama", "bitnet" */
+    const char *name;          /* general.name or the file's base name */
+    int64_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
+    int64_t n_params;          /* elements in all weight tensors */
+    size_t weight_bytes;       /* bytes of all weight tensors as stored */
+    const char *weight_types;  /* e.g. "Q8_0 x169, F32 x57" */
+};
+HX_API int hx_model_get_info(const struct hx_model *model, struct hx_model_info *out);
+
+/* ---- tokenizer and chat templates ---------------------------------------------------------- */
+
+/*
+ * Tokenize text (len bytes, need not be NUL-terminated). add_special: BOS/EOS as the vocabulary
+ * asks; parse_special: match control-token text (user-defined tokens always match). Writes at
+ * most cap ids; *n_out receives the full count (call again with a bigger buffer if > cap).
+ */
+HX_API int hx_tokenize(const struct hx_model *model, const char *text, size_t len, bool add_special,
+                       bool parse_special, hx_token *ids, int64_t cap, int64_t *n_out);
+
+/*
+ * Streaming detokenizer: feeds tokens and yields only complete UTF-8 text, so a character is
+ * never split across pieces. special: render control tokens as their text.
+ */
+struct hx_detok;
+HX_API int hx_detok_new(const struct hx_model *model, bool special, struct hx_detok **out);
+HX_API void hx_detok_free(struct hx_detok *d);
+/* Append token's bytes; *piece (borrowed, valid until next call) gets the complete UTF-8 text
+ * now available (may be ""). */
+HX_API int hx_detok_push(struct hx_detok *d, hx_token tok, const char **piece, size_t *len);
+/* Flush any incomplete trailing bytes (as U+FFFD replacement characters). */
+HX_API int hx_detok_flush(struct hx_detok *d, const char **piece, size_t *len);
+
+/* Whole-sequence detokenization; *out released with hx_free. */
+HX_API int hx_detokenize(const struct hx_model *model, const hx_token *ids, int64_t n, bool special,
+                         char **out, size_t *len);
+
+HX_API int64_t hx_vocab_n_tokens(const struct hx_model *model);
+HX_API hx_token hx_vocab_bos(const struct hx_model *model); /* HX_TOKEN_NULL if none */
+HX_API hx_token hx_vocab_eos(const struct hx_model *model); /* HX_TOKEN_NULL if none */
+HX_API bool hx_vocab_is_eog(const struct hx_model *model, hx_token tok); /* end of generation */
+HX_API bool hx_vocab_add_bos(const struct hx_model *model);
+/* Token text as stored (borrowed), NULL if out of range. */
+HX_API const char *hx_vocab_text(const struct hx_model *model, hx_token tok);
+
+struct hx_chat_msg {
+    const char *role;    /* "system", "user", "assistant" */
+    const char *content;
+};
+
+/*
+ * Render messages with a chat template. name: NULL = detect from tokenizer.chat_template;
+ * else one of hx_chat_template_names(). An unknown name or an undetectable template is
+ * HX_E_NOTFOUND with the known names in hx_last_error(). add_generation_prompt appends the
+ * assistant header; enable_thinking=false pre-fills an empty <think></think> (Qwen3).
+ * *out (NUL-terminated) released with hx_free.
+ */
+HX_API int hx_chat_apply(const struct hx_model *model, const char *name,
+                         const struct hx_chat_msg *msgs, size_t n_msgs,
+                         bool add_generation_prompt, bool enable_thinking, char **out);
+/* NULL-terminated list of built-in template names (static storage). */
+HX_API const char *const *hx_chat_template_names(void);
+
+/* ---- contexts: devices, plan, KV cache, decode ------------------------------------------- */
+
+struct hx_context_params {
+    uint32_t struct_size;
+    const char *backend;   /* device for the `single` policy: "cpu", "ref", "vulkan", "vulkan:1",
+                              "npu", "npu-sim", "hip"; NULL = "cpu" */
+    const char *policy;    /* preset, "name:args" or @file; NULL = "single" */
+    const char *fallback;  /* "npu,vulkan,cpu" fallback chain; NULL = none (cpu for unsupported ops) */
+    int n_threads;         /* CPU threads; 0 = all cores */
+    int64_t n_ctx;         /* KV positions per sequence; 0 = min(n_ctx_train, 4096) */
+    int n_seq;             /* KV cache slots (parallel sequences); 0 = 1 */
+    int64_t n_batch;       /* max rows per decode call; 0 = 512 */
+    const char *npu_kernels;  /* NPU kernel manifest directory; NULL = default */
+    bool verbose_plan;
+};
+
+HX_API int hx_context_new(struct hx_model *model, const struct hx_context_params *params,
+                          struct hx_context **out);
+HX_API void hx_context_free(struct hx_context *ctx);
+
+/*
+ * A batch of rows: row i feeds token[i] at position pos[i] of sequence seq[i]. Rows of one
+ * sequence must be in increasing position order and continue that sequence's cache (pos of
+ * its first row == the number of positions already cached for it). logits[i] != 0 requests
+ * the logits of row i. Arrays are borrowed for the duration of the call.
+ */
+struct hx_batch {
+    int64_t n_rows;
+    const hx_token *token;
+    const int32_t *pos;
+    const int32_t *seq;
+    const int8_t *logits;
+};
+
+/*
+ * Run the model over a batch. Errors: HX_E_INVAL (bad batch: positions, sequence ids, tokens
+ * out of range, too many rows), HX_E_RANGE (beyond n_ctx), HX_E_DEVICE (all devices of the
+ * fallback chain failed). On error the KV cache is as before the call. Blocks.
+ */
+HX_API int hx_decode(struct hx_context *ctx, const struct hx_batch *batch);
+
+/* Logits (n_vocab floats) of batch row `row` of the last hx_decode; NULL if not requested. */
+HX_API const float *hx_get_logits(struct hx_context *ctx, int64_t row);
+
+/* Forget positions >= pos of sequence seq (pos 0 clears it). */
+HX_API int hx_kv_truncate(struct hx_context *ctx, int32_t seq, int32_t pos);
+/* Number of positions cached for seq. */
+HX_API int32_t hx_kv_len(const struct hx_context *ctx, int32_t seq);
+HX_API int64_t hx_context_n_ctx(const struct hx_context *ctx);
+HX_API int hx_context_n_seq(const struct hx_context *ctx);
+
+/* Interrupt a running hx_decode from another thread or a signal handler (async-signal-safe):
+ * it returns HX_E_CANCELED at the next split boundary with the KV cache unchanged. */
+HX_API void hx_context_cancel(struct hx_context *ctx);
+
+/* Devices and policy that served the last decode, e.g. "cpu" or "npu-sim,cpu"; borrowed. */
+HX_API const char *hx_context_devices(const struct hx_context *ctx);
+HX_API const char *hx_context_policy(const struct hx_context *ctx);
+
+/* Render the current plan (per phase: op → device and why, splits, bytes moved) as text;
+ * *out released with hx_free. */
+HX_API int hx_context_plan_text(struct hx_context *ctx, char **out);
+
+/* ---- sampling ------------------------------------------------------------------------------ */
+
+struct hx_sampler_params {
+    uint32_t struct_size;
+    float temperature;        /* <= 0: greedy */
+    int32_t top_k;            /* <= 0: off */
+    float top_p;              /* >= 1: off */
+    float min_p;              /* <= 0: off */
+    float repeat_penalty;     /* 1: off */
+    float presence_penalty;   /* 0: off */
+    float frequency_penalty;  /* 0: off */
+    int32_t penalty_last_n;   /* window for penalties; 0 = off, -1 = whole history */
+    uint64_t seed;
+};
+
+struct hx_sampler;
+/* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off, seed 0. */
+HX_API void hx_sampler_params_init(struct hx_sampler_params *p);
+HX_API int hx_sampler_new(const struct hx_sampler_params *p, int64_t n_vocab,
+                          struct hx_sampler **out);
+HX_API void hx_sampler_free(struct hx_sampler *s);
+/* Pick a token from logits (n_vocab floats, not modified). Deterministic for a seed. */
+HX_API hx_token hx_sampler_sample(struct hx_sampler *s, const float *logits);
+/* Record a token in the penalty history (prompt tokens too, if wanted). */
+HX_API void hx_sampler_accept(struct hx_sampler *s, hx_token tok);
+HX_API void hx_sampler_reset(struct hx_sampler *s);
+
+#ifdef __cplusplus
+}
+#endif
