@@ -305,3 +305,24 @@ static inline float *hx_tensor_row(const struct hx_tensor_ref *t, int64_t r)
 #ifdef __cplusplus
 }
 #endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * get_extension(dev, "hx.timing") (optional): the device's live cumulative counters, for
+ * benchmarks to report host-side time separately from device time. A benchmark reads them
+ * before and after a run and prints the difference. device_modelled marks times produced by
+ * a latency model (simulator), which must never be reported as hardware performance.
+ */
+struct hx_timing_stats {
+    uint64_t n_calls;        /* device launches */
+    double host_us;          /* host work: quantize, pack, copy, sync, dequantize */
+    double device_us;        /* device execution (measured, or modelled if flagged) */
+    bool device_modelled;
+};
+
+#ifdef __cplusplus
+}
+#endif
