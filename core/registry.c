@@ -26,22 +26,8 @@ extern const struct hx_backend_ops hx_backend_npu_ops;
 extern const struct hx_backend_ops hx_backend_npu_sim_ops;
 #endif
 
-/* Weak so that a backend whose tables are absent from this link is simply not listed. */
-#pragma weak hx_backend_cpu_ops
-#pragma weak hx_backend_ref_ops
-#ifdef HX_HAVE_BACKEND_VULKAN
-#pragma weak hx_backend_vulkan_ops
-#endif
-#ifdef HX_HAVE_BACKEND_HIP
-#pragma weak hx_backend_hip_ops
-#endif
-#ifdef HX_HAVE_BACKEND_NPU
-#pragma weak hx_backend_npu_ops
-#endif
-#ifdef HX_HAVE_BACKEND_NPU_SIM
-#pragma weak hx_backend_npu_sim_ops
-#endif
-
+/* Strong references: they are what pulls each backend's objects out of libhxcore.a. A
+ * backend's HX_HAVE_BACKEND_* is defined only when its CMake added its sources. */
 static const struct hx_backend_ops *const hx__builtin[] = {
 #ifdef HX_HAVE_BACKEND_NPU
     &hx_backend_npu_ops,
@@ -124,7 +110,7 @@ static void hx__registry_init(void)
         }
         bool have_cpu = false;
         for (int i = 0; i < hx__n_entries; i++) have_cpu |= hx__entries[i].ops == &hx_backend_cpu_ops;
-        if (!have_cpu && &hx_backend_cpu_ops) hx__add_entry(&hx_backend_cpu_ops);
+        if (!have_cpu) hx__add_entry(&hx_backend_cpu_ops);
         return;
     }
     for (size_t i = 0; i < HX_ARRAY_LEN(hx__builtin); i++)

@@ -237,6 +237,11 @@ struct hx_context_params {
     bool verbose_plan;
 };
 
+/* Check a policy / backend / fallback combination without loading anything: HX_E_INVAL with
+ * a message naming the bad part (unknown policy or device, malformed op-map, ratios that do
+ * not add up, a device named twice, an empty device list). */
+HX_API int hx_policy_validate(const char *policy, const char *backend, const char *fallback);
+
 HX_API int hx_context_new(struct hx_model *model, const struct hx_context_params *params,
                           struct hx_context **out);
 HX_API void hx_context_free(struct hx_context *ctx);
@@ -247,6 +252,8 @@ HX_API void hx_context_free(struct hx_context *ctx);
  * its first row == the number of positions already cached for it). logits[i] != 0 requests
  * the logits of row i. Arrays are borrowed for the duration of the call.
  */
+/* The rows whose logits are requested must be a contiguous range ending at the last row
+ * (e.g. the last row of a prefill, or every row of a multi-sequence decode step). */
 struct hx_batch {
     int64_t n_rows;
     const hx_token *token;

@@ -1,0 +1,314 @@
+/*
+ * cmd-bench-kernels.c — `engine bench --kernels`: time one MATMUL op per call through a
+ * backend's vtable (weight_prepare once, then run a one-op split + synchronize) for every
+ * weight type × shape × batch m. Weights are random floats quantized with hx_quantize_row (a
+ * pool of distinct rows tiled over the matrix) and copied into enough distinct matrices that
+ * the working set exceeds the last-level cache; calls rotate through them, as a model's layers
+ * would. Reports mean ± stddev µs per call, weight GB/s, GFLOP/s (2·m·n·k), and for m = 1 the
+ * share of the measured read bandwidth printed at the top.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "bench-util.h"
+#include "hx-backend.h"
+#include "registry.h"
+
+#define HX_BK_MAX 32
+#define HX_BK_MIN_SET (96u << 20)
+#define HX_BK_POOL_ROWS 64
+
+struct hx_bk_opts {
+    const char *backend, *fmt;
+    enum hx_dtype types[HX_DTYPE_COUNT];
+    int n_types;
+    int64_t shapes[HX_BK_MAX][2];  /* K, N */
+    int n_shapes;
+    int64_t ms[HX_BK_MAX];
+    int n_ms;
+    int threads, reps;
+};
+
+static void hx_bk_usage(void)
+{
+    fprintf(stderr,
+            "usage: engine bench --kernels [--backend B] [--types LIST] [--shapes qwen3|KxN,...]\n"
+            "                    [-m 1,512] [-t THREADS] [-r REPS] [-o md|json|csv]\n");
+}
+
+static bool hx_bk_parse_list(const char *s, int64_t *out, int *n, int64_t lo, int64_t hi)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    *n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (*n >= HX_BK_MAX || !hx_app_parse_i64(t, lo, hi, &out[*n])) return false;
+        (*n)++;
+    }
+    return *n > 0;
+}
+
+static bool hx_bk_parse_shapes(const char *s, struct hx_bk_opts *o)
+{
+    static const int64_t qwen3[][2] = {{1024, 4096}, {2048, 1024}, {1024, 6144}, {3072, 1024},
+                                       {1024, 151936}};
+    o->n_shapes = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "qwen3")) {
+            for (size_t i = 0; i < sizeof qwen3 / sizeof qwen3[0] && o->n_shapes < HX_BK_MAX; i++) {
+                o->shapes[o->n_shapes][0] = qwen3[i][0];
+                o->shapes[o->n_shapes++][1] = qwen3[i][1];
+            }
+            continue;
+        }
+        char *x = strchr(t, 'x');
+        if (!x || o->n_shapes >= HX_BK_MAX) return false;
+        *x = '\0';
+        if (!hx_app_parse_i64(t, 1, 1 << 20, &o->shapes[o->n_shapes][0]) ||
+            !hx_app_parse_i64(x + 1, 1, 1 << 22, &o->shapes[o->n_shapes][1]))
+            return false;
+        o->n_shapes++;
+    }
+    return o->n_shapes > 0;
+}
+
+static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->backend = "cpu";
+    o->fmt = "md";
+    o->threads = 2;
+    o->reps = 5;
+    for (int t = 0; t < HX_DTYPE_COUNT; t++) o->types[o->n_types++] = (enum hx_dtype)t;
+    hx_bk_parse_shapes("qwen3", o);
+    o->ms[0] = 1, o->ms[1] = 512, o->n_ms = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t x;
+        if (!strcmp(a, "--kernels")) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
+        if (!v) return -1;
+        i++;
+        if (!strcmp(a, "--backend")) o->backend = v;
+        else if (!strcmp(a, "-o")) o->fmt = v;
+        else if (!strcmp(a, "--shapes")) { if (!hx_bk_parse_shapes(v, o)) return -1; }
+        else if (!strcmp(a, "-m")) { if (!hx_bk_parse_list(v, o->ms, &o->n_ms, 1, 65536)) return -1; }
+        else if (!strcmp(a, "-t")) { if (!hx_app_parse_i64(v, 1, 1024, &x)) return -1; o->threads = (int)x; }
+        else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 5, 100000, &x)) return -1; o->reps = (int)x; }
+        else if (!strcmp(a, "--types")) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            o->n_types = 0;
+            for (char *s = NULL, *t = strtok_r(buf, ",", &s); t; t = strtok_r(NULL, ",", &s)) {
+                if (o->n_types >= HX_DTYPE_COUNT || hx_dtype_from_name(t, &o->types[o->n_types]) != HX_OK)
+                    return -1;
+                o->n_types++;
+            }
+        } else return -1;
+    }
+    if (strcmp(o->fmt, "md") && strcmp(o->fmt, "json") && strcmp(o->fmt, "csv")) return -1;
+    return 0;
+}
+
+static uint64_t hx_bk_rng = 0x9E3779B97F4A7C15ull;
+static float hx_bk_rand(void)
+{
+    hx_bk_rng ^= hx_bk_rng << 13, hx_bk_rng ^= hx_bk_rng >> 7, hx_bk_rng ^= hx_bk_rng << 17;
+    return (float)((hx_bk_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* A weight matrix of n rows: HX_BK_POOL_ROWS random quantized rows tiled. */
+static void *hx_bk_make_weight(enum hx_dtype t, int64_t k, int64_t n, size_t *nbytes)
+{
+    size_t rb = hx_dtype_row_bytes(t, k);
+    int64_t pool = n < HX_BK_POOL_ROWS ? n : HX_BK_POOL_ROWS;
+    char *w = malloc(rb * (size_t)n), *p = malloc(rb * (size_t)pool);
+    float *f = malloc(sizeof(float) * (size_t)k);
+    if (!w || !p || !f) goto fail;
+    for (int64_t r = 0; r < pool; r++) {
+        for (int64_t i = 0; i < k; i++) f[i] = hx_bk_rand();
+        if (hx_quantize_row(t, f, p + (size_t)r * rb, k) != HX_OK) goto fail;
+    }
+    for (int64_t r = 0; r < n; r++) memcpy(w + (size_t)r * rb, p + (size_t)(r % pool) * rb, rb);
+    free(p);
+    free(f);
+    *nbytes = rb * (size_t)n;
+    return w;
+fail:
+    free(w), free(p), free(f);
+    return NULL;
+}
+
+struct hx_bk_result {
+    double mean_us, sd_us, gbs, gflops, bw_pct, host_us, dev_us;
+    bool have_timing, modelled;
+};
+
+static int hx_bk_case(struct hx_device *dev, const struct hx_bk_opts *o, enum hx_dtype t,
+                      int64_t k, int64_t n, int64_t m, double bw, struct hx_bk_result *res)
+{
+    int st = HX_OK;
+    size_t wbytes = 0;
+    void *wdata = hx_bk_make_weight(t, k, n, &wbytes);
+    if (!wdata) return HX_E_NOMEM;
+    int copies = (int)((HX_BK_MIN_SET + wbytes - 1) / wbytes);
+    if (copies < 1) copies = 1;
+    if (copies > 64) copies = 64;
+    struct hx_weight w[64];
+    void *handles[64] = {0}, *data[64] = {0};
+    struct hx_buffer *src = NULL, *dst = NULL;
+    int32_t *meta = calloc((size_t)m * 3, sizeof(int32_t));
+    float *x = malloc(sizeof(float) * (size_t)(m * k));
+    double *samples = malloc(sizeof(double) * (size_t)o->reps);
+    int made = 0;
+    if (!meta || !x || !samples) { st = HX_E_NOMEM; goto done; }
+    for (; made < copies; made++) {
+        data[made] = made ? malloc(wbytes) : wdata;
+        if (!data[made]) { st = HX_E_NOMEM; goto done; }
+        if (made) memcpy(data[made], wdata, wbytes);
+        w[made] = (struct hx_weight){.name = "bench", .type = t, .n_rows = n, .n_cols = k,
+                                     .data = data[made], .nbytes = wbytes, .scale = 1.0f};
+        if ((st = hx__dev_weight_prepare(dev, &w[made], &handles[made])) != HX_OK) { made++; goto done; }
+    }
+    for (int64_t i = 0; i < m * k; i++) x[i] = hx_bk_rand();
+    if ((st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &src)) ||
+        (st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * n), &dst)) ||
+        (st = hx__dev_buffer_write(src, 0, x, sizeof(float) * (size_t)(m * k))))
+        goto done;
+    struct hx_op op = {0};
+    op.desc = (struct hx_op_desc){.kind = HX_OP_MATMUL, .cls = HX_CLASS_GATE_UP, .layer = 0,
+                                  .n_rows = m, .n_in = k, .n_out = n, .wtype = t};
+    op.src[0] = (struct hx_tensor_ref){src, 0, m, k, sizeof(float) * (size_t)k};
+    op.dst = (struct hx_tensor_ref){dst, 0, m, n, sizeof(float) * (size_t)n};
+    if (!hx__dev_supports(dev, &op.desc)) { st = HX_E_UNSUPPORTED; goto done; }
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = &op, .n_ops = 1, .n_rows = m,
+                          .tokens = meta, .pos = meta + m, .seq = meta + 2 * m};
+    struct hx_timing_stats *ts = dev->ops->get_extension ?
+        dev->ops->get_extension(dev, "hx.timing") : NULL;
+    /* calls per sample: a full rotation through the copies for small calls */
+    int per = (m == 1) ? copies : 1;
+    int cur = 0;
+    for (int wu = 0; wu < (m == 1 ? copies : 1) + 1; wu++) {
+        op.weight = &w[cur], op.weight_handle = handles[cur], cur = (cur + 1) % copies;
+        if ((st = hx__dev_run(dev, &sp)) || (st = hx__dev_synchronize(dev))) goto done;
+    }
+    struct hx_timing_stats t0 = ts ? *ts : (struct hx_timing_stats){0};
+    for (int r = 0; r < o->reps; r++) {
+        double a = hx_app_now_us();
+        for (int c = 0; c < per; c++) {
+            op.weight = &w[cur], op.weight_handle = handles[cur], cur = (cur + 1) % copies;
+            if ((st = hx__dev_run(dev, &sp)) || (st = hx__dev_synchronize(dev))) goto done;
+        }
+        samples[r] = (hx_app_now_us() - a) / per;
+    }
+    res->mean_us = hx_app_mean(samples, (size_t)o->reps);
+    res->sd_us = hx_app_stddev(samples, (size_t)o->reps);
+    res->gbs = (double)wbytes / (res->mean_us * 1e-6) / 1e9;
+    res->gflops = 2.0 * (double)m * (double)n * (double)k / (res->mean_us * 1e-6) / 1e9;
+    res->bw_pct = bw > 0 ? 100.0 * res->gbs / bw : 0.0;
+    if ((res->have_timing = ts != NULL)) {
+        double calls = (double)o->reps * per;
+        res->host_us = (ts->host_us - t0.host_us) / calls;
+        res->dev_us = (ts->device_us - t0.device_us) / calls;
+        res->modelled = ts->device_modelled;
+    }
+done:
+    for (int i = 0; i < made; i++) if (handles[i]) hx__dev_weight_release(dev, handles[i]);
+    for (int i = 0; i < made; i++) free(data[i]);
+    if (!made) free(wdata);
+    hx__dev_buffer_free(src);
+    hx__dev_buffer_free(dst);
+    free(meta), free(x), free(samples);
+    return st;
+}
+
+/* The registry refers to backend tables weakly; keep the default backend linked in. */
+extern const struct hx_backend_ops hx_backend_cpu_ops;
+const struct hx_backend_ops *const hx__bench_keep_cpu = &hx_backend_cpu_ops;
+
+int hx_cmd_bench_kernels(int argc, char **argv)
+{
+    struct hx_bk_opts o;
+    int pr = hx_bk_parse(argc, argv, &o);
+    if (pr) {
+        hx_bk_usage();
+        return pr > 0 ? 0 : 2;
+    }
+    struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = o.threads};
+    struct hx_device *dev = NULL;
+    if (hx__device_open(o.backend, &cfg, &dev) != HX_OK) {
+        hx_app_error("bench", "%s", hx_last_error());
+        return 1;
+    }
+    const size_t bw_set = 256u << 20;
+    double bw = hx_app_read_bandwidth_gbs(o.threads, bw_set);
+    bool md = !strcmp(o.fmt, "md"), js = !strcmp(o.fmt, "json");
+    char desc[256] = "";
+    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    if (md) {
+        printf("# kernel benchmark: backend %s (%s)%s%s\n\n", dev->id, dev->info.name,
+               desc[0] ? ", " : "", desc);
+        printf("read bandwidth probe: %.1f GB/s (%d threads, %zu MiB working set)\n\n", bw,
+               o.threads, bw_set >> 20);
+        printf("| type | K×N | m | µs/call (mean ± sd) | GB/s | GFLOP/s | %% of read BW | host µs | device µs |\n");
+        printf("|---|---|---|---|---|---|---|---|---|\n");
+    } else if (js) {
+        printf("{\"backend\":\"%s\",\"threads\":%d,\"read_bw_gbs\":%.2f,\"results\":[", dev->id,
+               o.threads, bw);
+    } else {
+        printf("backend,type,k,n,m,threads,mean_us,sd_us,gbs,gflops,bw_pct,host_us,device_us,modelled\n");
+    }
+    fflush(stdout);
+    int first = 1, rc = 0;
+    for (int ti = 0; ti < o.n_types; ti++)
+        for (int si = 0; si < o.n_shapes; si++)
+            for (int mi = 0; mi < o.n_ms; mi++) {
+                enum hx_dtype t = o.types[ti];
+                int64_t k = o.shapes[si][0], n = o.shapes[si][1], m = o.ms[mi];
+                if (k % hx_dtype_block_elems(t)) continue;
+                struct hx_bk_result r = {0};
+                int st = hx_bk_case(dev, &o, t, k, n, m, bw, &r);
+                if (st == HX_E_UNSUPPORTED) continue;
+                if (st) {
+                    hx_app_error("bench", "%s %lldx%lld m=%lld: %s", hx_dtype_name(t),
+                                 (long long)k, (long long)n, (long long)m, hx_last_error());
+                    rc = 1;
+                    continue;
+                }
+                char hu[32] = "—", du[32] = "—", pct[32] = "—";
+                if (r.have_timing) {
+                    snprintf(hu, sizeof hu, "%.1f", r.host_us);
+                    snprintf(du, sizeof du, "%.1f%s", r.dev_us, r.modelled ? " (modelled)" : "");
+                }
+                if (m == 1) snprintf(pct, sizeof pct, "%.0f%%", r.bw_pct);
+                if (md) {
+                    printf("| %s | %lld×%lld | %lld | %.1f ± %.1f | %.1f | %.1f | %s | %s | %s |\n",
+                           hx_dtype_name(t), (long long)k, (long long)n, (long long)m, r.mean_us,
+                           r.sd_us, r.gbs, r.gflops, pct, hu, du);
+                } else if (js) {
+                    printf("%s{\"type\":\"%s\",\"k\":%lld,\"n\":%lld,\"m\":%lld,\"mean_us\":%.2f,"
+                           "\"sd_us\":%.2f,\"gbs\":%.3f,\"gflops\":%.3f,\"bw_pct\":%.2f",
+                           first ? "" : ",", hx_dtype_name(t), (long long)k, (long long)n,
+                           (long long)m, r.mean_us, r.sd_us, r.gbs, r.gflops, r.bw_pct);
+                    if (r.have_timing)
+                        printf(",\"host_us\":%.2f,\"device_us\":%.2f,\"modelled\":%s", r.host_us,
+                               r.dev_us, r.modelled ? "true" : "false");
+                    printf("}");
+                } else {
+                    printf("%s,%s,%lld,%lld,%lld,%d,%.2f,%.2f,%.3f,%.3f,%.2f,%s,%s,%d\n", dev->id,
+                           hx_dtype_name(t), (long long)k, (long long)n, (long long)m, o.threads,
+                           r.mean_us, r.sd_us, r.gbs, r.gflops, r.bw_pct,
+                           r.have_timing ? hu : "", r.have_timing ? du : "", r.modelled);
+                }
+                first = 0;
+                fflush(stdout);
+            }
+    if (js) printf("]}\n");
+    hx__device_close(dev);
+    return rc;
+}

@@ -1,0 +1,205 @@
+/*
+ * server.h — declarations shared by the files of `engine serve` (app/server/).
+ *
+ * Threads: everything here runs on the libuv loop thread except the scheduler's worker
+ * (sched.c), which owns the hx_model/hx_context and talks to the loop only through
+ * hx__srv_sched_* (a locked queue in each direction plus uv_async_send). The pure helpers
+ * (request parser, JSON shapes, SSE framing, stop strings, metrics text) touch no libuv
+ * handle and are unit-tested by `engine serve --self-test` and fuzzed by tests/fuzz/fuzz-http.c.
+ *
+ * Uses only include/hx.h of the engine.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <http_parser.h>
+
+#include "hx.h"
+
+#define HX_SRV_MAX_BODY_BYTES ((size_t)4 << 20)    /* larger bodies: 413 */
+#define HX_SRV_MAX_HEADER_BYTES ((size_t)16 << 10) /* larger request heads: 431 */
+#define HX_SRV_MAX_STOPS 8
+#define HX_SRV_PREFILL_CHUNK 256 /* prompt rows per prefill step */
+
+/* ---- growable byte buffer (buf.c) --------------------------------------------------------- */
+
+struct hx_srv_buf {
+    char *data; /* NUL-terminated when non-NULL */
+    size_t len, cap;
+    bool failed; /* an allocation failed; contents truncated */
+};
+void hx__srv_buf_append(struct hx_srv_buf *b, const void *p, size_t n);
+void hx__srv_buf_puts(struct hx_srv_buf *b, const char *s);
+void hx__srv_buf_printf(struct hx_srv_buf *b, const char *fmt, ...) HX_PRINTF(2, 3);
+void hx__srv_buf_consume(struct hx_srv_buf *b, size_t n); /* drop n bytes from the front */
+void hx__srv_buf_free(struct hx_srv_buf *b);
+double hx__srv_now_s(void); /* monotonic seconds */
+
+/* ---- request parser (reqparse.c): HTTP/1.1 on http-parser, no I/O -------------------------- */
+
+struct hx_srv_req {
+    enum http_method method;
+    char *url;           /* as sent, NUL-terminated */
+    char *path;          /* url without query string */
+    char *authorization; /* Authorization header value or NULL */
+    bool expect_continue;
+    bool keep_alive;
+    char *body; /* NUL-terminated; body_len bytes */
+    size_t body_len;
+};
+
+struct hx_srv_reqp {
+    http_parser parser;
+    struct hx_srv_req req;
+    struct hx_srv_buf url, field, value, body;
+    size_t head_bytes;
+    bool in_value;     /* last header callback was a value */
+    bool headers_done; /* head parsed (req.method etc. valid) */
+    bool complete;     /* a whole request is in req; parser paused */
+    int error_status;  /* != 0: reject with this HTTP status, then close */
+    const char *error_msg;
+};
+
+void hx__srv_reqp_init(struct hx_srv_reqp *rp);
+/* Feed bytes; returns how many were consumed. Stops after a complete request (rp->complete) or
+ * an error (rp->error_status); the caller keeps the rest for the next request (pipelining). */
+size_t hx__srv_reqp_feed(struct hx_srv_reqp *rp, const char *data, size_t n);
+/* Forget the current request, ready for the next one on the same connection. */
+void hx__srv_reqp_reset(struct hx_srv_reqp *rp);
+void hx__srv_reqp_deinit(struct hx_srv_reqp *rp);
+bool hx__srv_reqp_started(const struct hx_srv_reqp *rp); /* any byte of a request seen */
+
+/* ---- OpenAI request/response shapes (openai.c) ------------------------------------------- */
+
+enum hx_srv_kind { HX_SRV_CHAT, HX_SRV_COMPLETION };
+
+struct hx_srv_gen_req {
+    enum hx_srv_kind kind;
+    char *model;                /* NULL when absent */
+    struct hx_chat_msg *msgs;   /* chat: role/content strdup'ed */
+    size_t n_msgs;
+    char *prompt;               /* completion */
+    int64_t max_tokens;         /* -1: up to the context */
+    struct hx_sampler_params sp;
+    bool seed_set;
+    char *stops[HX_SRV_MAX_STOPS];
+    int n_stops;
+    bool stream, include_usage;
+    bool enable_thinking;
+};
+
+/* Parse and validate a JSON body. On failure returns false with *status (400/...), *param
+ * (field name or NULL) and msg filled. */
+bool hx__srv_gen_req_parse(enum hx_srv_kind kind, const char *body, size_t len,
+                           struct hx_srv_gen_req *out, const char **param, char *msg,
+                           size_t msg_cap);
+void hx__srv_gen_req_free(struct hx_srv_gen_req *r);
+
+/* {"error":{"message","type","param","code"}} as a malloc'ed string. */
+char *hx__srv_error_json(int status, const char *msg, const char *param, const char *code);
+const char *hx__srv_status_text(int status);
+
+struct hx_srv_result {
+    const char *id, *model, *devices, *policy, *finish_reason;
+    int64_t created, prompt_tokens, completion_tokens;
+    double prompt_tps, gen_tps;
+};
+/* Whole (non-streamed) response body; malloc'ed. */
+char *hx__srv_response_json(enum hx_srv_kind kind, const struct hx_srv_result *r,
+                            const char *text, size_t text_len);
+/* One streamed chunk's JSON: text (may be NULL), role chunk, finish chunk, usage chunk. */
+enum hx_srv_chunk { HX_SRV_CHUNK_ROLE, HX_SRV_CHUNK_TEXT, HX_SRV_CHUNK_FINISH, HX_SRV_CHUNK_USAGE };
+char *hx__srv_chunk_json(enum hx_srv_kind kind, enum hx_srv_chunk what,
+                         const struct hx_srv_result *r, const char *text, size_t text_len);
+
+/* ---- SSE framing and stop strings (sse.c) -------------------------------------------------- */
+
+/* Append "data: <json>\n\n" as one HTTP chunk ("<hex>\r\n...\r\n") to b. */
+void hx__srv_sse_event(struct hx_srv_buf *b, const char *payload, size_t len);
+void hx__srv_http_chunk(struct hx_srv_buf *b, const char *data, size_t len);
+
+struct hx_srv_stopper {
+    char **stops; /* borrowed */
+    int n_stops;
+    struct hx_srv_buf held; /* generated text not yet released */
+    bool matched;
+};
+/* Push newly generated text; appends the text now safe to release to out. Once a stop string
+ * is matched, sets matched and releases only the text before it. */
+void hx__srv_stopper_push(struct hx_srv_stopper *s, const char *p, size_t n,
+                          struct hx_srv_buf *out);
+/* End of generation: release everything still held. */
+void hx__srv_stopper_finish(struct hx_srv_stopper *s, struct hx_srv_buf *out);
+void hx__srv_stopper_free(struct hx_srv_stopper *s);
+
+/* ---- metrics (metrics.c), loop thread only -------------------------------------------------- */
+
+void hx__srv_metrics_request(const char *route, int status);
+void hx__srv_metrics_tokens(int64_t prompt, int64_t completion, double prompt_tps,
+                            double gen_tps);
+void hx__srv_metrics_ttft(double seconds);
+/* Prometheus text; devices_text: pre-rendered per-device lines from the scheduler. */
+char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, bool loading,
+                             const char *device_lines);
+
+/* ---- scheduler (sched.c) -------------------------------------------------------------------- */
+
+struct hx_srv_job;
+
+enum hx_srv_ev_type {
+    HX_SRV_EV_LOADED,   /* model and context ready (job NULL) */
+    HX_SRV_EV_LOAD_FAILED,
+    HX_SRV_EV_ACCEPTED, /* prompt tokenized and fits; generation will follow */
+    HX_SRV_EV_TEXT,     /* text released for the client */
+    HX_SRV_EV_ERROR,    /* terminal: status + message */
+    HX_SRV_EV_DONE,     /* terminal: finish_reason, usage, timings */
+};
+
+struct hx_srv_event {
+    struct hx_srv_event *next;
+    enum hx_srv_ev_type type;
+    struct hx_srv_job *job;
+    char *text; /* TEXT: text; ERROR/LOAD_FAILED: message; malloc'ed */
+    size_t text_len;
+    int status;                /* ERROR: HTTP status */
+    const char *finish_reason; /* DONE: "stop", "length", "cancelled" (static) */
+    int64_t prompt_tokens, completion_tokens;
+    double ttft_s, prompt_tps, gen_tps;
+    char devices[64];
+};
+
+struct hx_srv_sched_params {
+    const char *model_path, *backend, *policy, *fallback, *chat_template;
+    int n_parallel, n_threads;
+    int64_t n_ctx;
+};
+
+/* Called on the loop thread for each event, in order; the callee takes ownership of ev. */
+typedef void (*hx_srv_event_cb)(struct hx_srv_event *ev, void *user_data);
+
+struct uv_loop_s;
+int hx__srv_sched_start(struct uv_loop_s *loop, const struct hx_srv_sched_params *p,
+                        hx_srv_event_cb cb, void *user_data);
+/* Submit a parsed request (ownership of req moves to the job). Returns the job; terminal
+ * events (ERROR or DONE) arrive exactly once, after which the loop frees it with
+ * hx__srv_job_free. */
+struct hx_srv_job *hx__srv_sched_submit(struct hx_srv_gen_req *req, void *owner);
+void hx__srv_sched_cancel(struct hx_srv_job *job); /* loop thread; DONE("cancelled") follows */
+void hx__srv_job_free(struct hx_srv_job *job);
+void *hx__srv_job_owner(struct hx_srv_job *job);
+void hx__srv_job_set_owner(struct hx_srv_job *job, void *owner);
+const struct hx_srv_gen_req *hx__srv_job_req(const struct hx_srv_job *job);
+void hx__srv_sched_stop(void); /* join the worker, free model and context */
+void hx__srv_sched_counts(int64_t *queued, int64_t *active);
+char *hx__srv_sched_device_lines(void); /* Prometheus lines, malloc'ed */
+const char *hx__srv_sched_model_id(void);
+const char *hx__srv_sched_policy(void);
+const char *hx__srv_sched_devices(void); /* last devices string (loop-side copy) */
+void hx__srv_sched_note_devices(const char *devices);
+int64_t hx__srv_sched_n_ctx(void);
+
+/* ---- self-test (selftest.c) -------------------------------------------------------------- */
+int hx__srv_selftest(void);

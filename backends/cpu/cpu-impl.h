@@ -1,0 +1,118 @@
+/*
+ * cpu-impl.h — internals of the fast `cpu` backend, shared by cpu.c and the kernel files.
+ *
+ * Matmul design. Every quantized weight element is written as w = ws * u + mc, where u is an
+ * unsigned 8-bit code (Q8_0: q ^ 0x80, Q4_*: the nibble, Q6_K: the 6-bit code, TQ*: the trit,
+ * Q1_0: the bit), ws a float scale constant over 4 consecutive elements (a "lane") and mc a
+ * float constant over 16 consecutive elements. Activations are quantized once per op to int8
+ * blocks of `qb` elements (32, 128 or 256, per weight type) with one f32 scale per block, kept
+ * expanded per lane (dl) and as scale * sum of every 16 codes (ds). Then
+ *     Σ w·x ≈ Σ_lanes ws·dl·(Σ_4 u·q) + Σ_16-groups mc·ds,
+ * where Σ u·q is exactly the unsigned × signed byte dot product of VNNI (vpdpbusd) and AVX2
+ * (vpmaddubsw). A weight row is unpacked into that form (a "panel": codes, lane scales, group
+ * corrections) once per tile and reused for every activation row; m = 1 GEMV for the low-bit
+ * types reads the GGUF blocks directly (fused kernels), as decode is bound by memory.
+ * Within a TQ2_0 block codes are stored in the order its bit layout unpacks to (see
+ * hx__cpu_perm), and the activation quantizer writes the same order.
+ *
+ * ISA paths (scalar, avx2, avx512) are chosen at run time (hx__cpu_isa), HX_CPU_ISA forces one.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hx-backend.h"
+
+enum hx_cpu_isa { HX_CPU_ISA_SCALAR, HX_CPU_ISA_AVX2, HX_CPU_ISA_AVX512, HX_CPU_ISA_COUNT };
+
+/* Best ISA this CPU supports. */
+enum hx_cpu_isa hx__cpu_isa_best(void);
+bool hx__cpu_isa_supported(enum hx_cpu_isa isa);
+/* The ISA kernels use now: HX_CPU_ISA (scalar|avx2|avx512) if set and supported, else best.
+ * Re-read from the environment on every call (cheap), so tests can switch paths. */
+enum hx_cpu_isa hx__cpu_isa(void);
+const char *hx__cpu_isa_name(enum hx_cpu_isa isa);
+
+/* Activation block size for a quantized weight type (32, 128 or 256). */
+int hx__cpu_act_qb(enum hx_dtype t);
+/* True if a type's codes are stored permuted within a 256 block (TQ2_0). */
+bool hx__cpu_type_permuted(enum hx_dtype t);
+/* Position of element e (0..255) of a TQ2_0 block in code order. */
+static inline int hx__cpu_perm_tq2(int e)
+{
+    int c = e >> 7, n = (e >> 5) & 3, m = e & 31;
+    return 64 * n + 32 * c + m;
+}
+
+/* Quantized activation rows: n_rows × k. Arrays are row-major with the strides below. */
+struct hx_cpu_act {
+    int64_t n_rows, k;
+    int qb;
+    int8_t *q;     /* n_rows × k codes (in the weight type's code order) */
+    float *dl;     /* n_rows × k/4 : the block scale of each lane */
+    float *ds;     /* n_rows × k/16: block scale × sum of the 16 codes */
+};
+
+/* Bytes of scratch hx__cpu_act_quantize needs for n rows of k. */
+size_t hx__cpu_act_bytes(int64_t n_rows, int64_t k);
+/* Lay out act over mem (64-byte aligned, hx__cpu_act_bytes large). */
+void hx__cpu_act_init(struct hx_cpu_act *a, void *mem, int64_t n_rows, int64_t k, int qb);
+/* Quantize row r of a (src: k floats); permuted: write TQ2_0 code order. */
+void hx__cpu_act_quantize_row(struct hx_cpu_act *a, int64_t r, const float *src, bool permuted);
+
+/* An unpacked panel of weight rows: row i at codes + i*k, wsl + i*k/4, mc + i*k/16. */
+struct hx_cpu_panel {
+    int64_t k;
+    uint8_t *codes;
+    float *wsl;
+    float *mc;
+};
+size_t hx__cpu_panel_bytes(int64_t n_rows, int64_t k);
+void hx__cpu_panel_init(struct hx_cpu_panel *p, void *mem, int64_t n_rows, int64_t k);
+/* Unpack weight row `row` (GGUF blocks of type t, k elements) into panel row i. */
+void hx__cpu_unpack_row(enum hx_dtype t, const void *row, int64_t k, struct hx_cpu_panel *p,
+                        int i);
+
+/* One matmul being computed: shared read-only state for the kernels. */
+struct hx_cpu_mm {
+    const struct hx_weight *w;
+    const struct hx_cpu_act *act;  /* quantized types */
+    const struct hx_tensor_ref *src, *dst;
+    int64_t m, n, k;
+    size_t w_row_bytes;
+    float scale;
+};
+
+/* Kernel entry points of one ISA. */
+struct hx_cpu_kernels {
+    /* out[c*out_stride + i] = Σ panel row i · act row r0+c, for i < nr (≤ 4), c < nc (any). */
+    void (*panel_dot)(const struct hx_cpu_panel *p, int nr, const struct hx_cpu_act *a,
+                      int64_t r0, int64_t nc, float *out, int64_t out_stride);
+    /* Unpack weight row `row` into panel row i (hx__cpu_unpack_row compiled for this ISA). */
+    void (*unpack_row)(enum hx_dtype t, const void *row, int64_t k, struct hx_cpu_panel *p, int i);
+    /* Fused m = 1 GEMV over GGUF rows j0..j1 (type-specific; NULL = use panels). */
+    bool (*gemv_fused)(const struct hx_cpu_mm *mm, int64_t j0, int64_t j1, float *out);
+    /* Float weights: convert a row of weight type t to f32. */
+    void (*to_f32)(enum hx_dtype t, const void *row, float *dst, int64_t k);
+    /* Σ w[i]·x[i] in f32. */
+    float (*dot_f32)(const float *w, const float *x, int64_t k);
+};
+
+const struct hx_cpu_kernels *hx__cpu_kernels(enum hx_cpu_isa isa);
+extern const struct hx_cpu_kernels hx__cpu_kernels_scalar;
+extern const struct hx_cpu_kernels hx__cpu_kernels_avx2;
+extern const struct hx_cpu_kernels hx__cpu_kernels_avx512;
+
+/* Non-matmul ops (cpu-ops.c); each parallelizes over rows with n_threads. */
+int hx__cpu_op_embed(const struct hx_op *op, const struct hx_split *s, int n_threads);
+void hx__cpu_op_rms_norm(const struct hx_op *op, int n_threads);
+void hx__cpu_op_rope(const struct hx_op *op, const struct hx_split *s, int n_threads);
+void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_threads,
+                     float *scratch, size_t scratch_floats_per_thread);
+void hx__cpu_op_glu(const struct hx_op *op, int n_threads);
+void hx__cpu_op_add(const struct hx_op *op, int n_threads);
+
+/* Matmul (cpu-matmul.c): scratch is grown in *mem / *mem_bytes as needed. */
+int hx__cpu_matmul(const struct hx_op *op, int n_threads, void **mem, size_t *mem_bytes);

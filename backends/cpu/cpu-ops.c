@@ -1,0 +1,167 @@
+/*
+ * cpu-ops.c — the non-matmul ops of docs/ops.md for the fast CPU backend: the same formulas
+ * as `ref`, parallelized over rows (attention over row × head pairs) with OpenMP. Every op
+ * reads a row before writing it, so dst may alias src where the contract allows it.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu-impl.h"
+#include "hx-impl.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static int hx_cpu_threads_for(int64_t work, int n_threads)
+{
+    return work < 16384 ? 1 : n_threads;
+}
+
+int hx__cpu_op_embed(const struct hx_op *op, const struct hx_split *s, int n_threads)
+{
+    const struct hx_weight *w = op->weight;
+    const int64_t n = op->dst.n_rows, d = w->n_cols;
+    const size_t rb = hx_dtype_row_bytes(w->type, d);
+    for (int64_t r = 0; r < n; r++)
+        if (s->tokens[r] < 0 || s->tokens[r] >= w->n_rows) return HX_E_INVAL;
+    int bad = 0;
+#pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * d, n_threads)) reduction(| : bad)
+    for (int64_t r = 0; r < n; r++) {
+        const char *src = (const char *)w->data + (size_t)s->tokens[r] * rb;
+        bad |= hx_dequantize_row(w->type, src, hx_tensor_row(&op->dst, r), d) != HX_OK;
+    }
+    return bad ? HX_E_INTERNAL : HX_OK;
+}
+
+void hx__cpu_op_rms_norm(const struct hx_op *op, int n_threads)
+{
+    const int64_t n = op->src[0].n_rows, d = op->src[0].n_cols;
+    const int64_t g = op->desc.p.norm.group > 0 ? op->desc.p.norm.group : d;
+    const float eps = op->desc.p.norm.eps;
+    const float *gain = op->weight->data;
+#pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * d, n_threads))
+    for (int64_t r = 0; r < n; r++) {
+        const float *x = hx_tensor_row(&op->src[0], r);
+        float *y = hx_tensor_row(&op->dst, r);
+        for (int64_t c0 = 0; c0 < d; c0 += g) {
+            double ss = 0.0;
+            for (int64_t c = 0; c < g; c++) ss += (double)x[c0 + c] * (double)x[c0 + c];
+            const float mean = (float)(ss / (double)g);
+            const float sc = 1.0f / sqrtf(mean + eps);
+            for (int64_t c = 0; c < g; c++) y[c0 + c] = x[c0 + c] * sc * gain[c];
+        }
+    }
+}
+
+void hx__cpu_op_rope(const struct hx_op *op, const struct hx_split *s, int n_threads)
+{
+    const int64_t n = op->src[0].n_rows;
+    const int n_head = op->desc.p.rope.n_head, hd = op->desc.p.rope.head_dim;
+    const int n_rot = op->desc.p.rope.n_rot;
+    const float theta_scale = powf(op->desc.p.rope.base, -2.0f / (float)n_rot);
+    const float fs = op->desc.p.rope.freq_scale;
+    const bool neox = op->desc.p.rope.mode == HX_ROPE_NEOX;
+    const float *ff = op->aux ? op->aux->data : NULL;
+#pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * n_head * hd, n_threads))
+    for (int64_t r = 0; r < n; r++) {
+        const float *x = hx_tensor_row(&op->src[0], r);
+        float *y = hx_tensor_row(&op->dst, r);
+        if (x != y) memcpy(y, x, (size_t)n_head * hd * sizeof(float));
+        for (int h = 0; h < n_head; h++) {
+            float *v = y + (size_t)h * hd;
+            float theta_base = (float)s->pos[r];
+            for (int i = 0; i < n_rot / 2; i++) {
+                float theta = theta_base;
+                if (ff) theta /= ff[i];
+                theta *= fs;
+                const float c = cosf(theta), sn = sinf(theta);
+                const int i0 = neox ? i : 2 * i, i1 = neox ? i + n_rot / 2 : 2 * i + 1;
+                const float a = v[i0], b = v[i1];
+                v[i0] = a * c - b * sn;
+                v[i1] = a * sn + b * c;
+                theta_base *= theta_scale;
+            }
+        }
+    }
+}
+
+void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_threads,
+                     float *scratch, size_t per_thread)
+{
+    const int64_t n = op->src[0].n_rows, n_ctx = op->desc.p.attn.n_ctx;
+    const int n_head = op->desc.p.attn.n_head, n_kv = op->desc.p.attn.n_head_kv;
+    const int hd = op->desc.p.attn.head_dim, grp = n_head / n_kv;
+    const float scale = op->desc.p.attn.scale;
+    const size_t kv_bytes = (size_t)n_kv * hd * sizeof(float);
+    for (int64_t r = 0; r < n; r++) {
+        const int64_t row = (int64_t)s->seq[r] * n_ctx + s->pos[r];
+        memcpy(hx_tensor_row(&op->k_cache, row), hx_tensor_row(&op->src[1], r), kv_bytes);
+        memcpy(hx_tensor_row(&op->v_cache, row), hx_tensor_row(&op->src[2], r), kv_bytes);
+    }
+    const int64_t pairs = n * n_head;
+    int64_t work = 0;
+    for (int64_t r = 0; r < n; r++) work += (int64_t)(s->pos[r] + 1) * n_head * hd;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(hx_cpu_threads_for(work, n_threads))
+    for (int64_t ph = 0; ph < pairs; ph++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        float *sc = scratch + per_thread * (size_t)tid, *o = sc + n_ctx;
+        const int64_t r = ph / n_head;
+        const int h = (int)(ph % n_head), kvh = h / grp;
+        const int64_t base = (int64_t)s->seq[r] * n_ctx, len = (int64_t)s->pos[r] + 1;
+        const float *q = hx_tensor_row(&op->src[0], r) + (size_t)h * hd;
+        float mx = -INFINITY;
+        for (int64_t t = 0; t < len; t++) {
+            const float *kk = hx_tensor_row(&op->k_cache, base + t) + (size_t)kvh * hd;
+            float dot = 0.0f;
+            for (int i = 0; i < hd; i++) dot += q[i] * kk[i];
+            sc[t] = scale * dot;
+            mx = fmaxf(mx, sc[t]);
+        }
+        float sum = 0.0f;
+        for (int64_t t = 0; t < len; t++) {
+            sc[t] = expf(sc[t] - mx);
+            sum += sc[t];
+        }
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int64_t t = 0; t < len; t++) {
+            const float *vv = hx_tensor_row(&op->v_cache, base + t) + (size_t)kvh * hd;
+            const float p = sc[t] / sum;
+            for (int i = 0; i < hd; i++) o[i] += p * vv[i];
+        }
+        memcpy(hx_tensor_row(&op->dst, r) + (size_t)h * hd, o, (size_t)hd * sizeof(float));
+    }
+}
+
+void hx__cpu_op_glu(const struct hx_op *op, int n_threads)
+{
+    const int64_t n = op->src[0].n_rows, f = op->src[0].n_cols;
+    const bool relu2 = op->desc.kind == HX_OP_RELU2_GLU;
+#pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * f, n_threads))
+    for (int64_t r = 0; r < n; r++) {
+        const float *g = hx_tensor_row(&op->src[0], r), *u = hx_tensor_row(&op->src[1], r);
+        float *y = hx_tensor_row(&op->dst, r);
+        if (relu2) {
+            for (int64_t c = 0; c < f; c++) {
+                const float a = g[c] > 0.0f ? g[c] : 0.0f;
+                y[c] = a * a * u[c];
+            }
+        } else {
+            for (int64_t c = 0; c < f; c++) y[c] = g[c] / (1.0f + expf(-g[c])) * u[c];
+        }
+    }
+}
+
+void hx__cpu_op_add(const struct hx_op *op, int n_threads)
+{
+    const int64_t n = op->src[0].n_rows, d = op->src[0].n_cols;
+#pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * d, n_threads))
+    for (int64_t r = 0; r < n; r++) {
+        const float *a = hx_tensor_row(&op->src[0], r), *b = hx_tensor_row(&op->src[1], r);
+        float *y = hx_tensor_row(&op->dst, r);
+        for (int64_t c = 0; c < d; c++) y[c] = a[c] + b[c];
+    }
+}

@@ -1,0 +1,166 @@
+/*
+ * cpu.c — the `cpu` backend: one device, the host, running every op of docs/ops.md with SIMD
+ * kernels (scalar / AVX2 / AVX-512 VNNI, chosen at run time: cpu-features.c) and OpenMP
+ * threads (hx_device_config.n_threads). Buffers are host memory (host-buffer.c) and weights
+ * are used in place from the model's mapping. run() executes the split synchronously, so
+ * synchronize has nothing to wait for. Scratch (quantized activations, panels, attention
+ * scores) is owned by the device and grown on demand; a device is used by one thread at a time.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu-impl.h"
+#include "host-buffer.h"
+#include "hx-impl.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+struct hx_cpu_dev {
+    int n_threads;
+    void *mem;             /* matmul scratch */
+    size_t mem_bytes;
+    float *attn;           /* attention scratch: n_threads × attn_per floats */
+    size_t attn_per, attn_threads;
+};
+
+static int hx_cpu_probe(int *score, char *why, size_t why_len)
+{
+    *score = 10;
+    if (why_len) why[0] = '\0';
+    return HX_OK;
+}
+
+static int hx_cpu_device_count(int *n, char *why, size_t why_len)
+{
+    *n = 1;
+    if (why_len) why[0] = '\0';
+    return HX_OK;
+}
+
+static int hx_cpu_device_info(int idx, struct hx_device_info *out)
+{
+    if (idx != 0) return HX_E_NOTFOUND;
+    char desc[128];
+    snprintf(desc, sizeof desc, "host CPU, %s kernels, OpenMP",
+             hx__cpu_isa_name(hx__cpu_isa_best()));
+    hx__host_device_info("cpu", desc, out);
+    return HX_OK;
+}
+
+static int hx_cpu_init(struct hx_device *dev, const struct hx_device_config *cfg)
+{
+    struct hx_cpu_dev *c = dev->ctx;
+    c->n_threads = cfg && cfg->n_threads > 0 ? cfg->n_threads : 1;
+    return HX_OK;
+}
+
+static void hx_cpu_fini(struct hx_device *dev)
+{
+    struct hx_cpu_dev *c = dev->ctx;
+    hx_free(c->mem);
+    hx_free(c->attn);
+    memset(c, 0, sizeof *c);
+}
+
+static bool hx_cpu_supports(struct hx_device *dev, const struct hx_op_desc *op)
+{
+    (void)dev;
+    switch (op->kind) {
+    case HX_OP_MATMUL:
+    case HX_OP_EMBED:
+        return (unsigned)op->wtype < HX_DTYPE_COUNT &&
+               op->n_in % hx_dtype_block_elems(op->wtype) == 0;
+    case HX_OP_RMS_NORM:
+        return op->p.norm.group <= 0 || op->n_in % op->p.norm.group == 0;
+    case HX_OP_ROPE:
+        return op->p.rope.n_rot % 2 == 0 && op->p.rope.n_rot <= op->p.rope.head_dim;
+    case HX_OP_ATTN:
+        return op->p.attn.n_head_kv > 0 && op->p.attn.n_head % op->p.attn.n_head_kv == 0;
+    case HX_OP_SWIGLU:
+    case HX_OP_RELU2_GLU:
+    case HX_OP_ADD:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int hx_cpu_attn_scratch(struct hx_cpu_dev *c, const struct hx_op *op)
+{
+    size_t per = (size_t)op->desc.p.attn.n_ctx + (size_t)op->desc.p.attn.head_dim + 16;
+    size_t nt = (size_t)c->n_threads;
+    if (c->attn && c->attn_per >= per && c->attn_threads >= nt) return HX_OK;
+    hx_free(c->attn);
+    c->attn = hx_malloc(per * nt * sizeof(float));
+    c->attn_per = per;
+    c->attn_threads = nt;
+    return c->attn ? HX_OK : HX_E_NOMEM;
+}
+
+static int hx_cpu_run_op(struct hx_device *dev, const struct hx_op *op, const struct hx_split *s)
+{
+    struct hx_cpu_dev *c = dev->ctx;
+    int st = HX_OK;
+    switch (op->desc.kind) {
+    case HX_OP_EMBED:
+        st = hx__cpu_op_embed(op, s, c->n_threads);
+        if (st == HX_E_INVAL)
+            return hx_device_set_error(dev, st, "embed: token id out of range (vocab %lld)",
+                                       (long long)op->weight->n_rows);
+        break;
+    case HX_OP_RMS_NORM: hx__cpu_op_rms_norm(op, c->n_threads); break;
+    case HX_OP_MATMUL: st = hx__cpu_matmul(op, c->n_threads, &c->mem, &c->mem_bytes); break;
+    case HX_OP_ROPE: hx__cpu_op_rope(op, s, c->n_threads); break;
+    case HX_OP_ATTN:
+        if ((st = hx_cpu_attn_scratch(c, op)) == HX_OK)
+            hx__cpu_op_attn(op, s, c->n_threads, c->attn, c->attn_per);
+        break;
+    case HX_OP_SWIGLU:
+    case HX_OP_RELU2_GLU: hx__cpu_op_glu(op, c->n_threads); break;
+    case HX_OP_ADD: hx__cpu_op_add(op, c->n_threads); break;
+    default:
+        return hx_device_set_error(dev, HX_E_UNSUPPORTED, "op %d not supported", op->desc.kind);
+    }
+    if (st != HX_OK)
+        return hx_device_set_error(dev, st, "%s: %s", hx_op_kind_name(op->desc.kind),
+                                   hx_strerror(st));
+    return HX_OK;
+}
+
+static int hx_cpu_run(struct hx_device *dev, const struct hx_split *split)
+{
+    for (int64_t i = 0; i < split->n_ops; i++) {
+        int st = hx_cpu_run_op(dev, &split->ops[i], split);
+        if (st != HX_OK) return st;
+    }
+    return HX_OK;
+}
+
+static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
+{
+    struct hx_cpu_dev *c = dev->ctx;
+    snprintf(out, len, "kernels: %s (best on this CPU: %s), threads: %d",
+             hx__cpu_isa_name(hx__cpu_isa()), hx__cpu_isa_name(hx__cpu_isa_best()), c->n_threads);
+}
+
+const struct hx_backend_ops hx_backend_cpu_ops = {
+    .abi_version = HX_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(struct hx_backend_ops),
+    .name = "cpu",
+    .ctx_size = sizeof(struct hx_cpu_dev),
+    .probe = hx_cpu_probe,
+    .device_count = hx_cpu_device_count,
+    .device_info = hx_cpu_device_info,
+    .init = hx_cpu_init,
+    .fini = hx_cpu_fini,
+    .buffer_alloc = hx__host_buffer_alloc,
+    .buffer_free = hx__host_buffer_free,
+    .buffer_write = hx__host_buffer_write,
+    .buffer_read = hx__host_buffer_read,
+    .weight_prepare = hx__host_weight_prepare,
+    .supports = hx_cpu_supports,
+    .run = hx_cpu_run,
+    .describe = hx_cpu_describe,
+};

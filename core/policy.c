@@ -1,0 +1,286 @@
+/*
+ * policy.c — parse dispatch policies (architecture.md "The scheduler and dispatch policies").
+ *
+ *   single[:DEV]                      everything on DEV (default: --backend)
+ *   gemm-offload[:DEV]                weight GEMMs on DEV, the rest on the CPU
+ *   op-map:CLASS=DEV,...[,default=DEV] per op class (qkv, o, gate_up, down, lm_head, attn, ...)
+ *   layer-split:DEV=R,DEV=R,...       contiguous layer ranges sized by ratio (or equal shares)
+ *   layer-split:alternate:DEV,DEV     layer i on device i mod n
+ *   phase-split:PREFILL_DEV,DECODE_DEV
+ *   tensor-split:DEV=R,DEV=R          every GEMM's output rows split by ratio, run concurrently
+ *   auto[:DEV,DEV...]                 measured cost model over the devices present
+ *   verify[:INNER]                    run INNER (default: single) and the reference side by side
+ *   @FILE                             the policy text read from FILE ('#' starts a comment)
+ *
+ * Presets: npu_only, gpu_only, cpu_only, layer_by_layer, attention_on_npu, ffn_on_npu,
+ * qkv_on_npu, prefill_npu_decode_gpu, auto. "gpu" names the best GPU backend present.
+ * Everything is checked here, before any model is loaded or device opened.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "scheduler.h"
+
+static const char *const hx__policy_names[] = {"single", "gemm-offload", "op-map", "layer-split",
+                                               "phase-split", "tensor-split", "auto", "verify"};
+_Static_assert(HX_ARRAY_LEN(hx__policy_names) == HX_POLICY_KIND_COUNT, "policy names");
+
+const char *hx__policy_kind_name(enum hx_policy_kind k)
+{
+    return (unsigned)k < HX_POLICY_KIND_COUNT ? hx__policy_names[k] : "?";
+}
+
+struct hx_preset {
+    const char *name;
+    const char *expand;   /* "%s" = the --backend device */
+};
+
+static const struct hx_preset hx__presets[] = {
+    {"npu_only", "single:npu"},
+    {"gpu_only", "single:gpu"},
+    {"cpu_only", "single:cpu"},
+    {"layer_by_layer", "layer-split:alternate:%s,cpu"},
+    {"attention_on_npu", "op-map:qkv=npu,o=npu,default=%s"},
+    {"ffn_on_npu", "op-map:gate_up=npu,down=npu,default=%s"},
+    {"qkv_on_npu", "op-map:qkv=npu,default=%s"},
+    {"prefill_npu_decode_gpu", "phase-split:npu,gpu"},
+};
+
+const char *hx__resolve_gpu(void)
+{
+    static const char *const order[] = {"hip", "vulkan"};
+    for (size_t i = 0; i < HX_ARRAY_LEN(order); i++) {
+        const struct hx_backend_entry *e = hx_backend_find(order[i]);
+        if (!e || e->probe_status != HX_OK) continue;
+        int n = 0;
+        char why[64];
+        if (e->ops->device_count(&n, why, sizeof why) != HX_OK || n <= 0) continue;
+        return order[i];
+    }
+    return NULL;
+}
+
+/* A device spec must name a compiled-in backend ("gpu" is resolved later). */
+static int hx__check_dev(const char *spec)
+{
+    if (!*spec) return hx__set_error(HX_E_INVAL, "policy: empty device name");
+    if (!strcasecmp(spec, "gpu")) return HX_OK;
+    char name[64];
+    size_t len = strcspn(spec, ":");
+    snprintf(name, sizeof name, "%.*s", (int)HX_MIN(len, 63), spec);
+    if (hx_backend_find(name)) return HX_OK;
+    struct hx_strbuf sb;
+    hx__sb_init(&sb);
+    for (int i = 0; i < hx__registry_count(); i++)
+        hx__sb_printf(&sb, "%s%s", i ? ", " : "", hx__registry_get(i)->ops->name);
+    int st = hx__set_error(HX_E_INVAL, "policy: unknown device '%s' (backends in this build: %s, gpu)",
+                           spec, sb.data ? sb.data : "");
+    hx__sb_free(&sb);
+    return st;
+}
+
+static int hx__add_dev(struct hx_policy *p, const char *spec, int *idx)
+{
+    int st = hx__check_dev(spec);
+    if (st) return st;
+    for (int i = 0; i < p->n_devs; i++)
+        if (!strcasecmp(p->devs[i], spec)) {
+            *idx = i;
+            return HX_OK;
+        }
+    if (p->n_devs >= HX_MAX_DEVICES)
+        return hx__set_error(HX_E_INVAL, "policy: more than %d devices", HX_MAX_DEVICES);
+    snprintf(p->devs[p->n_devs], sizeof p->devs[0], "%s", spec);
+    *idx = p->n_devs++;
+    return HX_OK;
+}
+
+/* "a=0.6,b=0.4" or "a,b" (equal shares); devices must be distinct. */
+static int hx__parse_ratios(struct hx_policy *p, char *args, const char *what)
+{
+    if (!args || !*args) return hx__set_error(HX_E_INVAL, "%s: empty device list", what);
+    double sum = 0;
+    int n = 0, with_ratio = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(args, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++) {
+        char *eq = strchr(tok, '=');
+        double r = 1.0;
+        if (eq) {
+            *eq = '\0';
+            char *end;
+            r = strtod(eq + 1, &end);
+            if (*end || !(r > 0) || !isfinite(r))
+                return hx__set_error(HX_E_INVAL, "%s: bad ratio '%s' for device '%s'", what, eq + 1, tok);
+            with_ratio++;
+        }
+        int before = p->n_devs, idx = 0, st;
+        if ((st = hx__add_dev(p, tok, &idx))) return st;
+        if (p->n_devs == before)
+            return hx__set_error(HX_E_INVAL, "%s: device '%s' is named twice", what, tok);
+        p->ratio[idx] = r;
+        sum += r;
+    }
+    if (n == 0) return hx__set_error(HX_E_INVAL, "%s: empty device list", what);
+    if (with_ratio && with_ratio != n)
+        return hx__set_error(HX_E_INVAL, "%s: give a ratio for every device or for none", what);
+    if (with_ratio && fabs(sum - 1.0) > 1e-3)
+        return hx__set_error(HX_E_INVAL, "%s: ratios add up to %g, not 1", what, sum);
+    for (int i = 0; i < p->n_devs; i++) p->ratio[i] /= sum;
+    return HX_OK;
+}
+
+static int hx__parse_op_map(struct hx_policy *p, char *args, const char *primary)
+{
+    if (!args || !*args) return hx__set_error(HX_E_INVAL, "op-map: empty map");
+    int idx = 0, st;
+    if ((st = hx__add_dev(p, primary, &idx))) return st;
+    char *save = NULL;
+    for (char *tok = strtok_r(args, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok || !eq[1])
+            return hx__set_error(HX_E_INVAL, "op-map: '%s' is not CLASS=DEVICE", tok);
+        *eq = '\0';
+        if (!strcasecmp(tok, "default")) {
+            /* Make this the primary: devs[0]. */
+            if ((st = hx__check_dev(eq + 1))) return st;
+            snprintf(p->devs[0], sizeof p->devs[0], "%s", eq + 1);
+            continue;
+        }
+        enum hx_op_class c;
+        if (hx_op_class_from_name(tok, &c) != HX_OK)
+            return hx__set_error(HX_E_INVAL,
+                                 "op-map: unknown op class '%s' (classes: embed, norm, qkv, rope, "
+                                 "attn, o, gate_up, act, down, add, lm_head)", tok);
+        if (p->class_dev[c] >= 0)
+            return hx__set_error(HX_E_INVAL, "op-map: class '%s' is mapped twice", tok);
+        if ((st = hx__add_dev(p, eq + 1, &idx))) return st;
+        p->class_dev[c] = idx;
+    }
+    return HX_OK;
+}
+
+static int hx__parse_fallback(struct hx_policy *p, const char *fallback)
+{
+    if (!fallback) return HX_OK;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", fallback);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int st = hx__check_dev(tok);
+        if (st) return st;
+        for (int i = 0; i < p->n_fallback; i++)
+            if (!strcasecmp(p->fallback[i], tok))
+                return hx__set_error(HX_E_INVAL, "--fallback: device '%s' is named twice", tok);
+        if (p->n_fallback >= HX_MAX_DEVICES)
+            return hx__set_error(HX_E_INVAL, "--fallback: more than %d devices", HX_MAX_DEVICES);
+        snprintf(p->fallback[p->n_fallback++], sizeof p->fallback[0], "%s", tok);
+    }
+    if (p->n_fallback == 0) return hx__set_error(HX_E_INVAL, "--fallback: empty device list");
+    return HX_OK;
+}
+
+/* Read "@file" into buf (comments and whitespace dropped). */
+static int hx__read_policy_file(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return hx__set_error(HX_E_IO, "policy file '%s' cannot be read", path);
+    size_t len = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        for (char *c = line; *c; c++)
+            if (!isspace((unsigned char)*c) && len + 1 < cap) buf[len++] = *c;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    if (!len) return hx__set_error(HX_E_INVAL, "policy file '%s' is empty", path);
+    return HX_OK;
+}
+
+static int hx__parse_kind(struct hx_policy *p, char *name, char *args, const char *primary)
+{
+    int idx = 0, st;
+    if (!strcmp(name, "single") || !strcmp(name, "gemm-offload") || !strcmp(name, "auto")) {
+        p->kind = !strcmp(name, "single") ? HX_POLICY_SINGLE
+                  : !strcmp(name, "auto") ? HX_POLICY_AUTO : HX_POLICY_GEMM_OFFLOAD;
+        if (p->kind == HX_POLICY_AUTO && args) return hx__parse_ratios(p, args, "auto");
+        if (args && strchr(args, ','))
+            return hx__set_error(HX_E_INVAL, "%s takes one device, got '%s'", name, args);
+        return hx__add_dev(p, args && *args ? args : primary, &idx);
+    }
+    if (!strcmp(name, "op-map")) return p->kind = HX_POLICY_OP_MAP, hx__parse_op_map(p, args, primary);
+    if (!strcmp(name, "layer-split")) {
+        p->kind = HX_POLICY_LAYER_SPLIT;
+        if (args && !strncmp(args, "alternate:", 10)) p->alternate = true, args += 10;
+        return hx__parse_ratios(p, args, "layer-split");
+    }
+    if (!strcmp(name, "tensor-split")) {
+        p->kind = HX_POLICY_TENSOR_SPLIT;
+        return hx__parse_ratios(p, args, "tensor-split");
+    }
+    if (!strcmp(name, "phase-split")) {
+        p->kind = HX_POLICY_PHASE_SPLIT;
+        char *comma = args ? strchr(args, ',') : NULL;
+        if (!comma || strchr(comma + 1, ','))
+            return hx__set_error(HX_E_INVAL, "phase-split takes PREFILL_DEV,DECODE_DEV");
+        *comma = '\0';
+        if ((st = hx__add_dev(p, args, &idx))) return st;
+        int before = p->n_devs;
+        if ((st = hx__add_dev(p, comma + 1, &idx))) return st;
+        if (p->n_devs == before) return hx__set_error(HX_E_INVAL, "phase-split: device '%s' is named twice", args);
+        return HX_OK;
+    }
+    if (!strcmp(name, "verify")) {
+        p->kind = HX_POLICY_VERIFY;
+        return hx__add_dev(p, args && *args ? args : primary, &idx);
+    }
+    struct hx_strbuf sb;
+    hx__sb_init(&sb);
+    for (size_t i = 0; i < HX_ARRAY_LEN(hx__presets); i++) hx__sb_printf(&sb, "%s, ", hx__presets[i].name);
+    for (int i = 0; i < HX_POLICY_KIND_COUNT; i++) hx__sb_printf(&sb, "%s%s", i ? ", " : "", hx__policy_names[i]);
+    st = hx__set_error(HX_E_INVAL, "unknown policy '%s' (known: %s)", name, sb.data ? sb.data : "");
+    hx__sb_free(&sb);
+    return st;
+}
+
+int hx__policy_parse(const char *spec, const char *backend, const char *fallback,
+                     struct hx_policy *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < HX_CLASS_COUNT; i++) out->class_dev[i] = -1;
+    const char *primary = backend && *backend ? backend : "cpu";
+    char text[512];
+    if (!spec || !*spec) spec = "single";
+    if (spec[0] == '@') {
+        int st = hx__read_policy_file(spec + 1, text, sizeof text);
+        if (st) return st;
+    } else {
+        snprintf(text, sizeof text, "%s", spec);
+    }
+    for (size_t i = 0; i < HX_ARRAY_LEN(hx__presets); i++)
+        if (!strcmp(text, hx__presets[i].name)) {
+            char exp[256];
+            snprintf(exp, sizeof exp, hx__presets[i].expand, primary);
+            snprintf(text, sizeof text, "%s", exp);
+            break;
+        }
+    snprintf(out->text, sizeof out->text, "%s", spec);
+    char *colon = strchr(text, ':');
+    char *args = NULL;
+    if (colon) *colon = '\0', args = colon + 1;
+    int st = hx__parse_kind(out, text, args, primary);
+    if (st) return st;
+    return hx__parse_fallback(out, fallback);
+}
+
+int hx_policy_validate(const char *policy, const char *backend, const char *fallback)
+{
+    struct hx_policy p;
+    int st = backend ? hx__check_dev(backend) : HX_OK;
+    return st ? st : hx__policy_parse(policy, backend, fallback, &p);
+}

@@ -1,0 +1,382 @@
+/*
+ * test-cpu-kernels.c — the `cpu` backend's kernels against straightforward formulas: every
+ * matmul weight type on every ISA path this CPU has (forced with HX_CPU_ISA) vs an f64
+ * dequantize-then-dot reference on odd shapes, with a tolerance derived from the int8
+ * activation rounding (|x - x̂| ≤ blockmax/254 per element); and the other ops vs direct
+ * formulas, with strided rows and in-place outputs.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hx-backend.h"
+#include "registry.h"
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t rnd32(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float rndf(void) { return (float)(rnd32() >> 8) / 16777216.0f * 2.0f - 1.0f; }
+
+static void put_h(uint8_t *p, float v)
+{
+    uint16_t h = hx_fp32_to_fp16(v);
+    p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+}
+
+/* Random valid blocks: random code bytes, scales set to modest fp16 values. */
+static void fill_weight(enum hx_dtype t, uint8_t *w, int64_t n, int64_t k)
+{
+    size_t rb = hx_dtype_row_bytes(t, k), bb = hx_dtype_block_bytes(t);
+    for (size_t i = 0; i < rb * (size_t)n; i++) w[i] = (uint8_t)rnd32();
+    if (t == HX_DTYPE_F32) {
+        for (int64_t i = 0; i < n * k; i++) ((float *)w)[i] = rndf();
+        return;
+    }
+    if (t == HX_DTYPE_F16 || t == HX_DTYPE_BF16) {
+        for (int64_t i = 0; i < n * k; i++)
+            ((uint16_t *)w)[i] = t == HX_DTYPE_F16 ? hx_fp32_to_fp16(rndf()) : hx_fp32_to_bf16(rndf());
+        return;
+    }
+    for (uint8_t *b = w; b < w + rb * (size_t)n; b += bb) {
+        float d = 0.01f + 0.02f * rndf();
+        switch (t) {
+        case HX_DTYPE_Q8_0: case HX_DTYPE_Q4_0: case HX_DTYPE_Q1_0: put_h(b, d); break;
+        case HX_DTYPE_Q4_K: put_h(b, d); put_h(b + 2, 0.5f * d); break;
+        case HX_DTYPE_Q6_K: put_h(b + 208, d); break;
+        case HX_DTYPE_TQ2_0: put_h(b + 64, d); break;
+        case HX_DTYPE_TQ1_0: put_h(b + 52, d); break;
+        default: break;
+        }
+    }
+}
+
+static int act_qb(enum hx_dtype t)
+{
+    return t == HX_DTYPE_Q1_0 ? 128 : (t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0) ? 256 : 32;
+}
+
+/* The registry refers to backend tables weakly; a strong reference links cpu.c in. */
+extern const struct hx_backend_ops hx_backend_cpu_ops;
+
+static struct hx_device *open_cpu(int threads)
+{
+    if (strcmp(hx_backend_cpu_ops.name, "cpu") != 0) return NULL;
+    struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = threads};
+    struct hx_device *dev = NULL;
+    if (hx__device_open("cpu", &cfg, &dev) != HX_OK) fprintf(stderr, "  open cpu: %s\n", hx_last_error());
+    return dev;
+}
+
+/* Run one MATMUL (m × k) · (n × k)ᵀ with a strided dst; check against f64. */
+static int check_matmul(enum hx_dtype t, int64_t m, int64_t k, int64_t n, int threads)
+{
+    struct hx_device *dev = open_cpu(threads);
+    if (!dev) return -1;
+    size_t rb = hx_dtype_row_bytes(t, k);
+    uint8_t *wd = malloc(rb * (size_t)n);
+    float *deq = malloc(sizeof(float) * (size_t)(n * k));
+    float *x = malloc(sizeof(float) * (size_t)(m * k));
+    int bad = 0;
+    fill_weight(t, wd, n, k);
+    for (int64_t j = 0; j < n; j++) hx_dequantize_row(t, wd + (size_t)j * rb, deq + j * k, k);
+    for (int64_t i = 0; i < m * k; i++) x[i] = rndf() * (i % 7 == 0 ? 4.0f : 1.0f);
+    const int64_t dst_stride = n + 3;
+    struct hx_buffer *src = NULL, *dst = NULL;
+    hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &src);
+    hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * dst_stride), &dst);
+    hx__dev_buffer_write(src, 0, x, sizeof(float) * (size_t)(m * k));
+    struct hx_weight w = {.name = "w", .type = t, .n_rows = n, .n_cols = k, .data = wd,
+                          .nbytes = rb * (size_t)n, .scale = 0.75f};
+    struct hx_op op = {0};
+    op.desc = (struct hx_op_desc){.kind = HX_OP_MATMUL, .n_rows = m, .n_in = k, .n_out = n, .wtype = t};
+    op.src[0] = (struct hx_tensor_ref){src, 0, m, k, sizeof(float) * (size_t)k};
+    op.dst = (struct hx_tensor_ref){dst, 0, m, n, sizeof(float) * (size_t)dst_stride};
+    op.weight = &w;
+    hx__dev_weight_prepare(dev, &w, &op.weight_handle);
+    int32_t meta[64] = {0};
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = &op, .n_ops = 1, .n_rows = m,
+                          .tokens = meta, .pos = meta, .seq = meta};
+    if (hx__dev_run(dev, &sp) != HX_OK) bad = 1;
+    const bool quant = hx_dtype_is_quantized(t);
+    const int qb = act_qb(t);
+    for (int64_t r = 0; r < m && !bad; r++) {
+        const float *xr = x + r * k;
+        float *y = hx_tensor_row(&op.dst, r);
+        for (int64_t j = 0; j < n; j++) {
+            double ref = 0, mag = 0, qerr = 0;
+            for (int64_t e = 0; e < k; e++) {
+                ref += (double)xr[e] * deq[j * k + e];
+                mag += fabs((double)xr[e] * deq[j * k + e]);
+            }
+            if (quant)
+                for (int64_t b = 0; b < k; b += qb) {
+                    double amax = 0, sw = 0;
+                    for (int e = 0; e < qb; e++) {
+                        amax = fmax(amax, fabs(xr[b + e]));
+                        sw += fabs(deq[j * k + b + e]);
+                    }
+                    qerr += sw * amax / 254.0;
+                }
+            ref *= 0.75;
+            double tol = 0.75 * (qerr * 1.01 + 2e-5 * mag) + 1e-6;
+            if (!(fabs(y[j] - ref) <= tol)) {
+                fprintf(stderr, "  %s m=%lld k=%lld n=%lld isa=%s: y[%lld][%lld] = %.6g, ref %.6g, tol %.3g\n",
+                        hx_dtype_name(t), (long long)m, (long long)k, (long long)n,
+                        getenv("HX_CPU_ISA"), (long long)r, (long long)j, y[j], ref, tol);
+                bad = 1;
+                break;
+            }
+        }
+    }
+    hx__dev_buffer_free(src);
+    hx__dev_buffer_free(dst);
+    hx__device_close(dev);
+    free(wd), free(deq), free(x);
+    return bad;
+}
+
+static void matmul_all_types(const char *isa)
+{
+    setenv("HX_CPU_ISA", isa, 1);
+    for (int t = 0; t < HX_DTYPE_COUNT; t++) {
+        int64_t be = hx_dtype_block_elems((enum hx_dtype)t);
+        int64_t k1 = be == 1 ? 37 : be * 3, k2 = be == 1 ? 200 : (be >= 128 ? be * 5 : be * 11);
+        const int64_t cases[][3] = {{1, k1, 7}, {3, k2, 13}, {1, k2, 33}, {9, k1, 5}};
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            int bad = check_matmul((enum hx_dtype)t, cases[c][0], cases[c][1], cases[c][2],
+                                   c % 2 ? 2 : 1);
+            if (bad) HX_FAIL_AT("matmul %s (%s) case %zu failed", hx_dtype_name((enum hx_dtype)t), isa, c);
+        }
+    }
+    unsetenv("HX_CPU_ISA");
+}
+
+TEST(matmul_scalar) { matmul_all_types("scalar"); }
+
+TEST(matmul_avx2)
+{
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) SKIP("no AVX2");
+    matmul_all_types("avx2");
+}
+
+TEST(matmul_avx512)
+{
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw"))
+        SKIP("no AVX-512 VNNI");
+    matmul_all_types("avx512");
+}
+
+TEST(matmul_large_gemm)
+{
+    /* enough rows and columns for the threaded tile loop */
+    ASSERT_EQ(check_matmul(HX_DTYPE_Q8_0, 37, 512, 70, 2), 0);
+    ASSERT_EQ(check_matmul(HX_DTYPE_TQ2_0, 20, 512, 41, 2), 0);
+    ASSERT_EQ(check_matmul(HX_DTYPE_Q1_0, 1, 1024, 300, 2), 0);
+}
+
+/* ---- other ops --------------------------------------------------------------------------- */
+
+struct opbufs {
+    struct hx_device *dev;
+    struct hx_buffer *b;
+};
+
+static struct hx_tensor_ref mkref(struct hx_buffer *b, size_t off, int64_t rows, int64_t cols, int64_t stride)
+{
+    return (struct hx_tensor_ref){b, off, rows, cols, sizeof(float) * (size_t)stride};
+}
+
+TEST(rms_norm_group_strided)
+{
+    struct hx_device *dev = open_cpu(2);
+    ASSERT_TRUE(dev != NULL);
+    const int64_t n = 5, d = 256, g = 64, st = 300;
+    struct hx_buffer *b;
+    ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(2 * n * st), &b));
+    float *x = b->host;
+    for (int64_t i = 0; i < n * st; i++) x[i] = rndf() * 3;
+    float gain[64];
+    for (int i = 0; i < 64; i++) gain[i] = 0.5f + rndf();
+    struct hx_weight gw = {.name = "g", .type = HX_DTYPE_F32, .n_rows = 1, .n_cols = g, .data = gain,
+                           .nbytes = sizeof gain, .scale = 1};
+    struct hx_op op = {0};
+    op.desc = (struct hx_op_desc){.kind = HX_OP_RMS_NORM, .n_rows = n, .n_in = d, .n_out = d,
+                                  .wtype = HX_DTYPE_F32};
+    op.desc.p.norm.eps = 1e-6f, op.desc.p.norm.group = g;
+    op.src[0] = mkref(b, 0, n, d, st);
+    op.dst = mkref(b, sizeof(float) * (size_t)(n * st), n, d, st);
+    op.weight = &gw;
+    int32_t meta[8] = {0};
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = &op, .n_ops = 1, .n_rows = n, .tokens = meta, .pos = meta, .seq = meta};
+    ASSERT_OK(hx__dev_run(dev, &sp));
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t c0 = 0; c0 < d; c0 += g) {
+            double ss = 0;
+            for (int64_t c = 0; c < g; c++) ss += (double)x[r * st + c0 + c] * x[r * st + c0 + c];
+            double s = 1.0 / sqrt(ss / g + 1e-6);
+            for (int64_t c = 0; c < g; c++)
+                ASSERT_NEAR(x[n * st + r * st + c0 + c], x[r * st + c0 + c] * s * gain[c], 1e-4);
+        }
+    hx__dev_buffer_free(b);
+    hx__device_close(dev);
+}
+
+static void rope_case(enum hx_rope_mode mode, bool freqs)
+{
+    struct hx_device *dev = open_cpu(2);
+    ASSERT_TRUE(dev != NULL);
+    const int nh = 3, hd = 16, nrot = 12;
+    const int64_t n = 4, w = nh * hd;
+    struct hx_buffer *b;
+    ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(n * w), &b));
+    float *x = b->host, orig[4 * 48];
+    for (int64_t i = 0; i < n * w; i++) orig[i] = x[i] = rndf();
+    float ff[6] = {1, 2, 3, 1.5f, 4, 8};
+    struct hx_weight fw = {.name = "f", .type = HX_DTYPE_F32, .n_rows = 1, .n_cols = 6, .data = ff, .nbytes = sizeof ff, .scale = 1};
+    struct hx_op op = {0};
+    op.desc = (struct hx_op_desc){.kind = HX_OP_ROPE, .n_rows = n, .n_in = w, .n_out = w};
+    op.desc.p.rope.n_head = nh, op.desc.p.rope.head_dim = hd, op.desc.p.rope.n_rot = nrot;
+    op.desc.p.rope.base = 10000.0f, op.desc.p.rope.freq_scale = 0.5f, op.desc.p.rope.mode = mode;
+    op.src[0] = mkref(b, 0, n, w, w);
+    op.dst = op.src[0];  /* in place */
+    op.aux = freqs ? &fw : NULL;
+    int32_t pos[4] = {0, 3, 17, 250}, z[4] = {0};
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = &op, .n_ops = 1, .n_rows = n, .tokens = z, .pos = pos, .seq = z};
+    ASSERT_OK(hx__dev_run(dev, &sp));
+    for (int64_t r = 0; r < n; r++)
+        for (int h = 0; h < nh; h++) {
+            const float *o = orig + r * w + h * hd, *y = x + r * w + h * hd;
+            for (int i = 0; i < nrot / 2; i++) {
+                double th = pos[r] * pow(10000.0, -2.0 * i / nrot) / (freqs ? ff[i] : 1) * 0.5;
+                int i0 = mode == HX_ROPE_NEOX ? i : 2 * i, i1 = mode == HX_ROPE_NEOX ? i + nrot / 2 : 2 * i + 1;
+                ASSERT_NEAR(y[i0], o[i0] * cos(th) - o[i1] * sin(th), 2e-3);
+                ASSERT_NEAR(y[i1], o[i0] * sin(th) + o[i1] * cos(th), 2e-3);
+            }
+            for (int i = nrot; i < hd; i++) ASSERT_NEAR(y[i], o[i], 0);
+        }
+    hx__dev_buffer_free(b);
+    hx__device_close(dev);
+}
+
+TEST(rope_neox_freqs) { rope_case(HX_ROPE_NEOX, true); }
+TEST(rope_norm) { rope_case(HX_ROPE_NORM, false); }
+
+TEST(attn_gqa_two_seqs)
+{
+    struct hx_device *dev = open_cpu(2);
+    ASSERT_TRUE(dev != NULL);
+    const int nh = 4, nkv = 2, hd = 8, nctx = 8, nseq = 2;
+    const int64_t n = 3, wq = nh * hd, wk = nkv * hd;
+    struct hx_buffer *bq, *bk, *bv, *kc, *vc, *bo;
+    ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * n * wq, &bq));
+    ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * n * wk, &bk));
+    ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * n * wk, &bv));
+    ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * nseq * nctx * wk, &kc));
+    ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * nseq * nctx * wk, &vc));
+    ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * n * wq, &bo));
+    float *q = bq->host, *k = bk->host, *v = bv->host, *K = kc->host, *V = vc->host, *o = bo->host;
+    for (int64_t i = 0; i < n * wq; i++) q[i] = rndf();
+    for (int64_t i = 0; i < n * wk; i++) k[i] = rndf(), v[i] = rndf();
+    for (int64_t i = 0; i < nseq * nctx * wk; i++) K[i] = rndf(), V[i] = rndf();  /* old positions */
+    int32_t pos[3] = {2, 3, 0}, seq[3] = {1, 1, 0};
+    struct hx_op op = {0};
+    op.desc = (struct hx_op_desc){.kind = HX_OP_ATTN, .n_rows = n, .n_in = wq, .n_out = wq};
+    op.desc.p.attn.n_head = nh, op.desc.p.attn.n_head_kv = nkv, op.desc.p.attn.head_dim = hd;
+    op.desc.p.attn.scale = 0.35f, op.desc.p.attn.n_ctx = nctx, op.desc.p.attn.n_seq = nseq;
+    op.src[0] = mkref(bq, 0, n, wq, wq), op.src[1] = mkref(bk, 0, n, wk, wk), op.src[2] = mkref(bv, 0, n, wk, wk);
+    op.k_cache = mkref(kc, 0, nseq * nctx, wk, wk), op.v_cache = mkref(vc, 0, nseq * nctx, wk, wk);
+    op.dst = mkref(bo, 0, n, wq, wq);
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = &op, .n_ops = 1, .n_rows = n, .tokens = pos, .pos = pos, .seq = seq};
+    ASSERT_OK(hx__dev_run(dev, &sp));
+    for (int64_t r = 0; r < n; r++) {
+        for (int c = 0; c < wk; c++) ASSERT_NEAR(K[(seq[r] * nctx + pos[r]) * wk + c], k[r * wk + c], 0);
+        for (int h = 0; h < nh; h++) {
+            int kvh = h / (nh / nkv);
+            double s[8], mx = -1e30, sum = 0;
+            for (int t = 0; t <= pos[r]; t++) {
+                double dd = 0;
+                for (int i = 0; i < hd; i++) dd += q[r * wq + h * hd + i] * K[(seq[r] * nctx + t) * wk + kvh * hd + i];
+                s[t] = 0.35 * dd, mx = fmax(mx, s[t]);
+            }
+            for (int t = 0; t <= pos[r]; t++) s[t] = exp(s[t] - mx), sum += s[t];
+            for (int i = 0; i < hd; i++) {
+                double acc = 0;
+                for (int t = 0; t <= pos[r]; t++) acc += s[t] / sum * V[(seq[r] * nctx + t) * wk + kvh * hd + i];
+                ASSERT_NEAR(o[r * wq + h * hd + i], acc, 1e-5);
+            }
+        }
+    }
+    hx__dev_buffer_free(bq), hx__dev_buffer_free(bk), hx__dev_buffer_free(bv);
+    hx__dev_buffer_free(kc), hx__dev_buffer_free(vc), hx__dev_buffer_free(bo);
+    hx__device_close(dev);
+}
+
+TEST(glu_and_add_in_place)
+{
+    struct hx_device *dev = open_cpu(2);
+    ASSERT_TRUE(dev != NULL);
+    const int64_t n = 3, f = 50;
+    struct hx_buffer *b;
+    ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(3 * n * f), &b));
+    float *g = b->host, *u = g + n * f, *y = u + n * f, g0[150], u0[150];
+    for (int64_t i = 0; i < n * f; i++) g0[i] = g[i] = rndf() * 4, u0[i] = u[i] = rndf();
+    struct hx_op ops[3] = {{0}};
+    for (int i = 0; i < 3; i++) {
+        ops[i].desc = (struct hx_op_desc){.n_rows = n, .n_in = f, .n_out = f};
+        ops[i].src[0] = mkref(b, 0, n, f, f), ops[i].src[1] = mkref(b, sizeof(float) * n * f, n, f, f);
+        ops[i].dst = mkref(b, sizeof(float) * 2 * n * f, n, f, f);
+    }
+    ops[0].desc.kind = HX_OP_SWIGLU;
+    ops[1].desc.kind = HX_OP_RELU2_GLU;
+    ops[1].dst = ops[1].src[1];       /* into up, in place */
+    ops[2].desc.kind = HX_OP_ADD;
+    ops[2].dst = ops[2].src[0];       /* gate += up', in place */
+    int32_t z[4] = {0};
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = ops, .n_ops = 3, .n_rows = n, .tokens = z, .pos = z, .seq = z};
+    ASSERT_OK(hx__dev_run(dev, &sp));
+    for (int64_t i = 0; i < n * f; i++) {
+        float sw = g0[i] / (1 + expf(-g0[i])) * u0[i];
+        float r2 = (g0[i] > 0 ? g0[i] * g0[i] : 0) * u0[i];
+        ASSERT_NEAR(y[i], sw, 1e-5);
+        ASSERT_NEAR(u[i], r2, 1e-5);
+        ASSERT_NEAR(g[i], g0[i] + r2, 1e-5);
+    }
+    hx__dev_buffer_free(b);
+    hx__device_close(dev);
+}
+
+TEST(embed_rows)
+{
+    struct hx_device *dev = open_cpu(1);
+    ASSERT_TRUE(dev != NULL);
+    const int64_t vocab = 10, d = 64;
+    size_t rb = hx_dtype_row_bytes(HX_DTYPE_Q8_0, d);
+    uint8_t wd[10 * 68];
+    fill_weight(HX_DTYPE_Q8_0, wd, vocab, d);
+    struct hx_weight w = {.name = "e", .type = HX_DTYPE_Q8_0, .n_rows = vocab, .n_cols = d, .data = wd, .nbytes = sizeof wd, .scale = 1};
+    struct hx_buffer *b;
+    ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * 3 * d, &b));
+    struct hx_op op = {0};
+    op.desc = (struct hx_op_desc){.kind = HX_OP_EMBED, .n_rows = 3, .n_in = d, .n_out = d, .wtype = HX_DTYPE_Q8_0};
+    op.dst = mkref(b, 0, 3, d, d);
+    op.weight = &w;
+    int32_t tok[3] = {7, 0, 9}, z[3] = {0};
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = &op, .n_ops = 1, .n_rows = 3, .tokens = tok, .pos = z, .seq = z};
+    ASSERT_OK(hx__dev_run(dev, &sp));
+    float ref[64];
+    for (int r = 0; r < 3; r++) {
+        hx_dequantize_row(HX_DTYPE_Q8_0, wd + rb * tok[r], ref, d);
+        for (int c = 0; c < d; c++) ASSERT_NEAR(((float *)b->host)[r * d + c], ref[c], 0);
+    }
+    tok[1] = 10;  /* out of range: refused with an error, not a crash */
+    ASSERT_NE(hx__dev_run(dev, &sp), 0);
+    hx__dev_buffer_free(b);
+    hx__device_close(dev);
+}
+
+TEST_MAIN()
