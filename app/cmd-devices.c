@@ -1,0 +1,54 @@
+/*
+ * cmd-devices.c — `engine devices`: every backend compiled in, every device it finds, and for
+ * each one that is unavailable, why.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "app.h"
+#include "registry.h"
+
+static void hx_devices_print_one(const struct hx_backend_entry *e, int i)
+{
+    struct hx_device_info info = {.struct_size = sizeof info};
+    if (e->ops->device_info(i, &info) != HX_OK) {
+        printf("    [%d] (cannot describe)\n", i);
+        return;
+    }
+    printf("    [%d] %-5s %s — %s\n", i, hx_device_kind_name(info.kind), info.name, info.description);
+    printf("        memory %.1f GiB total, %.1f GiB free%s; weight types:", info.memory_total_bytes / 1073741824.0,
+           info.memory_free_bytes / 1073741824.0, info.unified_memory ? ", unified" : "");
+    for (int t = 0; t < HX_DTYPE_COUNT; t++)
+        if (info.weight_types & (1u << t)) printf(" %s", hx_dtype_name((enum hx_dtype)t));
+    printf("%s\n", info.simulated ? "  [simulated: timings are not hardware performance]" : "");
+}
+
+int hx_cmd_devices(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: engine devices\n  list backends compiled in, their devices, and why any is unavailable\n");
+        return 0;
+    }
+    if (argc > 1) {
+        hx_app_error("devices", "unexpected argument '%s'", argv[1]);
+        return 2;
+    }
+    int n = hx__registry_count();
+    printf("hx %s: %d backends compiled in\n", hx_version(), n);
+    for (int b = 0; b < n; b++) {
+        const struct hx_backend_entry *e = hx__registry_get(b);
+        if (e->probe_status != HX_OK) {
+            printf("  %-8s unavailable: %s\n", e->ops->name, e->why[0] ? e->why : hx_strerror(e->probe_status));
+            continue;
+        }
+        int nd = 0;
+        char why[256] = "";
+        int st = e->ops->device_count(&nd, why, sizeof why);
+        printf("  %-8s available (score %d), %d device%s%s%s\n", e->ops->name, e->score, nd, nd == 1 ? "" : "s",
+               (st != HX_OK || nd == 0) ? ": " : "", (st != HX_OK || nd == 0) ? (why[0] ? why : hx_strerror(st)) : "");
+        for (int i = 0; i < nd; i++) hx_devices_print_one(e, i);
+    }
+    const struct hx_backend_entry *def = hx_backend_find(NULL);
+    printf("default backend: %s\n", def ? def->ops->name : "(none)");
+    return 0;
+}
