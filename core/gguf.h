@@ -88,6 +88,7 @@ struct hx_gguf {
     /* private */
     bool mapped;
     bool owns_copy;
+    void *priv;              /* string-array indexes built by hx__gguf_arr_str */
 };
 
 /* Open and validate a file (mmap, or read into memory if no_mmap). HX_E_IO, HX_E_FORMAT
