@@ -14,6 +14,12 @@
 #include "model.h"
 #include "vocab.h"
 
+/* Weak: a program that never tokenizes (a numerics test) need not link the tokenizer; every
+ * program that does (engine, server) references it strongly through the public API. */
+#pragma weak hx__vocab_load
+#pragma weak hx__vocab_free
+#pragma weak hx__vocab_n_tokens
+
 static const char *const hx__arch_names[] = {"llama", "qwen3", "bitnet"};
 _Static_assert(HX_ARRAY_LEN(hx__arch_names) == HX_ARCH_COUNT, "arch names");
 
@@ -381,7 +387,9 @@ int hx_model_load(const char *path, const struct hx_model_params *params, struct
     int st = hx__gguf_open(path, params && params->no_mmap, &m->gguf);
     if (st != HX_OK) goto fail;
     struct hx_loader L = {.m = m, .g = m->gguf, .path = path};
-    if ((st = hx__vocab_load(m->gguf, &m->vocab)) != HX_OK) {
+    if (!hx__vocab_load) {
+        HX_LOG_DEBUG("%s: tokenizer not linked into this program; loading weights only", path);
+    } else if ((st = hx__vocab_load(m->gguf, &m->vocab)) != HX_OK) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", hx_last_error());
         st = hx__set_error(st, "%s: tokenizer: %s", path, msg);
@@ -390,7 +398,7 @@ int hx_model_load(const char *path, const struct hx_model_params *params, struct
     if (!vocab_only) {
         if ((st = hx__load_arch(&L)) || (st = hx__load_hparams(&L)) || (st = hx__load_weights(&L)))
             goto fail;
-        if (hx__vocab_n_tokens(m->vocab) > m->hp.n_vocab)
+        if (m->vocab && hx__vocab_n_tokens(m->vocab) > m->hp.n_vocab)
             HX_LOG_WARN("%s: tokenizer has %lld tokens, embedding only %lld", path,
                         (long long)hx__vocab_n_tokens(m->vocab), (long long)m->hp.n_vocab);
     }

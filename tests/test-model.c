@@ -1,0 +1,182 @@
+/*
+ * test-model.c — end-to-end numerics on real data no one here wrote: stories260K.gguf (a
+ * trained Llama model) fed llama2.c's reference token sequence must reproduce the reference
+ * logits (logits_once_upon_n64.f32) within 1e-4 max abs error and the reference greedy ids,
+ * on `ref` and `cpu`, both token by token and with a batched prefill.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "hx.h"
+
+static const int32_t hx_seq_ids[65] = {
+    1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338,
+    401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328,
+    432, 358, 394, 261, 370, 432, 352, 266, 268, 388, 426, 338, 391, 266, 267, 337, 335,
+    312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438, 310};
+
+static float *hx_t_ref_logits(void)
+{
+    FILE *f = fopen(hx_test_data("stories260K/logits_once_upon_n64.f32"), "rb");
+    if (!f) return NULL;
+    float *l = malloc(64 * 512 * sizeof *l);
+    size_t n = fread(l, sizeof *l, 64 * 512, f);
+    fclose(f);
+    if (n != 64 * 512) {
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+static int hx_argmax(const float *l, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (l[i] > l[b]) b = i;
+    return b;
+}
+
+/* prefill: number of rows fed in the first call (then one token per call). */
+static void hx_t_stories(const char *backend, int prefill)
+{
+    float *want = hx_t_ref_logits();
+    if (!want) SKIP("stories260K reference logits not found under HX_DATA");
+    struct hx_model *m;
+    ASSERT_OK(hx_model_load(hx_test_data("stories260K/stories260K.gguf"), NULL, &m));
+    struct hx_context_params cp = {.struct_size = sizeof cp, .backend = backend, .n_threads = 2, .n_ctx = 128};
+    struct hx_context *c;
+    ASSERT_OK(hx_context_new(m, &cp, &c));
+    double max_err = 0;
+    int mismatches = 0;
+    for (int p = 0; p < 64;) {
+        int n = p == 0 ? prefill : 1;
+        int32_t pos[64], seq[64];
+        int8_t lg[64];
+        for (int i = 0; i < n; i++) pos[i] = p + i, seq[i] = 0, lg[i] = 1;
+        struct hx_batch b = {.n_rows = n, .token = hx_seq_ids + p, .pos = pos, .seq = seq, .logits = lg};
+        ASSERT_OK(hx_decode(c, &b));
+        for (int i = 0; i < n; i++) {
+            const float *got = hx_get_logits(c, i);
+            ASSERT_TRUE(got != NULL);
+            for (int v = 0; v < 512; v++) {
+                double e = fabs((double)got[v] - want[(p + i) * 512 + v]);
+                if (e > max_err) max_err = e;
+            }
+            if (p + i >= 4 && hx_argmax(got, 512) != hx_seq_ids[p + i + 1]) mismatches++;
+        }
+        p += n;
+    }
+    fprintf(stderr, "  %s prefill %d: max abs logit error %.3g, greedy mismatches %d\n", backend, prefill,
+            max_err, mismatches);
+    ASSERT_TRUE(max_err <= 1e-4);
+    ASSERT_EQ(mismatches, 0);
+    hx_context_free(c);
+    hx_model_free(m);
+    free(want);
+}
+
+TEST(stories260k_ref_token_by_token) { hx_t_stories("ref", 1); }
+TEST(stories260k_ref_prefill) { hx_t_stories("ref", 5); }
+TEST(stories260k_cpu_token_by_token) { hx_t_stories("cpu", 1); }
+TEST(stories260k_cpu_prefill) { hx_t_stories("cpu", 5); }
+
+TEST(bad_batches_are_rejected)
+{
+    struct hx_model *m;
+    ASSERT_OK(hx_model_load(hx_test_data("stories260K/stories260K.gguf"), NULL, &m));
+    struct hx_context_params cp = {.struct_size = sizeof cp, .backend = "ref", .n_ctx = 8};
+    struct hx_context *c;
+    ASSERT_OK(hx_context_new(m, &cp, &c));
+    int32_t tok[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, pos[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8}, seq[9] = {0};
+    int32_t bad_tok = 100000, bad_pos = 3, bad_seq = 1;
+    struct hx_batch b = {.n_rows = 1, .token = &bad_tok, .pos = pos, .seq = seq};
+    ASSERT_EQ(hx_decode(c, &b), HX_E_INVAL);
+    b = (struct hx_batch){.n_rows = 1, .token = tok, .pos = &bad_pos, .seq = seq};
+    ASSERT_EQ(hx_decode(c, &b), HX_E_INVAL);
+    b = (struct hx_batch){.n_rows = 1, .token = tok, .pos = pos, .seq = &bad_seq};
+    ASSERT_EQ(hx_decode(c, &b), HX_E_INVAL);
+    b = (struct hx_batch){.n_rows = 9, .token = tok, .pos = pos, .seq = seq};
+    ASSERT_EQ(hx_decode(c, &b), HX_E_RANGE);
+    ASSERT_EQ(hx_kv_len(c, 0), 0);
+    b.n_rows = 8;
+    ASSERT_OK(hx_decode(c, &b));
+    ASSERT_EQ(hx_kv_len(c, 0), 8);
+    ASSERT_OK(hx_kv_truncate(c, 0, 2));
+    ASSERT_EQ(hx_kv_len(c, 0), 2);
+    hx_context_free(c);
+    hx_model_free(m);
+}
+
+TEST(missing_and_corrupt_models)
+{
+    struct hx_model *m = (struct hx_model *)1;
+    ASSERT_EQ(hx_model_load("/nonexistent/model.gguf", NULL, &m), HX_E_IO);
+    ASSERT_TRUE(m == NULL);
+    ASSERT_TRUE(hx_model_load(hx_test_data("vocab"), NULL, &m) != HX_OK);
+    struct hx_model_params mp = {.struct_size = sizeof mp};
+    ASSERT_OK(hx_model_load(hx_test_data("vocab/ggml-vocab-qwen2.gguf"), &(struct hx_model_params){.struct_size = sizeof mp, .vocab_only = true}, &m));
+    struct hx_context *c;
+    ASSERT_TRUE(hx_context_new(m, NULL, &c) != HX_OK);
+    hx_model_free(m);
+    ASSERT_TRUE(hx_model_load(hx_test_data("vocab/ggml-vocab-qwen2.gguf"), &mp, &m) == HX_E_FORMAT);
+}
+
+TEST(policy_validation)
+{
+    ASSERT_OK(hx_policy_validate("single", "cpu", NULL));
+    ASSERT_OK(hx_policy_validate("gemm-offload:ref", "cpu", NULL));
+    ASSERT_OK(hx_policy_validate("op-map:qkv=ref,down=ref,default=cpu", NULL, NULL));
+    ASSERT_OK(hx_policy_validate("layer-split:cpu=0.25,ref=0.75", NULL, "cpu"));
+    ASSERT_EQ(hx_policy_validate("warp-drive", NULL, NULL), HX_E_INVAL);
+    ASSERT_EQ(hx_policy_validate("op-map:qkv", NULL, NULL), HX_E_INVAL);
+    ASSERT_EQ(hx_policy_validate("op-map:bogus=cpu", NULL, NULL), HX_E_INVAL);
+    ASSERT_EQ(hx_policy_validate("layer-split:cpu=0.5,ref=0.6", NULL, NULL), HX_E_INVAL);
+    ASSERT_EQ(hx_policy_validate("layer-split:cpu,cpu", NULL, NULL), HX_E_INVAL);
+    ASSERT_EQ(hx_policy_validate("layer-split:", NULL, NULL), HX_E_INVAL);
+    ASSERT_EQ(hx_policy_validate("single:nosuchdev", NULL, NULL), HX_E_INVAL);
+    ASSERT_EQ(hx_policy_validate("single", NULL, "cpu,cpu"), HX_E_INVAL);
+}
+
+/* Placement policies that split the graph between cpu and ref must give the same logits as
+ * one device: the coherence protocol moves every slot and KV cache it needs. */
+TEST(split_policies_agree)
+{
+    static const char *const pols[] = {"gemm-offload:ref", "op-map:attn=ref,o=ref,default=cpu",
+                                       "layer-split:ref=0.4,cpu=0.6", "layer-split:alternate:cpu,ref",
+                                       "phase-split:ref,cpu"};
+    float *want = hx_t_ref_logits();
+    if (!want) SKIP("stories260K reference logits not found");
+    struct hx_model *m;
+    ASSERT_OK(hx_model_load(hx_test_data("stories260K/stories260K.gguf"), NULL, &m));
+    for (size_t k = 0; k < sizeof pols / sizeof pols[0]; k++) {
+        struct hx_context_params cp = {.struct_size = sizeof cp, .policy = pols[k], .n_threads = 2, .n_ctx = 64};
+        struct hx_context *c;
+        ASSERT_OK(hx_context_new(m, &cp, &c));
+        int32_t pos[8], seq[8] = {0};
+        int8_t lg[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+        for (int i = 0; i < 8; i++) pos[i] = i;
+        struct hx_batch b = {.n_rows = 8, .token = hx_seq_ids, .pos = pos, .seq = seq, .logits = lg};
+        ASSERT_OK(hx_decode(c, &b));
+        double err = 0;
+        const float *got = hx_get_logits(c, 7);
+        for (int v = 0; v < 512; v++) err = fmax(err, fabs(got[v] - want[7 * 512 + v]));
+        for (int p = 8; p < 12; p++) {
+            int32_t pp = p, sq = 0;
+            int8_t l1 = 1;
+            struct hx_batch d = {.n_rows = 1, .token = hx_seq_ids + p, .pos = &pp, .seq = &sq, .logits = &l1};
+            ASSERT_OK(hx_decode(c, &d));
+            got = hx_get_logits(c, 0);
+            for (int v = 0; v < 512; v++) err = fmax(err, fabs(got[v] - want[p * 512 + v]));
+        }
+        fprintf(stderr, "  %-36s devices %-8s max err %.3g\n", pols[k], hx_context_devices(c), err);
+        if (err > 1e-4) HX_FAIL_AT("%s: logits error %g", pols[k], err);
+        hx_context_free(c);
+    }
+    hx_model_free(m);
+    free(want);
+}
+
+TEST_MAIN()
