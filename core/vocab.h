@@ -162,7 +162,18 @@ bool hx__tokbuf_push(struct hx_tokbuf *b, hx_token t);
 
 /* Encode one raw-text fragment (after the special-token partition). */
 int hx__bpe_encode(const struct hx_vocab *v, const char *text, size_t len, struct hx_tokbuf *out);
-int hx__spm_encode(const struct hx_vocab *v, const char *text, size_t len, struct hx_tokbuf *out);
+int hx__spm_encode(const struct hx_vocab *v, const char *text, size_t len, bool space_prefix,
+                   struct hx_tokbuf *out);
+
+/* Streaming detokenizer over a vocab (detok.c); hx_detok_* wrap these. */
+struct hx_detok;
+int hx__detok_new(const struct hx_vocab *v, bool special, struct hx_detok **out);
+void hx__detok_free(struct hx_detok *d);
+int hx__detok_push(struct hx_detok *d, hx_token tok, const char **piece, size_t *len);
+int hx__detok_flush(struct hx_detok *d, const char **piece, size_t *len);
+/* GPT-2 byte <-> code point map. */
+uint32_t hx__bpe_byte_to_cp(uint8_t b);
+int hx__bpe_cp_to_byte(uint32_t cp); /* -1 if cp is not in the map */
 
 /* ---- regex engine and pre-tokenizers (pretok.c) -------------------------------------------- */
 
@@ -176,7 +187,8 @@ int hx__spm_encode(const struct hx_vocab *v, const char *text, size_t len, struc
  */
 int hx__regex_compile(const char *pattern, struct hx_regex **out);
 void hx__regex_free(struct hx_regex *re);
-/* Length of the match starting exactly at pos (cps[0..n) is the whole subject), or -1. */
+/* Length of the match starting exactly at pos (cps[0..n) is the whole subject), -1 if none,
+ * -2 if it ran out of memory or steps. */
 int64_t hx__regex_match_at(const struct hx_regex *re, const uint32_t *cps, size_t n, size_t pos);
 
 int hx__pretok_new(enum hx_pre_type type, struct hx_pretok **out);

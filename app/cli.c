@@ -1,0 +1,122 @@
+/* cli.c — parsing of the options shared by the model-running subcommands. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "app.h"
+#include "cli.h"
+
+static bool hx_cli_value(const char *cmd, int argc, char **argv, int *i, const char **out)
+{
+    if (*i + 1 >= argc) {
+        hx_app_error(cmd, "option %s needs a value", argv[*i]);
+        return false;
+    }
+    *out = argv[++*i];
+    return true;
+}
+
+static int hx_cli_bad(const char *cmd, const char *opt, const char *v)
+{
+    hx_app_error(cmd, "invalid value '%s' for %s", v, opt);
+    return 2;
+}
+
+int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
+{
+    memset(o, 0, sizeof *o);
+    hx_sampler_params_init(&o->sp);
+    o->sp.temperature = 0.8f;
+    o->n_predict = 128;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int64_t n;
+        float f;
+#define VAL() if (!hx_cli_value(cmd, argc, argv, &i, &v)) return 2
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VAL(); o->model = v; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VAL(); o->prompt = v; }
+        else if (!strcmp(a, "--backend") || !strcmp(a, "-b")) { VAL(); o->backend = v; }
+        else if (!strcmp(a, "--policy")) { VAL(); o->policy = v; }
+        else if (!strcmp(a, "--fallback")) { VAL(); o->fallback = v; }
+        else if (!strcmp(a, "--chat-template")) { VAL(); o->chat_template = v; }
+        else if (!strcmp(a, "--npu-kernels")) { VAL(); o->npu_kernels = v; }
+        else if (!strcmp(a, "--ids")) o->ids = true;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            VAL();
+            if (!hx_app_parse_i64(v, 1, 1 << 24, &n)) return hx_cli_bad(cmd, a, v);
+            o->n_predict = n;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+            VAL();
+            if (!hx_app_parse_i64(v, 1, 1 << 24, &n)) return hx_cli_bad(cmd, a, v);
+            o->n_ctx = n;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            VAL();
+            if (!hx_app_parse_i64(v, 1, 1024, &n)) return hx_cli_bad(cmd, a, v);
+            o->n_threads = (int)n;
+        } else if (!strcmp(a, "--temp")) {
+            VAL();
+            if (!hx_app_parse_f32(v, 0, 100, &f)) return hx_cli_bad(cmd, a, v);
+            o->sp.temperature = f;
+        } else if (!strcmp(a, "--top-k")) {
+            VAL();
+            if (!hx_app_parse_i64(v, 0, 1 << 30, &n)) return hx_cli_bad(cmd, a, v);
+            o->sp.top_k = (int32_t)n;
+        } else if (!strcmp(a, "--top-p") || !strcmp(a, "--min-p")) {
+            VAL();
+            if (!hx_app_parse_f32(v, 0, 1, &f)) return hx_cli_bad(cmd, a, v);
+            if (a[2] == 't') o->sp.top_p = f;
+            else o->sp.min_p = f;
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            VAL();
+            if (!hx_app_parse_f32(v, 0.01f, 100, &f)) return hx_cli_bad(cmd, a, v);
+            o->sp.repeat_penalty = f;
+        } else if (!strcmp(a, "--presence-penalty") || !strcmp(a, "--frequency-penalty")) {
+            VAL();
+            if (!hx_app_parse_f32(v, -100, 100, &f)) return hx_cli_bad(cmd, a, v);
+            if (a[2] == 'p') o->sp.presence_penalty = f;
+            else o->sp.frequency_penalty = f;
+        } else if (!strcmp(a, "--seed")) {
+            VAL();
+            if (!hx_app_parse_i64(v, 0, INT64_MAX, &n)) return hx_cli_bad(cmd, a, v);
+            o->sp.seed = (uint64_t)n;
+        } else {
+            hx_app_error(cmd, "unknown option '%s' (see engine %s --help)", a, cmd);
+            return 2;
+        }
+#undef VAL
+    }
+    if (!o->model) {
+        hx_app_error(cmd, "no model given (-m MODEL.gguf)");
+        return 2;
+    }
+    return 0;
+}
+
+int hx_cli_open(const char *cmd, const struct hx_cli *o, struct hx_model **m, struct hx_context **c)
+{
+    *m = NULL, *c = NULL;
+    if (hx_policy_validate(o->policy, o->backend, o->fallback) != HX_OK) {
+        hx_app_error(cmd, "%s", hx_last_error());
+        return 2;
+    }
+    struct stat sb;
+    if (stat(o->model, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        hx_app_error(cmd, "'%s' is a directory, not a model file", o->model);
+        return 1;
+    }
+    if (hx_model_load(o->model, NULL, m) != HX_OK) {
+        hx_app_error(cmd, "cannot load model: %s", hx_last_error());
+        return 1;
+    }
+    struct hx_context_params cp = {.struct_size = sizeof cp, .backend = o->backend, .policy = o->policy,
+                                   .fallback = o->fallback, .n_threads = o->n_threads, .n_ctx = o->n_ctx,
+                                   .npu_kernels = o->npu_kernels};
+    if (hx_context_new(*m, &cp, c) != HX_OK) {
+        hx_app_error(cmd, "cannot set up devices: %s", hx_last_error());
+        hx_model_free(*m);
+        *m = NULL;
+        return 1;
+    }
+    return 0;
+}

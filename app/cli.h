@@ -1,0 +1,18 @@
+/* cli.h — the options shared by run, chat, plan, bench and diff: model, devices, policy,
+ * context, sampling. hx_cli_parse consumes what it knows and reports the rest. */
+#pragma once
+
+#include "hx.h"
+
+struct hx_cli {
+    const char *model, *prompt, *backend, *policy, *fallback, *chat_template, *npu_kernels;
+    int64_t n_predict, n_ctx;
+    int n_threads;
+    bool ids, verbose;
+    struct hx_sampler_params sp;
+};
+
+/* Parse argv[1..]; returns 0 ok, 2 usage error (message printed). Unknown flags are errors. */
+int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o);
+/* Validate the policy and load the model and a context; 0 ok, 1 failure (message printed). */
+int hx_cli_open(const char *cmd, const struct hx_cli *o, struct hx_model **m, struct hx_context **c);

@@ -1,0 +1,134 @@
+/*
+ * cmd-run.c — `engine run -m M -p TEXT [-n N] [--backend B] [--policy P] [sampling...]`:
+ * prefill the prompt (BOS when the vocabulary asks), then sample and stream each piece to
+ * stdout as it is produced (UTF-8 safe); timings on stderr. --ids prints the generated ids.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "app.h"
+#include "cli.h"
+
+static int hx_run_prefill(struct hx_context *c, const hx_token *ids, int64_t n)
+{
+    int32_t pos[512], seq[512] = {0};
+    int8_t lg[512];
+    for (int64_t p = 0; p < n; p += 512) {
+        int64_t k = n - p < 512 ? n - p : 512;
+        for (int64_t i = 0; i < k; i++) pos[i] = (int32_t)(p + i), lg[i] = p + i == n - 1;
+        struct hx_batch b = {.n_rows = k, .token = ids + p, .pos = pos, .seq = seq, .logits = lg};
+        int st = hx_decode(c, &b);
+        if (st) return st;
+    }
+    return HX_OK;
+}
+
+static void hx_run_usage(void)
+{
+    printf("usage: engine run -m MODEL -p TEXT [-n N] [--backend B] [--policy P] [--fallback L]\n"
+           "       [-t THREADS] [-c N_CTX] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+           "       [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S] [--ids]\n");
+}
+
+int hx_cmd_run(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return hx_run_usage(), 0;
+    struct hx_cli o;
+    int rc = hx_cli_parse("run", argc, argv, &o);
+    if (rc) return rc;
+    if (!o.prompt) {
+        hx_app_error("run", "no prompt given (-p TEXT)");
+        return 2;
+    }
+    struct hx_model *m;
+    struct hx_context *c;
+    if ((rc = hx_cli_open("run", &o, &m, &c))) return rc;
+    hx_token *ids = NULL, *out = NULL;
+    struct hx_sampler *s = NULL;
+    struct hx_detok *dt = NULL;
+    int64_t n = 0, cap = (int64_t)strlen(o.prompt) + 8, n_out = 0;
+    ids = hx_malloc((size_t)cap * sizeof *ids);
+    out = hx_malloc((size_t)o.n_predict * sizeof *out);
+    rc = 1;
+    if (!ids || !out) goto done;
+    if (hx_tokenize(m, o.prompt, strlen(o.prompt), true, true, ids, cap, &n) != HX_OK) {
+        hx_app_error("run", "tokenize: %s", hx_last_error());
+        goto done;
+    }
+    if (n == 0) {
+        hx_app_error("run", "the prompt is empty after tokenization and the vocabulary adds no BOS");
+        goto done;
+    }
+    if (n + o.n_predict > hx_context_n_ctx(c)) {
+        hx_app_error("run", "prompt (%lld tokens) + %lld to generate exceeds the context of %lld (-c)",
+                     (long long)n, (long long)o.n_predict, (long long)hx_context_n_ctx(c));
+        goto done;
+    }
+    struct hx_model_info mi = {.struct_size = sizeof mi};
+    hx_model_get_info(m, &mi);
+    if (hx_sampler_new(&o.sp, mi.n_vocab, &s) != HX_OK || hx_detok_new(m, false, &dt) != HX_OK) {
+        hx_app_error("run", "%s", hx_last_error());
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) hx_sampler_accept(s, ids[i]);
+    double t0 = 0, t1, t2;
+    {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t0 = ts.tv_sec + ts.tv_nsec * 1e-9;
+    }
+    if (hx_run_prefill(c, ids, n) != HX_OK) {
+        hx_app_error("run", "prefill: %s", hx_last_error());
+        goto done;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t1 = ts.tv_sec + ts.tv_nsec * 1e-9;
+    const float *logits = hx_get_logits(c, n - 1);
+    for (n_out = 0; n_out < o.n_predict; n_out++) {
+        hx_token t = hx_sampler_sample(s, logits);
+        if (hx_vocab_is_eog(m, t)) break;
+        out[n_out] = t;
+        hx_sampler_accept(s, t);
+        if (!o.ids) {
+            const char *piece;
+            size_t len;
+            if (hx_detok_push(dt, t, &piece, &len) == HX_OK && len) fwrite(piece, 1, len, stdout), fflush(stdout);
+        }
+        if (n_out + 1 == o.n_predict) {
+            n_out++;
+            break;
+        }
+        int32_t pos = (int32_t)(n + n_out), sq = 0;
+        int8_t lg = 1;
+        struct hx_batch b = {.n_rows = 1, .token = &t, .pos = &pos, .seq = &sq, .logits = &lg};
+        if (hx_decode(c, &b) != HX_OK) {
+            hx_app_error("run", "decode: %s", hx_last_error());
+            goto done;
+        }
+        logits = hx_get_logits(c, 0);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t2 = ts.tv_sec + ts.tv_nsec * 1e-9;
+    if (o.ids) {
+        for (int64_t i = 0; i < n_out; i++) printf("%s%d", i ? " " : "", out[i]);
+    } else {
+        const char *piece;
+        size_t len;
+        if (hx_detok_flush(dt, &piece, &len) == HX_OK && len) fwrite(piece, 1, len, stdout);
+    }
+    printf("\n");
+    fprintf(stderr, "prompt: %lld tokens in %.3f s (%.2f tokens/s); generation: %lld tokens in %.3f s (%.2f tokens/s); devices %s; policy %s\n",
+            (long long)n, t1 - t0, n / (t1 - t0), (long long)n_out, t2 - t1,
+            n_out > 1 ? (n_out - 1) / (t2 - t1) : 0.0, hx_context_devices(c), hx_context_policy(c));
+    rc = 0;
+done:
+    hx_detok_free(dt);
+    hx_sampler_free(s);
+    hx_free(ids);
+    hx_free(out);
+    hx_context_free(c);
+    hx_model_free(m);
+    return rc;
+}
