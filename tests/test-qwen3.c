@@ -1,0 +1,146 @@
+/*
+ * test-qwen3.c — the Qwen3-architecture test models of ../shared/data/qwen3 (QK norm, GQA,
+ * NEOX RoPE, tied embeddings; Q8_0, F16, TQ2_0 weights) against llama.cpp's reference
+ * outputs: our tokenization of the prompt equals llama.cpp's prompt_ids; then, feeding the
+ * reference tokens (teacher forcing), each step's logits of llama.cpp's top-10 tokens agree
+ * within a tolerance, and the greedy id matches wherever the reference margin exceeds twice
+ * that error (data/README.md: near-ties may flip with another summation order).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "hx.h"
+
+struct hx_ref_step {
+    int id;
+    double margin;
+    int top_id[10];
+    double top_logit[10];
+};
+
+struct hx_ref {
+    char prompt[256];
+    int prompt_ids[64], n_prompt;
+    struct hx_ref_step steps[32];
+    int n_steps;
+};
+
+static char *hx_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    s[fread(s, 1, (size_t)n, f)] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* A tiny reader for the reference files' fixed shape (not a general JSON parser). */
+static int hx_parse_ref(const char *path, struct hx_ref *r)
+{
+    char *s = hx_slurp(path);
+    if (!s) return -1;
+    memset(r, 0, sizeof *r);
+    char *p = strstr(s, "\"prompt\": \"");
+    if (p) sscanf(p + 11, "%255[^\"]", r->prompt);
+    p = strstr(s, "\"prompt_ids\": [");
+    for (p = p ? p + 15 : NULL; p && *p != ']' && r->n_prompt < 64;) {
+        r->prompt_ids[r->n_prompt++] = (int)strtol(p, &p, 10);
+        while (*p == ',' || *p == ' ') p++;
+    }
+    for (char *q = strstr(s, "{\"id\": "); q && r->n_steps < 32; q = strstr(q + 1, "{\"id\": ")) {
+        struct hx_ref_step *st = &r->steps[r->n_steps++];
+        st->id = atoi(q + 7);
+        char *m = strstr(q, "\"margin\": ");
+        st->margin = m ? atof(m + 10) : 0;
+        char *t = strstr(q, "\"top\": [");
+        if (t) t += 7; /* the outer '[' */
+        for (int k = 0; t && k < 10; k++) {
+            t = strchr(t + 1, '[');
+            if (!t) break;
+            sscanf(t + 1, "%d, %lf", &st->top_id[k], &st->top_logit[k]);
+        }
+    }
+    free(s);
+    return 0;
+}
+
+static int hx_argmax(const float *l, int64_t n)
+{
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (l[i] > l[b]) b = i;
+    return (int)b;
+}
+
+static void hx_t_model(const char *name, const char *backend, double tol)
+{
+    char path[256], refp[256];
+    snprintf(path, sizeof path, "qwen3/%s.gguf", name);
+    snprintf(refp, sizeof refp, "qwen3/%s.p1.json", name);
+    struct hx_ref ref;
+    if (hx_parse_ref(hx_test_data(refp), &ref) != 0) SKIP("%s not found under HX_DATA", refp);
+    struct hx_model *m;
+    ASSERT_OK(hx_model_load(hx_test_data(path), NULL, &m));
+    hx_token ids[64];
+    int64_t n = 0;
+    ASSERT_OK(hx_tokenize(m, ref.prompt, strlen(ref.prompt), true, true, ids, 64, &n));
+    ASSERT_EQ(n, ref.n_prompt);
+    for (int i = 0; i < n; i++) ASSERT_EQ(ids[i], ref.prompt_ids[i]);
+    struct hx_context_params cp = {.struct_size = sizeof cp, .backend = backend, .n_threads = 2, .n_ctx = 128};
+    struct hx_context *c;
+    ASSERT_OK(hx_context_new(m, &cp, &c));
+    struct hx_model_info mi = {.struct_size = sizeof mi};
+    hx_model_get_info(m, &mi);
+    int32_t pos[64], seq[64] = {0};
+    int8_t lg[64] = {0};
+    for (int i = 0; i < n; i++) pos[i] = i;
+    lg[n - 1] = 1;
+    struct hx_batch b = {.n_rows = n, .token = ids, .pos = pos, .seq = seq, .logits = lg};
+    ASSERT_OK(hx_decode(c, &b));
+    const float *l = hx_get_logits(c, n - 1);
+    double max_err = 0;
+    int compared = 0, mismatched = 0;
+    for (int s = 0; s < ref.n_steps; s++) {
+        for (int k = 0; k < 10; k++) max_err = fmax(max_err, fabs(l[ref.steps[s].top_id[k]] - ref.steps[s].top_logit[k]));
+        if (ref.steps[s].margin > 2 * tol) {
+            compared++;
+            if (hx_argmax(l, mi.n_vocab) != ref.steps[s].id) mismatched++;
+        }
+        int32_t p = (int32_t)(n + s), sq = 0;
+        int8_t one = 1;
+        hx_token t = ref.steps[s].id;
+        struct hx_batch d = {.n_rows = 1, .token = &t, .pos = &p, .seq = &sq, .logits = &one};
+        ASSERT_OK(hx_decode(c, &d));
+        l = hx_get_logits(c, 0);
+    }
+    fprintf(stderr, "  %-20s %-4s max |logit - llama.cpp| over top-10 x %d steps: %.4g; greedy ids: %d/%d match\n",
+            name, backend, ref.n_steps, max_err, compared - mismatched, compared);
+    ASSERT_TRUE(max_err <= tol);
+    ASSERT_EQ(mismatched, 0);
+    hx_context_free(c);
+    hx_model_free(m);
+}
+
+/* Tolerances: llama.cpp quantizes activations to 8 bits for Q8_0/TQ2_0 weights (Q8_0/Q8_K)
+ * and computes F16 weights in F16; ref computes in f32/f64, cpu with its own int8 blocks.
+ * Measured (test output): F16 models 1.7e-3 / 3.3e-3 -> bound 0.02. Q8_0: 0.023 and TQ2_0:
+ * 0.047 (ref) / 0.064 (cpu) -> bounds 0.06 and 0.15: llama.cpp rounds the activations of
+ * these types to 8 bits (Q8_0 / Q8_K) while ref keeps f32 — the same ternary weights stored
+ * as F16 (qwen3-tern-f16) agree to 3.3e-3, so the gap is llama.cpp's activation rounding. */
+TEST(micro_q8_0_ref) { hx_t_model("qwen3-micro-q8_0", "ref", 0.06); }
+TEST(micro_q8_0_cpu) { hx_t_model("qwen3-micro-q8_0", "cpu", 0.06); }
+TEST(micro_f16_ref) { hx_t_model("qwen3-micro-f16", "ref", 0.02); }
+TEST(micro_f16_cpu) { hx_t_model("qwen3-micro-f16", "cpu", 0.02); }
+TEST(tern_tq2_0_ref) { hx_t_model("qwen3-tern-tq2_0", "ref", 0.15); }
+TEST(tern_tq2_0_cpu) { hx_t_model("qwen3-tern-tq2_0", "cpu", 0.15); }
+TEST(tern_f16_ref) { hx_t_model("qwen3-tern-f16", "ref", 0.02); }
+TEST(tern_f16_cpu) { hx_t_model("qwen3-tern-f16", "cpu", 0.02); }
+
+TEST_MAIN()
