@@ -238,6 +238,10 @@ static void hx_get_id(struct hx_gguf *g, const struct hx_vocab *v, const char *k
         hx__clear_error();
         return;
     }
+    if (u == UINT32_MAX || u == UINT64_MAX) { /* converters write -1 for "none" */
+        *id = HX_TOKEN_NULL;
+        return;
+    }
     if (u >= (uint64_t)v->n_tokens) {
         HX_LOG_WARN("vocab: %s = %llu is out of range (%lld tokens); ignored", key,
                     (unsigned long long)u, (long long)v->n_tokens);

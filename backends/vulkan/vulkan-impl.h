@@ -1,0 +1,219 @@
+/*
+ * vulkan-impl.h — private declarations of the Vulkan backend (backends/vulkan/ *.c).
+ *
+ * libvulkan is loaded at run time (dlopen "libvulkan.so.1" + vkGetInstanceProcAddr), so the
+ * engine starts without a Vulkan loader; every entry point the backend uses is in
+ * HX_VK_FUNCS and reached through hx_vk_fn. One process-wide instance (vulkan.c) enumerates
+ * the physical devices once; a device's state (struct hx_vk_dev) is the hx_device ctx.
+ *
+ * Execution model: one command buffer per device, recorded for a whole split (dispatches
+ * separated by compute→compute memory barriers), submitted once, completed by one fence.
+ * Only one split is in flight per device: run() waits for the previous one first.
+ * Every pipeline shares one descriptor-set layout (5 storage buffers, bindings 0..4) and one
+ * pipeline layout (128 bytes of push constants).
+ */
+#pragma once
+
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan.h>
+
+#include "hx-impl.h"
+#include "shaders.h"
+
+#define HX_VK_INSTANCE_FUNCS(X)                                                              \
+    X(vkDestroyInstance)                                                                     \
+    X(vkEnumeratePhysicalDevices)                                                            \
+    X(vkGetPhysicalDeviceProperties)                                                         \
+    X(vkGetPhysicalDeviceProperties2)                                                        \
+    X(vkGetPhysicalDeviceFeatures2)                                                          \
+    X(vkGetPhysicalDeviceMemoryProperties)                                                   \
+    X(vkGetPhysicalDeviceQueueFamilyProperties)                                              \
+    X(vkEnumerateDeviceExtensionProperties)                                                  \
+    X(vkCreateDevice)                                                                        \
+    X(vkDestroyDevice)                                                                       \
+    X(vkGetDeviceQueue)                                                                      \
+    X(vkCreateBuffer)                                                                        \
+    X(vkDestroyBuffer)                                                                       \
+    X(vkGetBufferMemoryRequirements)                                                         \
+    X(vkAllocateMemory)                                                                      \
+    X(vkFreeMemory)                                                                          \
+    X(vkBindBufferMemory)                                                                    \
+    X(vkMapMemory)                                                                           \
+    X(vkUnmapMemory)                                                                         \
+    X(vkCreateShaderModule)                                                                  \
+    X(vkDestroyShaderModule)                                                                 \
+    X(vkCreateDescriptorSetLayout)                                                           \
+    X(vkDestroyDescriptorSetLayout)                                                          \
+    X(vkCreatePipelineLayout)                                                                \
+    X(vkDestroyPipelineLayout)                                                               \
+    X(vkCreateComputePipelines)                                                              \
+    X(vkDestroyPipeline)                                                                     \
+    X(vkCreateDescriptorPool)                                                                \
+    X(vkDestroyDescriptorPool)                                                               \
+    X(vkResetDescriptorPool)                                                                 \
+    X(vkAllocateDescriptorSets)                                                              \
+    X(vkUpdateDescriptorSets)                                                                \
+    X(vkCreateCommandPool)                                                                   \
+    X(vkDestroyCommandPool)                                                                  \
+    X(vkAllocateCommandBuffers)                                                              \
+    X(vkResetCommandBuffer)                                                                  \
+    X(vkBeginCommandBuffer)                                                                  \
+    X(vkEndCommandBuffer)                                                                    \
+    X(vkCmdBindPipeline)                                                                     \
+    X(vkCmdBindDescriptorSets)                                                               \
+    X(vkCmdPushConstants)                                                                    \
+    X(vkCmdDispatch)                                                                         \
+    X(vkCmdPipelineBarrier)                                                                  \
+    X(vkCmdCopyBuffer)                                                                       \
+    X(vkCreateFence)                                                                         \
+    X(vkDestroyFence)                                                                        \
+    X(vkResetFences)                                                                         \
+    X(vkWaitForFences)                                                                       \
+    X(vkQueueSubmit)                                                                         \
+    X(vkDeviceWaitIdle)
+
+struct hx_vk_fns {
+    PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+    PFN_vkCreateInstance vkCreateInstance;
+    PFN_vkEnumerateInstanceVersion vkEnumerateInstanceVersion;
+    PFN_vkEnumerateInstanceLayerProperties vkEnumerateInstanceLayerProperties;
+    PFN_vkEnumerateInstanceExtensionProperties vkEnumerateInstanceExtensionProperties;
+    PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;
+    PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
+#define HX_VK_FN_FIELD(name) PFN_##name name;
+    HX_VK_INSTANCE_FUNCS(HX_VK_FN_FIELD)
+#undef HX_VK_FN_FIELD
+};
+extern struct hx_vk_fns hx_vk_fn;
+
+#define HX_VK_MAX_DEVICES 16
+#define HX_VK_BINDINGS 5
+#define HX_VK_PUSH_BYTES 128
+
+/* What enumeration learned about one physical device (usable ones only are indexed). */
+struct hx_vk_phys {
+    VkPhysicalDevice pd;
+    struct hx_device_info info;
+    uint32_t api_version;
+    uint32_t queue_family;
+    uint32_t subgroup_size;
+    VkDeviceSize min_align;        /* minStorageBufferOffsetAlignment */
+    VkDeviceSize max_range;        /* maxStorageBufferRange */
+    VkDeviceSize max_alloc;        /* maxMemoryAllocationSize */
+    bool int8, fp16, int_dot;      /* shaderInt8, shaderFloat16, integer dot product */
+};
+
+/* The process-wide instance (vulkan.c); NULL when unavailable. */
+VkInstance hx__vk_instance(void);
+const struct hx_vk_phys *hx__vk_phys(int idx);
+/* Number of validation-layer errors reported so far (HX_VK_VALIDATION=1). */
+uint32_t *hx__vk_validation_errors(void);
+
+struct hx_vk_buf {
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    void *map;            /* persistent mapping when host-visible, else NULL */
+    size_t nbytes;        /* usable bytes (allocation is rounded up) */
+};
+
+struct hx_vk_weight {
+    struct hx_vk_buf b;
+    const struct hx_weight *w;
+    size_t row_bytes;
+};
+
+struct hx_vk_lazy;        /* weights prepared on first use (vulkan-mem.c) */
+
+struct hx_vk_dev {
+    const struct hx_vk_phys *phys;
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t mt_device;   /* memory type for device buffers */
+    uint32_t mt_host;     /* host-visible coherent type for staging / metadata */
+    bool uma;             /* device buffers are host-visible (integrated GPU, lavapipe) */
+    VkDeviceSize align;   /* effective offset alignment for bindings (≥ 16) */
+
+    VkDescriptorSetLayout dsl;
+    VkPipelineLayout layout;
+    VkPipeline pipes[HX_SHADER_COUNT];
+    uint32_t wg[HX_SHADER_COUNT];
+
+    VkCommandPool cmd_pool;
+    VkCommandBuffer cb;
+    VkFence fence;
+    bool pending;         /* a submission is in flight */
+    bool lost;            /* a fatal driver error happened; every call fails */
+    int pending_status;
+
+    VkDescriptorPool *dpools;
+    int n_dpools, cur_dpool;
+    uint32_t cur_sets;
+
+    struct hx_vk_buf meta;    /* split tokens/pos/seq (host-visible) */
+    struct hx_vk_buf dummy;   /* bound to unused bindings */
+    struct hx_vk_buf staging; /* host-visible bounce buffer (non-UMA devices) */
+
+    struct hx_vk_lazy *lazy;
+
+    struct hx_timing_stats timing;
+    double submit_us;
+};
+
+static inline struct hx_vk_dev *hx_vk_ctx(struct hx_device *dev)
+{
+    return (struct hx_vk_dev *)dev->ctx;
+}
+
+/* vk result → set the device error (native VkResult in the message), return the status. */
+int hx__vk_fail(struct hx_device *dev, VkResult r, const char *what);
+const char *hx__vk_result_name(VkResult r);
+
+/* vulkan-mem.c */
+int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx_vk_buf *out,
+                      const char *what);
+void hx__vk_buf_destroy(struct hx_vk_dev *d, struct hx_vk_buf *b);
+int hx__vk_buffer_alloc(struct hx_device *dev, size_t nbytes, struct hx_buffer *buf);
+void hx__vk_buffer_free(struct hx_device *dev, struct hx_buffer *buf);
+int hx__vk_buffer_write(struct hx_device *dev, struct hx_buffer *buf, size_t offset,
+                        const void *src, size_t nbytes);
+int hx__vk_buffer_read(struct hx_device *dev, struct hx_buffer *buf, size_t offset, void *dst,
+                       size_t nbytes);
+int hx__vk_copy(struct hx_device *dev, struct hx_buffer *dst, size_t dst_off,
+                struct hx_buffer *src, size_t src_off, size_t nbytes);
+int hx__vk_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void **handle);
+void hx__vk_weight_release(struct hx_device *dev, void *handle);
+/* handle from the op, else prepared now and cached until fini. */
+int hx__vk_weight_get(struct hx_device *dev, const struct hx_weight *w, void *handle,
+                      struct hx_vk_weight **out);
+void hx__vk_lazy_free(struct hx_device *dev);
+
+/* vulkan-pipeline.c */
+int hx__vk_pipeline_init(struct hx_device *dev);
+void hx__vk_pipeline_fini(struct hx_device *dev);
+/* A bound range: the host aligns offsets down and passes the remainder to the shader. */
+struct hx_vk_bind {
+    VkBuffer buf;
+    VkDeviceSize off, range;
+};
+/* Bind [off, off + nbytes) of b; *rem gets off minus the aligned binding start (bytes). */
+struct hx_vk_bind hx__vk_bind(struct hx_vk_dev *d, VkBuffer b, size_t off, size_t nbytes,
+                              uint32_t *rem);
+int hx__vk_dispatch(struct hx_device *dev, enum hx_shader_id id, const struct hx_vk_bind *binds,
+                    int n_binds, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
+                    uint32_t gz);
+uint32_t hx__vk_wg(struct hx_device *dev, enum hx_shader_id id);
+void hx__vk_barrier(struct hx_vk_dev *d);
+/* Begin recording (waits for the previous submission, resets pools). */
+int hx__vk_begin(struct hx_device *dev);
+int hx__vk_submit(struct hx_device *dev);
+int hx__vk_wait(struct hx_device *dev);
+/* Fold n workgroups over x and z (x ≤ 65535). */
+void hx__vk_grid(uint64_t n, uint32_t *gx, uint32_t *gz);
+
+/* vulkan-ops.c / vulkan-gemm.c */
+bool hx__vk_supports(struct hx_device *dev, const struct hx_op_desc *op);
+int hx__vk_run(struct hx_device *dev, const struct hx_split *split);
+int hx__vk_synchronize(struct hx_device *dev);
+int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_rows);
+int hx__vk_op_embed(struct hx_device *dev, const struct hx_op *op, int64_t n_rows);
+int hx__vk_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, double *us);

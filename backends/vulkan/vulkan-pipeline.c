@@ -1,0 +1,282 @@
+/*
+ * vulkan-pipeline.c — pipelines, descriptors and command recording for the Vulkan backend.
+ *
+ * One descriptor-set layout (HX_VK_BINDINGS storage buffers) and one pipeline layout (128
+ * bytes of push constants, compute stage) serve every shader. A pipeline is created on first
+ * use from the embedded SPIR-V with its workgroup size as specialization constant 0 and kept
+ * in d->pipes[shader id] until fini (the workgroup size of a shader id never changes for a
+ * device, so the id is the cache key). Descriptor sets come from pools that are reset when a
+ * new split starts recording (the previous submission has completed by then).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "vulkan-impl.h"
+
+#define HX_VK_SETS_PER_POOL 512
+
+int hx__vk_pipeline_init(struct hx_device *dev)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    VkDescriptorSetLayoutBinding b[HX_VK_BINDINGS];
+    for (uint32_t i = 0; i < HX_VK_BINDINGS; i++)
+        b[i] = (VkDescriptorSetLayoutBinding){
+            .binding = i,
+            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .descriptorCount = 1,
+            .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+        };
+    VkDescriptorSetLayoutCreateInfo lci = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+        .bindingCount = HX_VK_BINDINGS,
+        .pBindings = b,
+    };
+    VkResult r = hx_vk_fn.vkCreateDescriptorSetLayout(d->dev, &lci, NULL, &d->dsl);
+    if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreateDescriptorSetLayout");
+    VkPushConstantRange pcr = {
+        .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = HX_VK_PUSH_BYTES};
+    VkPipelineLayoutCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+        .setLayoutCount = 1,
+        .pSetLayouts = &d->dsl,
+        .pushConstantRangeCount = 1,
+        .pPushConstantRanges = &pcr,
+    };
+    r = hx_vk_fn.vkCreatePipelineLayout(d->dev, &pci, NULL, &d->layout);
+    if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreatePipelineLayout");
+    return HX_OK;
+}
+
+void hx__vk_pipeline_fini(struct hx_device *dev)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    for (int i = 0; i < HX_SHADER_COUNT; i++)
+        if (d->pipes[i]) hx_vk_fn.vkDestroyPipeline(d->dev, d->pipes[i], NULL);
+    for (int i = 0; i < d->n_dpools; i++)
+        hx_vk_fn.vkDestroyDescriptorPool(d->dev, d->dpools[i], NULL);
+    hx__free(d->dpools);
+    d->dpools = NULL;
+    d->n_dpools = 0;
+    if (d->layout) hx_vk_fn.vkDestroyPipelineLayout(d->dev, d->layout, NULL);
+    if (d->dsl) hx_vk_fn.vkDestroyDescriptorSetLayout(d->dev, d->dsl, NULL);
+}
+
+/* Workgroup size per shader: 128 for the long reductions (norm), 64 otherwise; never more
+ * than 32 subgroups (the shaders' shared reduction arrays). */
+uint32_t hx__vk_wg(struct hx_device *dev, enum hx_shader_id id)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    uint32_t wg = id == HX_SHADER_RMS_NORM ? 128u : 64u;
+    uint32_t sg = d->phys->subgroup_size ? d->phys->subgroup_size : 32u;
+    if (wg > 32u * sg) wg = 32u * sg;
+    return wg;
+}
+
+static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, VkPipeline *out)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (d->pipes[id]) {
+        *out = d->pipes[id];
+        return HX_OK;
+    }
+    const struct hx_shader *sh = &hx_shaders[id];
+    VkShaderModuleCreateInfo mci = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+        .codeSize = sh->nwords * 4,
+        .pCode = sh->words,
+    };
+    VkShaderModule mod;
+    VkResult r = hx_vk_fn.vkCreateShaderModule(d->dev, &mci, NULL, &mod);
+    if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreateShaderModule");
+    uint32_t wg = hx__vk_wg(dev, id);
+    VkSpecializationMapEntry me = {.constantID = 0, .offset = 0, .size = 4};
+    VkSpecializationInfo si = {.mapEntryCount = 1, .pMapEntries = &me, .dataSize = 4, .pData = &wg};
+    VkComputePipelineCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {
+            .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+            .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+            .module = mod,
+            .pName = "main",
+            .pSpecializationInfo = &si,
+        },
+        .layout = d->layout,
+    };
+    r = hx_vk_fn.vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &d->pipes[id]);
+    hx_vk_fn.vkDestroyShaderModule(d->dev, mod, NULL);
+    if (r != VK_SUCCESS) {
+        d->pipes[id] = VK_NULL_HANDLE;
+        char what[96];
+        snprintf(what, sizeof what, "vkCreateComputePipelines(%s)", sh->name);
+        return hx__vk_fail(dev, r, what);
+    }
+    d->wg[id] = wg;
+    HX_LOG_DEBUG("[%s] pipeline %s created (workgroup %u)", dev->id, sh->name, wg);
+    *out = d->pipes[id];
+    return HX_OK;
+}
+
+static int hx_vk_alloc_set(struct hx_device *dev, VkDescriptorSet *out)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (d->cur_dpool >= d->n_dpools || d->cur_sets >= HX_VK_SETS_PER_POOL) {
+        if (d->cur_dpool < d->n_dpools && d->cur_sets >= HX_VK_SETS_PER_POOL) d->cur_dpool++;
+        if (d->cur_dpool >= d->n_dpools) {
+            VkDescriptorPool *np = hx__realloc(d->dpools, (size_t)(d->n_dpools + 1) * sizeof *np);
+            if (!np) return HX_E_NOMEM;
+            d->dpools = np;
+            VkDescriptorPoolSize ps = {
+                .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                .descriptorCount = HX_VK_SETS_PER_POOL * HX_VK_BINDINGS,
+            };
+            VkDescriptorPoolCreateInfo pci = {
+                .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                .maxSets = HX_VK_SETS_PER_POOL,
+                .poolSizeCount = 1,
+                .pPoolSizes = &ps,
+            };
+            VkResult r = hx_vk_fn.vkCreateDescriptorPool(d->dev, &pci, NULL, &d->dpools[d->n_dpools]);
+            if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreateDescriptorPool");
+            d->cur_dpool = d->n_dpools++;
+        }
+        d->cur_sets = 0;
+    }
+    VkDescriptorSetAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+        .descriptorPool = d->dpools[d->cur_dpool],
+        .descriptorSetCount = 1,
+        .pSetLayouts = &d->dsl,
+    };
+    VkResult r = hx_vk_fn.vkAllocateDescriptorSets(d->dev, &ai, out);
+    if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkAllocateDescriptorSets");
+    d->cur_sets++;
+    return HX_OK;
+}
+
+struct hx_vk_bind hx__vk_bind(struct hx_vk_dev *d, VkBuffer b, size_t off, size_t nbytes,
+                              uint32_t *rem)
+{
+    size_t start = off & ~(size_t)(d->align - 1);
+    if (rem) *rem = (uint32_t)(off - start);
+    return (struct hx_vk_bind){.buf = b, .off = start, .range = off - start + HX_MAX(nbytes, 4)};
+}
+
+int hx__vk_dispatch(struct hx_device *dev, enum hx_shader_id id, const struct hx_vk_bind *binds,
+                    int n_binds, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
+                    uint32_t gz)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (!gx || !gy || !gz) return HX_OK;
+    HX_ASSERT(push_bytes <= HX_VK_PUSH_BYTES && n_binds <= HX_VK_BINDINGS);
+    VkPipeline pipe = VK_NULL_HANDLE;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    int st = hx_vk_pipeline_get(dev, id, &pipe);
+    if (st == HX_OK) st = hx_vk_alloc_set(dev, &set);
+    if (st) return st;
+    VkDescriptorBufferInfo bi[HX_VK_BINDINGS];
+    VkWriteDescriptorSet wr[HX_VK_BINDINGS];
+    for (int i = 0; i < HX_VK_BINDINGS; i++) {
+        if (i < n_binds && binds[i].buf)
+            bi[i] = (VkDescriptorBufferInfo){binds[i].buf, binds[i].off, binds[i].range};
+        else
+            bi[i] = (VkDescriptorBufferInfo){d->dummy.buf, 0, VK_WHOLE_SIZE};
+        wr[i] = (VkWriteDescriptorSet){
+            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+            .dstSet = set,
+            .dstBinding = (uint32_t)i,
+            .descriptorCount = 1,
+            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .pBufferInfo = &bi[i],
+        };
+    }
+    hx_vk_fn.vkUpdateDescriptorSets(d->dev, HX_VK_BINDINGS, wr, 0, NULL);
+    hx_vk_fn.vkCmdBindPipeline(d->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+    hx_vk_fn.vkCmdBindDescriptorSets(d->cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set,
+                                     0, NULL);
+    hx_vk_fn.vkCmdPushConstants(d->cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                                (uint32_t)push_bytes, push);
+    hx_vk_fn.vkCmdDispatch(d->cb, gx, gy, gz);
+    d->timing.n_calls++;
+    return HX_OK;
+}
+
+void hx__vk_barrier(struct hx_vk_dev *d)
+{
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+    };
+    hx_vk_fn.vkCmdPipelineBarrier(d->cb,
+                                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                  0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+void hx__vk_grid(uint64_t n, uint32_t *gx, uint32_t *gz)
+{
+    if (n <= 65535) {
+        *gx = (uint32_t)n;
+        *gz = 1;
+        return;
+    }
+    *gx = 65535;
+    *gz = (uint32_t)((n + 65534) / 65535);
+}
+
+int hx__vk_wait(struct hx_device *dev)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (!d->pending) return d->lost ? HX_E_DEVICE : HX_OK;
+    double t0 = hx__time_us();
+    VkResult r = hx_vk_fn.vkWaitForFences(d->dev, 1, &d->fence, VK_TRUE, UINT64_C(60000000000));
+    d->pending = false;
+    double t1 = hx__time_us();
+    d->timing.device_us += t1 - d->submit_us;
+    d->timing.host_us += t1 - t0;
+    if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkWaitForFences");
+    return HX_OK;
+}
+
+int hx__vk_begin(struct hx_device *dev)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (d->lost) return hx_device_set_error(dev, HX_E_DEVICE, "device was lost earlier");
+    int st = hx__vk_wait(dev);
+    if (st) return st;
+    VkResult r;
+    for (int i = 0; i < d->n_dpools; i++)
+        if ((r = hx_vk_fn.vkResetDescriptorPool(d->dev, d->dpools[i], 0)) != VK_SUCCESS)
+            return hx__vk_fail(dev, r, "vkResetDescriptorPool");
+    d->cur_dpool = 0;
+    d->cur_sets = 0;
+    if ((r = hx_vk_fn.vkResetCommandBuffer(d->cb, 0)) != VK_SUCCESS)
+        return hx__vk_fail(dev, r, "vkResetCommandBuffer");
+    VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    if ((r = hx_vk_fn.vkBeginCommandBuffer(d->cb, &bi)) != VK_SUCCESS)
+        return hx__vk_fail(dev, r, "vkBeginCommandBuffer");
+    return HX_OK;
+}
+
+int hx__vk_submit(struct hx_device *dev)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    VkResult r = hx_vk_fn.vkEndCommandBuffer(d->cb);
+    if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkEndCommandBuffer");
+    if ((r = hx_vk_fn.vkResetFences(d->dev, 1, &d->fence)) != VK_SUCCESS)
+        return hx__vk_fail(dev, r, "vkResetFences");
+    VkSubmitInfo si = {
+        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+        .commandBufferCount = 1,
+        .pCommandBuffers = &d->cb,
+    };
+    d->submit_us = hx__time_us();
+    if ((r = hx_vk_fn.vkQueueSubmit(d->queue, 1, &si, d->fence)) != VK_SUCCESS)
+        return hx__vk_fail(dev, r, "vkQueueSubmit");
+    d->pending = true;
+    return HX_OK;
+}
