@@ -182,10 +182,10 @@ static bool hx_srv_parse_sampling(json_t *root, struct hx_srv_gen_req *out, cons
     double d;
     int64_t i;
     bool penalties = false;
-    if (hx_srv_num(root, "temperature", 0, 100, &d) < 0)
-        HX_SRV_FAIL("temperature", "'temperature' must be a number in [0, 100]");
-    else if (hx_srv_num(root, "temperature", 0, 100, &d) > 0) sp->temperature = (float)d;
-    int r = hx_srv_num(root, "top_p", 0, 1, &d);
+    int r = hx_srv_num(root, "temperature", 0, 100, &d);
+    if (r < 0) HX_SRV_FAIL("temperature", "'temperature' must be a number in [0, 100]");
+    if (r > 0) sp->temperature = (float)d;
+    r = hx_srv_num(root, "top_p", 0, 1, &d);
     if (r < 0) HX_SRV_FAIL("top_p", "'top_p' must be a number in [0, 1]");
     if (r > 0) sp->top_p = d <= 0 ? 1e-6f : (float)d;
     r = hx_srv_int(root, "top_k", 0, INT32_MAX, &i);
@@ -332,7 +332,11 @@ static json_t *hx_srv_jstr(const char *s, size_t n)
         size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
         bool ok = k && i + k <= n;
         for (size_t t = 1; ok && t < k; t++) ok = ((unsigned char)s[i + t] >> 6) == 2;
-        if (ok && k > 1) ok = json_stringn(s + i, k) != NULL; /* overlong/surrogate check */
+        if (ok && k > 1) { /* let jansson judge overlong forms and surrogates */
+            json_t *t = json_stringn(s + i, k);
+            ok = t != NULL;
+            json_decref(t);
+        }
         if (ok) {
             hx__srv_buf_append(&b, s + i, k);
             i += k;
@@ -369,9 +373,8 @@ static json_t *hx_srv_usage(const struct hx_srv_result *r)
 
 static json_t *hx_srv_hx(const struct hx_srv_result *r)
 {
-    return json_pack("{ssssssfsf}", "devices", r->devices ? r->devices : "", "policy",
-                     r->policy ? r->policy : "", "finish_reason",
-                     r->finish_reason ? r->finish_reason : "", "prompt_tokens_per_s", r->prompt_tps,
+    return json_pack("{sssssfsf}", "devices", r->devices ? r->devices : "", "policy",
+                     r->policy ? r->policy : "", "prompt_tokens_per_s", r->prompt_tps,
                      "generation_tokens_per_s", r->gen_tps);
 }
 

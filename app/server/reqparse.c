@@ -161,7 +161,15 @@ void hx__srv_reqp_reset(struct hx_srv_reqp *rp)
     hx_srv_buf_clear(&rp->body);
     rp->head_bytes = 0;
     rp->in_value = rp->headers_done = rp->complete = false;
-    http_parser_pause(&rp->parser, 0);
+    enum http_errno e = HTTP_PARSER_ERRNO(&rp->parser);
+    if (e == HPE_PAUSED) {
+        http_parser_pause(&rp->parser, 0);
+    } else if (e != HPE_OK) { /* after an error the connection closes; start clean anyway */
+        http_parser_init(&rp->parser, HTTP_REQUEST);
+        rp->parser.data = rp;
+    }
+    rp->error_status = 0;
+    rp->error_msg = NULL;
 }
 
 void hx__srv_reqp_deinit(struct hx_srv_reqp *rp)

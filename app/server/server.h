@@ -203,3 +203,76 @@ int64_t hx__srv_sched_n_ctx(void);
 
 /* ---- self-test (selftest.c) -------------------------------------------------------------- */
 int hx__srv_selftest(void);
+
+/* ---- connections (http.c) and routes (routes.c), loop thread only -------------------------- */
+
+struct uv_stream_s;
+
+struct hx_srv_conn {
+    struct hx_srv_conn *prev, *next; /* all open connections */
+    void *tcp, *timer;               /* uv_tcp_t / uv_timer_t (heap, freed when closed) */
+    int handles_open;
+    struct hx_srv_reqp rp;
+    struct hx_srv_buf in; /* received bytes not yet parsed (pipelined requests) */
+    bool busy;            /* a request is being answered */
+    bool closing, lingering, reading, in_process, sent_continue, keep_alive;
+    int pending_writes;
+    int timer_mode; /* 0 off, 1 idle, 2 request, 3 stream tick, 4 linger */
+    /* the request being answered */
+    uint64_t req_id;
+    double t_start, t_first, last_write_s;
+    char method[12], route[40];
+    int status;
+    int64_t prompt_tokens, completion_tokens;
+    /* generation */
+    struct hx_srv_job *job;
+    enum hx_srv_kind kind;
+    bool stream, include_usage, headers_sent;
+    char id[48];
+    int64_t created;
+    struct hx_srv_buf text; /* non-streamed text so far */
+};
+
+struct hx_srv_http_opts {
+    const char *host;
+    int port;
+    double request_timeout_s; /* head + body must arrive within this: 408 */
+    double idle_timeout_s;    /* keep-alive connections with no request: closed */
+    double keepalive_s;       /* SSE comment interval while no token flows */
+};
+
+typedef void (*hx_srv_request_cb)(struct hx_srv_conn *c);
+typedef void (*hx_srv_conn_closed_cb)(struct hx_srv_conn *c);
+
+int hx__srv_http_listen(struct uv_loop_s *loop, const struct hx_srv_http_opts *o,
+                        hx_srv_request_cb on_request, hx_srv_conn_closed_cb on_closed,
+                        int *bound_port);
+void hx__srv_http_stop_listening(void);
+void hx__srv_http_close_idle(void); /* connections not answering a request */
+void hx__srv_http_close_all(void);
+int64_t hx__srv_http_n_conns(void);
+struct hx_srv_conn *hx__srv_http_first(void);
+
+/* A whole response (Content-Length); extra_headers: "Name: value\r\n"... or NULL. Ends the
+ * request: access log, metrics, then the next pipelined request or keep-alive wait. */
+void hx__srv_respond(struct hx_srv_conn *c, int status, const char *content_type,
+                     const char *body, size_t len, const char *extra_headers);
+void hx__srv_respond_error(struct hx_srv_conn *c, int status, const char *msg,
+                           const char *param, const char *code, const char *extra_headers);
+/* A chunked text/event-stream response: head, framed bytes, end. */
+void hx__srv_stream_begin(struct hx_srv_conn *c);
+void hx__srv_stream_send(struct hx_srv_conn *c, const char *data, size_t len);
+void hx__srv_stream_end(struct hx_srv_conn *c);
+
+/* routes.c */
+struct hx_srv_config {
+    const char *api_key;
+    int n_parallel, n_queue;
+    bool loading, draining;
+    int64_t in_flight; /* submitted jobs whose terminal event has not arrived */
+};
+extern struct hx_srv_config hx__srv_cfg;
+void hx__srv_route(struct hx_srv_conn *c);
+void hx__srv_route_conn_closed(struct hx_srv_conn *c);
+void hx__srv_route_event(struct hx_srv_event *ev);
+void hx__srv_route_keepalive(struct hx_srv_conn *c); /* timer tick while streaming */

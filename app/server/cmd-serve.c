@@ -1,0 +1,245 @@
+/*
+ * cmd-serve.c — `engine serve`: an OpenAI-compatible HTTP server (docs/server.md).
+ *
+ * Startup: listen first, then load the model on the worker thread, so /health answers 503
+ * {"status":"loading"} until it is ready. Shutdown (SIGINT/SIGTERM): stop accepting, close idle
+ * connections, let in-flight requests finish within the grace period, then cancel the rest;
+ * once nothing is in flight, join the worker, free the engine and return 0. A second signal
+ * cancels at once. Everything here runs on the loop thread.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "app.h"
+#include "server.h"
+
+static struct {
+    uv_loop_t loop;
+    uv_signal_t sigint, sigterm;
+    uv_timer_t grace;
+    double grace_s;
+    int exit_code;
+    bool finished;
+    int n_signals;
+} hx_srv_main;
+
+static void hx_srv_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: engine serve -m MODEL [options]\n"
+            "  --host ADDR           address to bind (default 127.0.0.1)\n"
+            "  --port N              port (default 8080; 0 = any free port, printed on stderr)\n"
+            "  --backend B           device for the single policy (cpu, vulkan, npu, ...)\n"
+            "  --policy P            dispatch policy\n"
+            "  --fallback LIST       fallback chain, e.g. npu,vulkan,cpu\n"
+            "  --parallel N          concurrent sequences (KV slots), default 4\n"
+            "  --queue N             waiting requests beyond --parallel, default 16 (then 503)\n"
+            "  --ctx N               context positions per sequence\n"
+            "  --threads N           CPU threads (0 = all)\n"
+            "  --api-key K           require Authorization: Bearer K on /v1/*\n"
+            "  --chat-template NAME  built-in chat template instead of detecting it\n"
+            "  --timeout S           seconds for a request to arrive whole (default 10; 408)\n"
+            "  --idle-timeout S      keep-alive idle seconds (default 30)\n"
+            "  --grace S             shutdown grace period (default 10)\n"
+            "  --self-test           run the server's unit tests and exit\n");
+}
+
+static void hx_srv_finish(void)
+{
+    if (hx_srv_main.finished) return;
+    hx_srv_main.finished = true;
+    hx__srv_http_stop_listening();
+    hx__srv_http_close_all();
+    uv_close((uv_handle_t *)&hx_srv_main.sigint, NULL);
+    uv_close((uv_handle_t *)&hx_srv_main.sigterm, NULL);
+    uv_close((uv_handle_t *)&hx_srv_main.grace, NULL);
+    hx__srv_sched_stop(); /* joins the worker; closes the async handle */
+}
+
+static void hx_srv_cancel_all(void)
+{
+    for (struct hx_srv_conn *c = hx__srv_http_first(); c; c = c->next)
+        if (c->job) hx__srv_sched_cancel(c->job);
+}
+
+static void hx_srv_maybe_finish(void)
+{
+    if (hx__srv_cfg.draining && hx__srv_cfg.in_flight == 0) hx_srv_finish();
+}
+
+static void hx_srv_grace_cb(uv_timer_t *t)
+{
+    (void)t;
+    fprintf(stderr, "engine serve: grace period over; cancelling %lld request(s)\n",
+            (long long)hx__srv_cfg.in_flight);
+    hx_srv_cancel_all();
+}
+
+static void hx_srv_signal_cb(uv_signal_t *s, int signum)
+{
+    (void)s;
+    if (++hx_srv_main.n_signals > 1) {
+        hx_srv_cancel_all();
+        return;
+    }
+    fprintf(stderr, "engine serve: signal %d: draining %lld request(s)\n", signum,
+            (long long)hx__srv_cfg.in_flight);
+    hx__srv_cfg.draining = true;
+    hx__srv_http_stop_listening();
+    hx__srv_http_close_idle();
+    uv_timer_start(&hx_srv_main.grace, hx_srv_grace_cb, (uint64_t)(hx_srv_main.grace_s * 1000), 0);
+    hx_srv_maybe_finish();
+}
+
+static void hx_srv_on_event(struct hx_srv_event *ev, void *user_data)
+{
+    (void)user_data;
+    if (ev->type == HX_SRV_EV_LOADED) {
+        hx__srv_cfg.loading = false;
+        fprintf(stderr, "engine serve: model loaded (%s, devices %s)\n", hx__srv_sched_model_id(),
+                ev->devices);
+        free(ev);
+        hx_srv_maybe_finish();
+        return;
+    }
+    if (ev->type == HX_SRV_EV_LOAD_FAILED) {
+        fprintf(stderr, "engine serve: cannot load the model: %s\n", ev->text ? ev->text : "?");
+        free(ev->text);
+        free(ev);
+        hx_srv_main.exit_code = 1;
+        hx__srv_cfg.draining = true;
+        hx_srv_finish();
+        return;
+    }
+    hx__srv_route_event(ev);
+    hx_srv_maybe_finish();
+}
+
+struct hx_srv_args {
+    struct hx_srv_sched_params sp;
+    struct hx_srv_http_opts http;
+};
+
+static bool hx_srv_num_arg(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (hx_app_parse_i64(v, lo, hi, out)) return true;
+    hx_app_error("serve", "%s: expected an integer in [%lld, %lld], got '%s'", flag, (long long)lo,
+                 (long long)hi, v ? v : "");
+    return false;
+}
+
+/* 0 ok, 2 usage error, -1 help printed */
+static int hx_srv_parse_args(int argc, char **argv, struct hx_srv_args *a)
+{
+    int64_t v;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) return -1;
+#define HX_SRV_STR(name, dst)                                                                \
+    if (!strcmp(f, name)) {                                                                  \
+        if (!val) goto missing;                                                              \
+        dst = val;                                                                           \
+        i++;                                                                                 \
+        continue;                                                                            \
+    }
+#define HX_SRV_INT(name, lo, hi, dst)                                                        \
+    if (!strcmp(f, name)) {                                                                  \
+        if (!hx_srv_num_arg(name, val, lo, hi, &v)) return 2;                                \
+        dst = v;                                                                             \
+        i++;                                                                                 \
+        continue;                                                                            \
+    }
+        HX_SRV_STR("-m", a->sp.model_path)
+        HX_SRV_STR("--model", a->sp.model_path)
+        HX_SRV_STR("--host", a->http.host)
+        HX_SRV_STR("--backend", a->sp.backend)
+        HX_SRV_STR("--policy", a->sp.policy)
+        HX_SRV_STR("--fallback", a->sp.fallback)
+        HX_SRV_STR("--api-key", hx__srv_cfg.api_key)
+        HX_SRV_STR("--chat-template", a->sp.chat_template)
+        HX_SRV_INT("--port", 0, 65535, a->http.port)
+        HX_SRV_INT("--parallel", 1, 256, a->sp.n_parallel)
+        HX_SRV_INT("--queue", 0, 100000, hx__srv_cfg.n_queue)
+        HX_SRV_INT("--ctx", 0, INT32_MAX, a->sp.n_ctx)
+        HX_SRV_INT("--threads", 0, 1024, a->sp.n_threads)
+        HX_SRV_INT("--timeout", 1, 3600, a->http.request_timeout_s)
+        HX_SRV_INT("--idle-timeout", 1, 86400, a->http.idle_timeout_s)
+        HX_SRV_INT("--grace", 0, 3600, hx_srv_main.grace_s)
+#undef HX_SRV_STR
+#undef HX_SRV_INT
+        hx_app_error("serve", "unknown option '%s' (see --help)", f);
+        return 2;
+    missing:
+        hx_app_error("serve", "%s needs a value", f);
+        return 2;
+    }
+    if (!a->sp.model_path) {
+        hx_app_error("serve", "-m MODEL is required");
+        return 2;
+    }
+    if (hx__srv_cfg.api_key && !*hx__srv_cfg.api_key) {
+        hx_app_error("serve", "--api-key must not be empty");
+        return 2;
+    }
+    return 0;
+}
+
+static int hx_srv_run(struct hx_srv_args *a)
+{
+    uv_loop_t *loop = &hx_srv_main.loop;
+    if (uv_loop_init(loop)) {
+        hx_app_error("serve", "cannot create the event loop");
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    int port = 0;
+    int rc = hx__srv_http_listen(loop, &a->http, hx__srv_route, NULL, &port);
+    if (rc) {
+        hx_app_error("serve", "cannot listen on %s:%d: %s", a->http.host, a->http.port, uv_strerror(rc));
+        hx__srv_http_stop_listening();
+        uv_run(loop, UV_RUN_DEFAULT);
+        uv_loop_close(loop);
+        return 1;
+    }
+    fprintf(stderr, "engine serve: listening on http://%s:%d (loading %s)\n", a->http.host, port,
+            a->sp.model_path);
+    uv_signal_init(loop, &hx_srv_main.sigint);
+    uv_signal_init(loop, &hx_srv_main.sigterm);
+    uv_timer_init(loop, &hx_srv_main.grace);
+    uv_signal_start(&hx_srv_main.sigint, hx_srv_signal_cb, SIGINT);
+    uv_signal_start(&hx_srv_main.sigterm, hx_srv_signal_cb, SIGTERM);
+    hx__srv_cfg.loading = true;
+    if (hx__srv_sched_start(loop, &a->sp, hx_srv_on_event, NULL) != HX_OK) {
+        hx_app_error("serve", "cannot start the worker thread");
+        hx_srv_main.exit_code = 1;
+        hx_srv_finish();
+    }
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
+    if (hx_srv_main.exit_code == 0) fprintf(stderr, "engine serve: stopped\n");
+    return hx_srv_main.exit_code;
+}
+
+int hx_cmd_serve(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "--self-test")) return hx__srv_selftest() ? 1 : 0;
+    struct hx_srv_args a = {
+        .sp = {.n_parallel = 4},
+        .http = {.host = "127.0.0.1", .port = 8080, .request_timeout_s = 10, .idle_timeout_s = 30,
+                 .keepalive_s = 3},
+    };
+    hx__srv_cfg.n_queue = 16;
+    hx_srv_main.grace_s = 10;
+    int st = hx_srv_parse_args(argc, argv, &a);
+    if (st == -1) {
+        hx_srv_usage(stdout);
+        return 0;
+    }
+    if (st) return st;
+    hx__srv_cfg.n_parallel = (int)a.sp.n_parallel;
+    return hx_srv_run(&a);
+}

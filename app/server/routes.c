@@ -1,0 +1,306 @@
+/*
+ * routes.c — what each endpoint answers, and the loop side of generation.
+ *
+ * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
+ * GET /metrics. Order of checks for the generation routes: method (405), API key (401),
+ * model loaded (503), body parse and validation (400), model name (404), capacity
+ * (503 + Retry-After), then the job goes to the scheduler. Scheduler events are matched to
+ * their connection through the job's owner pointer, which is cleared when the connection
+ * closes (the job is cancelled and its terminal event just frees it). Loop thread only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "server.h"
+
+struct hx_srv_config hx__srv_cfg;
+static uint64_t hx_srv_id_state;
+
+static void hx_srv_make_id(struct hx_srv_conn *c, const char *prefix)
+{
+    uint64_t x = hx_srv_id_state += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", prefix, (unsigned long long)x,
+             (unsigned long long)c->req_id);
+}
+
+static void hx_srv_json(struct hx_srv_conn *c, int status, json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s) {
+        hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
+        return;
+    }
+    hx__srv_respond(c, status, "application/json", s, strlen(s), NULL);
+    free(s);
+}
+
+static bool hx_srv_authorized(struct hx_srv_conn *c)
+{
+    const char *key = hx__srv_cfg.api_key;
+    if (!key) return true;
+    const char *a = c->rp.req.authorization;
+    if (!a || strncmp(a, "Bearer ", 7)) return false;
+    a += 7;
+    size_t n = strlen(key), m = strlen(a);
+    unsigned diff = (unsigned)(n ^ m);
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)key[i] ^ (unsigned char)(i < m ? a[i] : 0);
+    return diff == 0;
+}
+
+static void hx_srv_health(struct hx_srv_conn *c)
+{
+    if (hx__srv_cfg.loading)
+        hx_srv_json(c, 503, json_pack("{ss}", "status", "loading"));
+    else
+        hx_srv_json(c, 200, json_pack("{ss}", "status", "ok"));
+}
+
+static void hx_srv_models(struct hx_srv_conn *c)
+{
+    json_t *m = json_pack("{sssssIss}", "id", hx__srv_sched_model_id(), "object", "model",
+                          "created", (json_int_t)time(NULL), "owned_by", "hx");
+    json_object_set_new(m, "meta", json_pack("{sI}", "n_ctx", (json_int_t)hx__srv_sched_n_ctx()));
+    hx_srv_json(c, 200, json_pack("{sss[o]}", "object", "list", "data", m));
+}
+
+static void hx_srv_metrics(struct hx_srv_conn *c)
+{
+    int64_t queued = 0, active = 0;
+    hx__srv_sched_counts(&queued, &active);
+    char *dev = hx__srv_sched_device_lines();
+    char *text = hx__srv_metrics_render(queued, active, hx__srv_cfg.loading, dev);
+    free(dev);
+    if (!text) {
+        hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
+        return;
+    }
+    hx__srv_respond(c, 200, "text/plain; version=0.0.4", text, strlen(text), NULL);
+    free(text);
+}
+
+static void hx_srv_generate(struct hx_srv_conn *c, enum hx_srv_kind kind)
+{
+    if (hx__srv_cfg.loading) {
+        hx__srv_respond_error(c, 503, "the model is loading", NULL, "model_loading", "Retry-After: 1\r\n");
+        return;
+    }
+    struct hx_srv_gen_req req;
+    const char *param = NULL;
+    char msg[512];
+    if (!hx__srv_gen_req_parse(kind, c->rp.req.body, c->rp.req.body_len, &req, &param, msg, sizeof msg)) {
+        hx__srv_respond_error(c, 400, msg, param, NULL, NULL);
+        return;
+    }
+    if (req.model && strcmp(req.model, hx__srv_sched_model_id())) {
+        snprintf(msg, sizeof msg, "the model '%.200s' does not exist; this server has '%.200s'",
+                 req.model, hx__srv_sched_model_id());
+        hx__srv_gen_req_free(&req);
+        hx__srv_respond_error(c, 404, msg, "model", "model_not_found", NULL);
+        return;
+    }
+    if (hx__srv_cfg.draining ||
+        hx__srv_cfg.in_flight >= (int64_t)hx__srv_cfg.n_parallel + hx__srv_cfg.n_queue) {
+        hx__srv_gen_req_free(&req);
+        hx__srv_respond_error(c, 503, hx__srv_cfg.draining ? "the server is shutting down"
+                                                           : "the server is busy; retry later",
+                              NULL, "server_busy", "Retry-After: 1\r\n");
+        return;
+    }
+    c->kind = kind;
+    c->stream = req.stream;
+    c->include_usage = req.include_usage;
+    c->created = (int64_t)time(NULL);
+    hx_srv_make_id(c, kind == HX_SRV_CHAT ? "chatcmpl-" : "cmpl-");
+    c->job = hx__srv_sched_submit(&req, c);
+    if (!c->job) {
+        hx__srv_gen_req_free(&req);
+        hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
+        return;
+    }
+    hx__srv_cfg.in_flight++;
+}
+
+struct hx_srv_route_def {
+    const char *path, *method;
+    bool auth;
+    void (*get)(struct hx_srv_conn *c);
+    int kind; /* POST generation routes: enum hx_srv_kind */
+};
+
+static const struct hx_srv_route_def hx_srv_routes[] = {
+    {"/health", "GET", false, hx_srv_health, -1},
+    {"/metrics", "GET", false, hx_srv_metrics, -1},
+    {"/v1/models", "GET", true, hx_srv_models, -1},
+    {"/v1/chat/completions", "POST", true, NULL, HX_SRV_CHAT},
+    {"/v1/completions", "POST", true, NULL, HX_SRV_COMPLETION},
+};
+
+void hx__srv_route(struct hx_srv_conn *c)
+{
+    const char *path = c->rp.req.path ? c->rp.req.path : "";
+    const struct hx_srv_route_def *r = NULL;
+    for (size_t i = 0; i < sizeof hx_srv_routes / sizeof hx_srv_routes[0]; i++)
+        if (!strcmp(path, hx_srv_routes[i].path)) r = &hx_srv_routes[i];
+    if (!r) {
+        hx__srv_respond_error(c, 404, "no such route", NULL, "not_found", NULL);
+        return;
+    }
+    snprintf(c->route, sizeof c->route, "%s", r->path);
+    if (strcmp(c->method, r->method)) {
+        char allow[40];
+        snprintf(allow, sizeof allow, "Allow: %s\r\n", r->method);
+        hx__srv_respond_error(c, 405, "method not allowed", NULL, "method_not_allowed", allow);
+        return;
+    }
+    if (r->auth && !hx_srv_authorized(c)) {
+        hx__srv_respond_error(c, 401, "invalid or missing API key (Authorization: Bearer KEY)", NULL,
+                              "invalid_api_key", "WWW-Authenticate: Bearer\r\n");
+        return;
+    }
+    if (r->get) r->get(c);
+    else hx_srv_generate(c, (enum hx_srv_kind)r->kind);
+}
+
+/* ---- scheduler events --------------------------------------------------------------------------- */
+
+static void hx_srv_result_of(struct hx_srv_conn *c, const struct hx_srv_event *ev,
+                             struct hx_srv_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->id = c->id;
+    r->model = hx__srv_sched_model_id();
+    r->devices = hx__srv_sched_devices();
+    r->policy = hx__srv_sched_policy();
+    r->created = c->created;
+    r->finish_reason = ev && ev->finish_reason ? ev->finish_reason : "stop";
+    r->prompt_tokens = c->prompt_tokens;
+    r->completion_tokens = c->completion_tokens;
+    if (ev) {
+        r->prompt_tps = ev->prompt_tps;
+        r->gen_tps = ev->gen_tps;
+    }
+}
+
+static void hx_srv_sse_json(struct hx_srv_conn *c, char *json)
+{
+    if (!json) return;
+    struct hx_srv_buf b = {0};
+    hx__srv_sse_event(&b, json, strlen(json));
+    free(json);
+    if (!b.failed) hx__srv_stream_send(c, b.data, b.len);
+    hx__srv_buf_free(&b);
+}
+
+static void hx_srv_send_chunk(struct hx_srv_conn *c, const char *text)
+{
+    struct hx_srv_buf b = {0};
+    hx__srv_http_chunk(&b, text, strlen(text));
+    if (!b.failed) hx__srv_stream_send(c, b.data, b.len);
+    hx__srv_buf_free(&b);
+}
+
+static void hx_srv_on_accepted(struct hx_srv_conn *c, struct hx_srv_event *ev)
+{
+    c->prompt_tokens = ev->prompt_tokens;
+    if (!c->stream) return;
+    hx__srv_stream_begin(c);
+    if (c->kind == HX_SRV_CHAT) {
+        struct hx_srv_result r;
+        hx_srv_result_of(c, NULL, &r);
+        hx_srv_sse_json(c, hx__srv_chunk_json(c->kind, HX_SRV_CHUNK_ROLE, &r, NULL, 0));
+    }
+}
+
+static void hx_srv_on_text(struct hx_srv_conn *c, struct hx_srv_event *ev)
+{
+    if (c->t_first == 0) c->t_first = hx__srv_now_s();
+    if (!c->stream) {
+        hx__srv_buf_append(&c->text, ev->text, ev->text_len);
+        return;
+    }
+    struct hx_srv_result r;
+    hx_srv_result_of(c, NULL, &r);
+    hx_srv_sse_json(c, hx__srv_chunk_json(c->kind, HX_SRV_CHUNK_TEXT, &r, ev->text, ev->text_len));
+}
+
+static void hx_srv_on_error(struct hx_srv_conn *c, struct hx_srv_event *ev)
+{
+    const char *msg = ev->text ? ev->text : "generation failed";
+    c->job = NULL;
+    if (!c->headers_sent) {
+        hx__srv_respond_error(c, ev->status, msg, NULL, NULL, NULL);
+        return;
+    }
+    hx_srv_sse_json(c, hx__srv_error_json(ev->status, msg, NULL, NULL));
+    hx__srv_stream_end(c);
+}
+
+static void hx_srv_on_done(struct hx_srv_conn *c, struct hx_srv_event *ev)
+{
+    c->job = NULL;
+    c->completion_tokens = ev->completion_tokens;
+    if (!strcmp(ev->finish_reason, "cancelled")) { /* shutdown grace period ran out */
+        if (c->headers_sent) hx__srv_stream_end(c);
+        else hx__srv_respond_error(c, 503, "the server is shutting down", NULL, "server_shutdown", NULL);
+        return;
+    }
+    struct hx_srv_result r;
+    hx_srv_result_of(c, ev, &r);
+    if (!c->stream) {
+        char *body = hx__srv_response_json(c->kind, &r, c->text.data, c->text.len);
+        if (!body) hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
+        else hx__srv_respond(c, 200, "application/json", body, strlen(body), NULL);
+        free(body);
+        return;
+    }
+    hx__srv_stream_begin(c); /* no-op unless ACCEPTED was lost */
+    hx_srv_sse_json(c, hx__srv_chunk_json(c->kind, HX_SRV_CHUNK_FINISH, &r, NULL, 0));
+    if (c->include_usage) hx_srv_sse_json(c, hx__srv_chunk_json(c->kind, HX_SRV_CHUNK_USAGE, &r, NULL, 0));
+    hx_srv_send_chunk(c, "data: [DONE]\n\n");
+    hx__srv_stream_end(c);
+}
+
+void hx__srv_route_event(struct hx_srv_event *ev)
+{
+    struct hx_srv_conn *c = ev->job ? hx__srv_job_owner(ev->job) : NULL;
+    bool terminal = ev->type == HX_SRV_EV_ERROR || ev->type == HX_SRV_EV_DONE;
+    if (ev->type == HX_SRV_EV_DONE && ev->finish_reason && strcmp(ev->finish_reason, "cancelled")) {
+        hx__srv_metrics_tokens(ev->prompt_tokens, ev->completion_tokens, ev->prompt_tps, ev->gen_tps);
+        if (ev->ttft_s >= 0) hx__srv_metrics_ttft(ev->ttft_s);
+    }
+    if (c) {
+        switch (ev->type) {
+        case HX_SRV_EV_ACCEPTED: hx_srv_on_accepted(c, ev); break;
+        case HX_SRV_EV_TEXT: hx_srv_on_text(c, ev); break;
+        case HX_SRV_EV_ERROR: hx_srv_on_error(c, ev); break;
+        case HX_SRV_EV_DONE: hx_srv_on_done(c, ev); break;
+        default: break;
+        }
+    }
+    if (terminal) {
+        hx__srv_job_free(ev->job);
+        hx__srv_cfg.in_flight--;
+    }
+    free(ev->text);
+    free(ev);
+}
+
+void hx__srv_route_conn_closed(struct hx_srv_conn *c)
+{
+    hx__srv_job_set_owner(c->job, NULL);
+    hx__srv_sched_cancel(c->job);
+    c->job = NULL;
+}
+
+void hx__srv_route_keepalive(struct hx_srv_conn *c)
+{
+    if (hx__srv_now_s() - c->last_write_s < 3.0) return;
+    hx_srv_send_chunk(c, ": keep-alive\n\n");
+}

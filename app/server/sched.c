@@ -1,0 +1,653 @@
+/*
+ * sched.c — the inference worker: one thread that loads the model, owns the one hx_context
+ * (n_seq = --parallel KV slots) and runs continuous batching over it.
+ *
+ * Each step: take newly submitted jobs (tokenize, validate, then wait for a slot); drop
+ * cancelled jobs and clear their slot at once; give free slots to waiting jobs in order;
+ * prefill at most HX_SRV_PREFILL_CHUNK prompt rows (one hx_decode per sequence, logits only
+ * for a prompt's last row); then decode every generating sequence together in ONE hx_decode,
+ * one row per sequence (seq id = slot). Each job has its own sampler, detokenizer and stop
+ * matcher.
+ *
+ * Threads: the loop hands jobs over through `incoming` and sets job->cancel; the worker hands
+ * results back as events through a locked list plus uv_async_send, and the loop drains the
+ * whole list on every wakeup (sends coalesce). The worker never touches a libuv handle other
+ * than uv_async_send, and never touches a job after queueing its terminal event (ERROR or
+ * DONE): from then on the job belongs to the loop, which frees it.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <uv.h>
+
+#include "server.h"
+
+struct hx_srv_job {
+    struct hx_srv_job *next; /* incoming or waiting list */
+    struct hx_srv_gen_req req;
+    void *owner;             /* loop side only */
+    struct hx_srv_event *term; /* the terminal event, allocated at submit so it cannot fail */
+    atomic_int cancel;
+    /* worker side */
+    hx_token *prompt;
+    int64_t n_prompt, n_prefilled, n_gen, max_gen;
+    int slot;
+    hx_token last;
+    struct hx_sampler *smp;
+    struct hx_detok *dt;
+    struct hx_srv_stopper stop;
+    double t_submit, t_first, t_prefill0, t_prefill1;
+};
+
+#define HX_SRV_MAX_DEV 8
+
+static struct {
+    uv_loop_t *loop;
+    uv_async_t async;
+    hx_srv_event_cb cb;
+    void *cb_data;
+    uv_thread_t thread;
+    bool thread_started;
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    /* under mu */
+    struct hx_srv_job *in_head, *in_tail;
+    struct hx_srv_event *ev_head, *ev_tail;
+    bool stop, poke;
+    int64_t n_queued, n_active;
+    struct { char name[64]; double s; } dev[HX_SRV_MAX_DEV];
+    int n_dev;
+    /* worker only */
+    struct hx_model *model;
+    struct hx_context *ctx;
+    int n_seq;
+    int64_t n_ctx, n_vocab;
+    struct hx_srv_job **slots;
+    struct hx_srv_job *wait_head, *wait_tail;
+    int rr; /* prefill round-robin start */
+    uint64_t seed_state;
+    /* set once before LOADED, read by the loop after it */
+    struct hx_srv_sched_params p;
+    char model_id[256], policy[128];
+    struct hx_srv_event *load_ev; /* allocated by start */
+    /* loop only */
+    char devices[64];
+} hx_srv_s;
+
+/* ---- events (worker → loop) ------------------------------------------------------------------ */
+
+static void hx_srv_emit(struct hx_srv_event *ev)
+{
+    uv_mutex_lock(&hx_srv_s.mu);
+    if (hx_srv_s.ev_tail) hx_srv_s.ev_tail->next = ev;
+    else hx_srv_s.ev_head = ev;
+    hx_srv_s.ev_tail = ev;
+    uv_mutex_unlock(&hx_srv_s.mu);
+    uv_async_send(&hx_srv_s.async);
+}
+
+/* NULL when out of memory: the caller drops that (non-terminal) event. */
+static struct hx_srv_event *hx_srv_ev_new(enum hx_srv_ev_type type, struct hx_srv_job *job)
+{
+    struct hx_srv_event *ev = calloc(1, sizeof *ev);
+    if (!ev) return NULL;
+    ev->type = type;
+    ev->job = job;
+    return ev;
+}
+
+static struct hx_srv_event *hx_srv_ev_term(enum hx_srv_ev_type type, struct hx_srv_job *job)
+{
+    struct hx_srv_event *ev = job->term;
+    job->term = NULL;
+    ev->type = type;
+    return ev;
+}
+
+static void hx_srv_emit_text(struct hx_srv_job *job, const char *text, size_t n)
+{
+    if (!n) return;
+    struct hx_srv_event *ev = hx_srv_ev_new(HX_SRV_EV_TEXT, job);
+    if (!ev) return;
+    ev->text = malloc(n + 1);
+    if (!ev->text) {
+        free(ev);
+        return;
+    }
+    memcpy(ev->text, text, n);
+    ev->text[n] = '\0';
+    ev->text_len = n;
+    hx_srv_emit(ev);
+}
+
+static void hx_srv_async_cb(uv_async_t *h)
+{
+    uv_mutex_lock(&hx_srv_s.mu);
+    struct hx_srv_event *ev = hx_srv_s.ev_head;
+    hx_srv_s.ev_head = hx_srv_s.ev_tail = NULL;
+    uv_mutex_unlock(&hx_srv_s.mu);
+    while (ev) {
+        struct hx_srv_event *next = ev->next;
+        ev->next = NULL;
+        if (ev->devices[0]) snprintf(hx_srv_s.devices, sizeof hx_srv_s.devices, "%s", ev->devices);
+        hx_srv_s.cb(ev, hx_srv_s.cb_data);
+        ev = next;
+    }
+}
+
+/* ---- job lifecycle (worker) ------------------------------------------------------------------ */
+
+static void hx_srv_job_release_engine(struct hx_srv_job *job)
+{
+    hx_sampler_free(job->smp);
+    hx_detok_free(job->dt);
+    job->smp = NULL;
+    job->dt = NULL;
+    free(job->prompt);
+    job->prompt = NULL;
+    hx__srv_stopper_free(&job->stop);
+    if (job->slot >= 0) {
+        hx_kv_truncate(hx_srv_s.ctx, job->slot, 0);
+        hx_srv_s.slots[job->slot] = NULL;
+        job->slot = -1;
+    }
+}
+
+static void hx_srv_job_error(struct hx_srv_job *job, int status, const char *fmt, const char *detail)
+{
+    hx_srv_job_release_engine(job);
+    struct hx_srv_event *ev = hx_srv_ev_term(HX_SRV_EV_ERROR, job);
+    ev->status = status;
+    size_t n = strlen(fmt) + (detail ? strlen(detail) : 0) + 1;
+    ev->text = malloc(n);
+    if (ev->text) snprintf(ev->text, n, fmt, detail ? detail : "");
+    snprintf(ev->devices, sizeof ev->devices, "%s", hx_context_devices(hx_srv_s.ctx));
+    hx_srv_emit(ev);
+}
+
+static void hx_srv_job_done(struct hx_srv_job *job, const char *reason)
+{
+    double now = hx__srv_now_s();
+    if (strcmp(reason, "cancelled") && !job->stop.matched) {
+        struct hx_srv_buf out = {0};
+        const char *piece = NULL;
+        size_t n = 0;
+        if (job->dt && hx_detok_flush(job->dt, &piece, &n) == HX_OK && n)
+            hx__srv_stopper_push(&job->stop, piece, n, &out);
+        hx__srv_stopper_finish(&job->stop, &out);
+        hx_srv_emit_text(job, out.data, out.len);
+        hx__srv_buf_free(&out);
+    }
+    struct hx_srv_event *ev = hx_srv_ev_term(HX_SRV_EV_DONE, job);
+    ev->finish_reason = reason;
+    ev->prompt_tokens = job->n_prompt;
+    ev->completion_tokens = job->n_gen;
+    ev->ttft_s = job->t_first > 0 ? job->t_first - job->t_submit : -1;
+    if (job->t_prefill1 > job->t_prefill0)
+        ev->prompt_tps = (double)job->n_prompt / (job->t_prefill1 - job->t_prefill0);
+    if (job->n_gen > 1 && now > job->t_first)
+        ev->gen_tps = (double)(job->n_gen - 1) / (now - job->t_first);
+    snprintf(ev->devices, sizeof ev->devices, "%s", hx_context_devices(hx_srv_s.ctx));
+    hx_srv_job_release_engine(job);
+    hx_srv_emit(ev);
+}
+
+static uint64_t hx_srv_rand(void)
+{
+    uint64_t x = hx_srv_s.seed_state += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Render (chat) and tokenize the prompt; false after emitting the error. */
+static bool hx_srv_job_tokenize(struct hx_srv_job *job)
+{
+    const struct hx_srv_gen_req *r = &job->req;
+    char *rendered = NULL;
+    const char *text = r->prompt;
+    if (r->kind == HX_SRV_CHAT) {
+        int st = hx_chat_apply(hx_srv_s.model, hx_srv_s.p.chat_template, r->msgs, r->n_msgs, true,
+                               r->enable_thinking, &rendered);
+        if (st != HX_OK) {
+            hx_srv_job_error(job, 400, "cannot render the chat template: %s", hx_last_error());
+            return false;
+        }
+        text = rendered;
+    }
+    size_t len = strlen(text);
+    bool add_special = hx_vocab_add_bos(hx_srv_s.model);
+    hx_token bos = hx_vocab_bos(hx_srv_s.model);
+    const char *bos_text = bos != HX_TOKEN_NULL ? hx_vocab_text(hx_srv_s.model, bos) : NULL;
+    if (add_special && bos_text && *bos_text && !strncmp(text, bos_text, strlen(bos_text)))
+        add_special = false; /* the template wrote the BOS itself */
+    int64_t cap = (int64_t)len + 8, n = 0;
+    job->prompt = malloc((size_t)cap * sizeof *job->prompt);
+    int st = job->prompt ? hx_tokenize(hx_srv_s.model, text, len, add_special, true, job->prompt,
+                                       cap, &n)
+                         : HX_E_NOMEM;
+    if (st == HX_OK && n > cap) {
+        hx_token *p = realloc(job->prompt, (size_t)n * sizeof *p);
+        st = p ? hx_tokenize(hx_srv_s.model, text, len, add_special, true, p, n, &n) : HX_E_NOMEM;
+        if (p) job->prompt = p;
+    }
+    hx_free(rendered);
+    if (st != HX_OK) {
+        hx_srv_job_error(job, st == HX_E_NOMEM ? 500 : 400, "cannot tokenize the prompt: %s",
+                         hx_last_error());
+        return false;
+    }
+    job->n_prompt = n;
+    return true;
+}
+
+static bool hx_srv_job_prepare(struct hx_srv_job *job)
+{
+    if (!hx_srv_job_tokenize(job)) return false;
+    char msg[160];
+    if (job->n_prompt == 0) {
+        hx_srv_job_error(job, 400, "the prompt is empty%s", "");
+        return false;
+    }
+    if (job->n_prompt >= hx_srv_s.n_ctx) {
+        snprintf(msg, sizeof msg, "%lld tokens; the context holds %lld per sequence",
+                 (long long)job->n_prompt, (long long)hx_srv_s.n_ctx);
+        hx_srv_job_error(job, 400, "the prompt is too long: %s", msg);
+        return false;
+    }
+    int64_t room = hx_srv_s.n_ctx - job->n_prompt;
+    job->max_gen = job->req.max_tokens > 0 && job->req.max_tokens < room ? job->req.max_tokens : room;
+    struct hx_sampler_params sp = job->req.sp;
+    if (!job->req.seed_set) sp.seed = hx_srv_rand();
+    if (hx_sampler_new(&sp, hx_srv_s.n_vocab, &job->smp) != HX_OK ||
+        hx_detok_new(hx_srv_s.model, false, &job->dt) != HX_OK) {
+        hx_srv_job_error(job, 500, "cannot set up sampling: %s", hx_last_error());
+        return false;
+    }
+    if (sp.penalty_last_n != 0)
+        for (int64_t i = 0; i < job->n_prompt; i++) hx_sampler_accept(job->smp, job->prompt[i]);
+    job->stop.stops = job->req.stops;
+    job->stop.n_stops = job->req.n_stops;
+    struct hx_srv_event *ev = hx_srv_ev_new(HX_SRV_EV_ACCEPTED, job);
+    if (ev) {
+        ev->prompt_tokens = job->n_prompt;
+        hx_srv_emit(ev);
+    }
+    return true;
+}
+
+/* A sampled token: release its text; finish on EOG, a stop string or the length limit. */
+static void hx_srv_job_token(struct hx_srv_job *job, hx_token tok)
+{
+    if (job->t_first == 0) job->t_first = hx__srv_now_s();
+    if (hx_vocab_is_eog(hx_srv_s.model, tok)) {
+        hx_srv_job_done(job, "stop");
+        return;
+    }
+    job->n_gen++;
+    hx_sampler_accept(job->smp, tok);
+    const char *piece = NULL;
+    size_t n = 0;
+    if (hx_detok_push(job->dt, tok, &piece, &n) == HX_OK && n) {
+        struct hx_srv_buf out = {0};
+        hx__srv_stopper_push(&job->stop, piece, n, &out);
+        hx_srv_emit_text(job, out.data, out.len);
+        hx__srv_buf_free(&out);
+    }
+    if (job->stop.matched) hx_srv_job_done(job, "stop");
+    else if (job->n_gen >= job->max_gen) hx_srv_job_done(job, "length");
+    else job->last = tok;
+}
+
+/* ---- one step (worker) -------------------------------------------------------------------------- */
+
+static void hx_srv_note_busy(double seconds)
+{
+    const char *d = hx_context_devices(hx_srv_s.ctx);
+    if (!d || !*d) d = "unknown";
+    uv_mutex_lock(&hx_srv_s.mu);
+    int i = 0;
+    while (i < hx_srv_s.n_dev && strcmp(hx_srv_s.dev[i].name, d)) i++;
+    if (i == hx_srv_s.n_dev && i < HX_SRV_MAX_DEV) {
+        snprintf(hx_srv_s.dev[i].name, sizeof hx_srv_s.dev[i].name, "%s", d);
+        hx_srv_s.n_dev++;
+    }
+    if (i < hx_srv_s.n_dev) hx_srv_s.dev[i].s += seconds;
+    uv_mutex_unlock(&hx_srv_s.mu);
+}
+
+static int hx_srv_decode(const struct hx_batch *b)
+{
+    double t0 = hx__srv_now_s();
+    int st = hx_decode(hx_srv_s.ctx, b);
+    hx_srv_note_busy(hx__srv_now_s() - t0);
+    return st;
+}
+
+static bool hx_srv_prefilling(const struct hx_srv_job *j) { return j && j->n_prefilled < j->n_prompt; }
+
+static void hx_srv_prefill(struct hx_srv_job *job, int64_t rows)
+{
+    static hx_token tok[HX_SRV_PREFILL_CHUNK];
+    static int32_t pos[HX_SRV_PREFILL_CHUNK], seq[HX_SRV_PREFILL_CHUNK];
+    static int8_t want[HX_SRV_PREFILL_CHUNK];
+    bool last = job->n_prefilled + rows == job->n_prompt;
+    for (int64_t i = 0; i < rows; i++) {
+        tok[i] = job->prompt[job->n_prefilled + i];
+        pos[i] = (int32_t)(job->n_prefilled + i);
+        seq[i] = job->slot;
+        want[i] = last && i == rows - 1;
+    }
+    if (job->n_prefilled == 0) job->t_prefill0 = hx__srv_now_s();
+    struct hx_batch b = {.n_rows = rows, .token = tok, .pos = pos, .seq = seq, .logits = want};
+    int st = hx_srv_decode(&b);
+    if (st != HX_OK) {
+        hx_srv_job_error(job, st == HX_E_RANGE ? 400 : 500, "prefill failed: %s", hx_last_error());
+        return;
+    }
+    job->n_prefilled += rows;
+    if (!last) return;
+    job->t_prefill1 = hx__srv_now_s();
+    hx_srv_job_token(job, hx_sampler_sample(job->smp, hx_get_logits(hx_srv_s.ctx, rows - 1)));
+}
+
+static void hx_srv_step_prefill(void)
+{
+    int64_t budget = HX_SRV_PREFILL_CHUNK;
+    for (int k = 0; k < hx_srv_s.n_seq && budget > 0; k++) {
+        int s = (hx_srv_s.rr + k) % hx_srv_s.n_seq;
+        struct hx_srv_job *j = hx_srv_s.slots[s];
+        if (!hx_srv_prefilling(j)) continue;
+        int64_t rows = j->n_prompt - j->n_prefilled;
+        if (rows > budget) rows = budget;
+        budget -= rows;
+        hx_srv_prefill(j, rows);
+    }
+    hx_srv_s.rr = (hx_srv_s.rr + 1) % hx_srv_s.n_seq;
+}
+
+static void hx_srv_step_decode(void)
+{
+    int n = 0;
+    hx_token tok[hx_srv_s.n_seq];
+    int32_t pos[hx_srv_s.n_seq], seq[hx_srv_s.n_seq];
+    int8_t want[hx_srv_s.n_seq];
+    struct hx_srv_job *rows[hx_srv_s.n_seq];
+    for (int s = 0; s < hx_srv_s.n_seq; s++) {
+        struct hx_srv_job *j = hx_srv_s.slots[s];
+        /* a job that sampled its first token this step has t_prefill1 set and last valid */
+        if (!j || hx_srv_prefilling(j) || j->t_first == 0) continue;
+        tok[n] = j->last;
+        pos[n] = (int32_t)(j->n_prompt + j->n_gen - 1);
+        seq[n] = s;
+        want[n] = 1;
+        rows[n++] = j;
+    }
+    if (!n) return;
+    struct hx_batch b = {.n_rows = n, .token = tok, .pos = pos, .seq = seq, .logits = want};
+    int st = hx_srv_decode(&b);
+    for (int i = 0; i < n; i++) {
+        if (st != HX_OK) hx_srv_job_error(rows[i], 500, "decode failed: %s", hx_last_error());
+        else hx_srv_job_token(rows[i], hx_sampler_sample(rows[i]->smp, hx_get_logits(hx_srv_s.ctx, i)));
+    }
+}
+
+static void hx_srv_drop_cancelled(void)
+{
+    struct hx_srv_job **pp = &hx_srv_s.wait_head, *tail = NULL;
+    while (*pp) {
+        struct hx_srv_job *j = *pp;
+        if (atomic_load(&j->cancel)) {
+            *pp = j->next;
+            hx_srv_job_done(j, "cancelled");
+        } else {
+            tail = j;
+            pp = &j->next;
+        }
+    }
+    hx_srv_s.wait_tail = tail;
+    for (int s = 0; s < hx_srv_s.n_seq; s++)
+        if (hx_srv_s.slots[s] && atomic_load(&hx_srv_s.slots[s]->cancel))
+            hx_srv_job_done(hx_srv_s.slots[s], "cancelled");
+}
+
+static void hx_srv_assign_slots(void)
+{
+    for (int s = 0; s < hx_srv_s.n_seq && hx_srv_s.wait_head; s++) {
+        if (hx_srv_s.slots[s]) continue;
+        struct hx_srv_job *j = hx_srv_s.wait_head;
+        hx_srv_s.wait_head = j->next;
+        if (!hx_srv_s.wait_head) hx_srv_s.wait_tail = NULL;
+        j->next = NULL;
+        j->slot = s;
+        hx_kv_truncate(hx_srv_s.ctx, s, 0);
+        hx_srv_s.slots[s] = j;
+    }
+}
+
+static void hx_srv_take_incoming(struct hx_srv_job *j)
+{
+    while (j) {
+        struct hx_srv_job *next = j->next;
+        j->next = NULL;
+        if (atomic_load(&j->cancel)) hx_srv_job_done(j, "cancelled");
+        else if (hx_srv_job_prepare(j)) {
+            if (hx_srv_s.wait_tail) hx_srv_s.wait_tail->next = j;
+            else hx_srv_s.wait_head = j;
+            hx_srv_s.wait_tail = j;
+        }
+        j = next;
+    }
+}
+
+static int64_t hx_srv_count_active(void)
+{
+    int64_t n = 0;
+    for (int s = 0; s < hx_srv_s.n_seq; s++) n += hx_srv_s.slots[s] != NULL;
+    return n;
+}
+
+static int64_t hx_srv_count_waiting(void)
+{
+    int64_t n = 0;
+    for (struct hx_srv_job *j = hx_srv_s.wait_head; j; j = j->next) n++;
+    return n;
+}
+
+static void hx_srv_worker_loop(void)
+{
+    for (;;) {
+        uv_mutex_lock(&hx_srv_s.mu);
+        hx_srv_s.n_active = hx_srv_count_active();
+        hx_srv_s.n_queued = hx_srv_count_waiting();
+        while (!hx_srv_s.stop && !hx_srv_s.in_head && !hx_srv_s.poke && hx_srv_s.n_active == 0 &&
+               hx_srv_s.n_queued == 0)
+            uv_cond_wait(&hx_srv_s.cv, &hx_srv_s.mu);
+        struct hx_srv_job *in = hx_srv_s.in_head;
+        hx_srv_s.in_head = hx_srv_s.in_tail = NULL;
+        hx_srv_s.poke = false;
+        bool stop = hx_srv_s.stop;
+        uv_mutex_unlock(&hx_srv_s.mu);
+        if (stop) break;
+        hx_srv_take_incoming(in);
+        hx_srv_drop_cancelled();
+        hx_srv_assign_slots();
+        hx_srv_step_prefill();
+        hx_srv_step_decode();
+    }
+}
+
+static int hx_srv_load(void)
+{
+    struct hx_model_params mp = {.struct_size = sizeof mp};
+    int st = hx_model_load(hx_srv_s.p.model_path, &mp, &hx_srv_s.model);
+    if (st != HX_OK) return st;
+    struct hx_context_params cp = {
+        .struct_size = sizeof cp,
+        .backend = hx_srv_s.p.backend,
+        .policy = hx_srv_s.p.policy,
+        .fallback = hx_srv_s.p.fallback,
+        .n_threads = hx_srv_s.p.n_threads,
+        .n_ctx = hx_srv_s.p.n_ctx,
+        .n_seq = hx_srv_s.p.n_parallel,
+    };
+    st = hx_context_new(hx_srv_s.model, &cp, &hx_srv_s.ctx);
+    if (st != HX_OK) return st;
+    hx_srv_s.n_seq = hx_context_n_seq(hx_srv_s.ctx);
+    hx_srv_s.n_ctx = hx_context_n_ctx(hx_srv_s.ctx);
+    hx_srv_s.n_vocab = hx_vocab_n_tokens(hx_srv_s.model);
+    hx_srv_s.slots = calloc((size_t)hx_srv_s.n_seq, sizeof *hx_srv_s.slots);
+    if (!hx_srv_s.slots || hx_srv_s.n_seq < 1) return HX_E_NOMEM;
+    const char *pol = hx_context_policy(hx_srv_s.ctx);
+    snprintf(hx_srv_s.policy, sizeof hx_srv_s.policy, "%s", pol ? pol : "single");
+    return HX_OK;
+}
+
+static void hx_srv_worker(void *arg)
+{
+    (void)arg;
+    int st = hx_srv_load();
+    struct hx_srv_event *ev = hx_srv_s.load_ev;
+    ev->type = st == HX_OK ? HX_SRV_EV_LOADED : HX_SRV_EV_LOAD_FAILED;
+    if (st != HX_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s: %s", hx_strerror(st), hx_last_error());
+        ev->text = strdup(msg);
+    } else {
+        snprintf(ev->devices, sizeof ev->devices, "%s", hx_context_devices(hx_srv_s.ctx));
+    }
+    hx_srv_emit(ev);
+    if (st == HX_OK) hx_srv_worker_loop();
+}
+
+/* ---- loop-side API ---------------------------------------------------------------------------- */
+
+static void hx_srv_model_id_from_path(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    if (n > 5 && !strcmp(base + n - 5, ".gguf")) n -= 5;
+    if (n >= sizeof hx_srv_s.model_id) n = sizeof hx_srv_s.model_id - 1;
+    memcpy(hx_srv_s.model_id, base, n);
+    hx_srv_s.model_id[n] = '\0';
+}
+
+int hx__srv_sched_start(uv_loop_t *loop, const struct hx_srv_sched_params *p, hx_srv_event_cb cb,
+                        void *user_data)
+{
+    hx_srv_s.loop = loop;
+    hx_srv_s.cb = cb;
+    hx_srv_s.cb_data = user_data;
+    hx_srv_s.p = *p;
+    hx_srv_s.seed_state = (uint64_t)time(NULL) ^ ((uint64_t)uv_os_getpid() << 32);
+    hx_srv_model_id_from_path(p->model_path);
+    hx_srv_s.load_ev = calloc(1, sizeof *hx_srv_s.load_ev);
+    if (!hx_srv_s.load_ev) return HX_E_NOMEM;
+    if (uv_mutex_init(&hx_srv_s.mu) || uv_cond_init(&hx_srv_s.cv)) return HX_E_NOMEM;
+    if (uv_async_init(loop, &hx_srv_s.async, hx_srv_async_cb)) return HX_E_NOMEM;
+    if (uv_thread_create(&hx_srv_s.thread, hx_srv_worker, NULL)) {
+        uv_close((uv_handle_t *)&hx_srv_s.async, NULL);
+        return HX_E_NOMEM;
+    }
+    hx_srv_s.thread_started = true;
+    return HX_OK;
+}
+
+struct hx_srv_job *hx__srv_sched_submit(struct hx_srv_gen_req *req, void *owner)
+{
+    struct hx_srv_job *job = calloc(1, sizeof *job);
+    if (job) job->term = calloc(1, sizeof *job->term);
+    if (!job || !job->term) {
+        free(job);
+        return NULL;
+    }
+    job->term->job = job;
+    job->req = *req;
+    memset(req, 0, sizeof *req);
+    job->owner = owner;
+    job->slot = -1;
+    job->t_submit = hx__srv_now_s();
+    atomic_init(&job->cancel, 0);
+    uv_mutex_lock(&hx_srv_s.mu);
+    if (hx_srv_s.in_tail) hx_srv_s.in_tail->next = job;
+    else hx_srv_s.in_head = job;
+    hx_srv_s.in_tail = job;
+    uv_cond_signal(&hx_srv_s.cv);
+    uv_mutex_unlock(&hx_srv_s.mu);
+    return job;
+}
+
+void hx__srv_sched_cancel(struct hx_srv_job *job)
+{
+    atomic_store(&job->cancel, 1);
+    uv_mutex_lock(&hx_srv_s.mu);
+    hx_srv_s.poke = true;
+    uv_cond_signal(&hx_srv_s.cv);
+    uv_mutex_unlock(&hx_srv_s.mu);
+}
+
+void hx__srv_job_free(struct hx_srv_job *job)
+{
+    if (!job) return;
+    free(job->term);
+    hx__srv_gen_req_free(&job->req);
+    free(job);
+}
+
+void *hx__srv_job_owner(struct hx_srv_job *job) { return job->owner; }
+void hx__srv_job_set_owner(struct hx_srv_job *job, void *owner) { job->owner = owner; }
+const struct hx_srv_gen_req *hx__srv_job_req(const struct hx_srv_job *job) { return &job->req; }
+
+void hx__srv_sched_stop(void)
+{
+    if (hx_srv_s.thread_started) {
+        uv_mutex_lock(&hx_srv_s.mu);
+        hx_srv_s.stop = true;
+        uv_cond_signal(&hx_srv_s.cv);
+        uv_mutex_unlock(&hx_srv_s.mu);
+        uv_thread_join(&hx_srv_s.thread);
+        hx_srv_s.thread_started = false;
+        uv_close((uv_handle_t *)&hx_srv_s.async, NULL);
+    }
+    hx_context_free(hx_srv_s.ctx);
+    hx_model_free(hx_srv_s.model);
+    free(hx_srv_s.slots);
+    hx_srv_s.ctx = NULL;
+    hx_srv_s.model = NULL;
+    hx_srv_s.slots = NULL;
+}
+
+void hx__srv_sched_counts(int64_t *queued, int64_t *active)
+{
+    uv_mutex_lock(&hx_srv_s.mu);
+    int64_t in = 0;
+    for (struct hx_srv_job *j = hx_srv_s.in_head; j; j = j->next) in++;
+    *queued = hx_srv_s.n_queued + in;
+    *active = hx_srv_s.n_active;
+    uv_mutex_unlock(&hx_srv_s.mu);
+}
+
+char *hx__srv_sched_device_lines(void)
+{
+    struct hx_srv_buf b = {0};
+    hx__srv_buf_append(&b, "", 0);
+    uv_mutex_lock(&hx_srv_s.mu);
+    for (int i = 0; i < hx_srv_s.n_dev; i++)
+        hx__srv_buf_printf(&b, "hx_device_busy_seconds_total{devices=\"%s\"} %.6f\n",
+                           hx_srv_s.dev[i].name, hx_srv_s.dev[i].s);
+    uv_mutex_unlock(&hx_srv_s.mu);
+    return b.data;
+}
+
+const char *hx__srv_sched_model_id(void) { return hx_srv_s.model_id; }
+const char *hx__srv_sched_policy(void) { return hx_srv_s.policy; }
+const char *hx__srv_sched_devices(void) { return hx_srv_s.devices[0] ? hx_srv_s.devices : "cpu"; }
+void hx__srv_sched_note_devices(const char *devices)
+{
+    snprintf(hx_srv_s.devices, sizeof hx_srv_s.devices, "%s", devices);
+}
+int64_t hx__srv_sched_n_ctx(void) { return hx_srv_s.n_ctx; }
