@@ -31,5 +31,11 @@ expect_fail "prompt beyond the context" 1 run -m "$M" -p "Once upon a time there
 expect_fail "unknown policy before loading" 2 run -m /nonexistent.gguf -p hi --policy warp
 expect_fail "vocab-only file" 1 run -m "$D/vocab/ggml-vocab-qwen2.gguf" -p hi
 expect_fail "unknown command" 2 frobnicate
+n_bad=0
+for f in $(find "$D" -name '*.gguf'); do "$E" inspect "$f" > /dev/null 2>&1 || n_bad=$((n_bad+1)); done
+[ $n_bad -eq 0 ] && ok "inspect reads every .gguf of the shared data" || bad "inspect failed on $n_bad files"
+"$E" inspect "$D/qwen3/qwen3-micro-q8_0.gguf" | grep -q 'tokenizer.ggml.tokens.*\[151936 x string\]' && ok "inspect summarizes long arrays" || bad "inspect array summary"
+T=$(mktemp); head -c 1000 "$M" > "$T"
+expect_fail "inspect of a truncated file" 1 inspect "$T"; rm -f "$T"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
