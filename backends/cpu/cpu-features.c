@@ -7,6 +7,16 @@
 
 #include "cpu-impl.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+/* F16C from CPUID leaf 1, ECX bit 29: clang 14's __builtin_cpu_supports has no "f16c". */
+static bool hx_cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 bool hx__cpu_isa_supported(enum hx_cpu_isa isa)
 {
     switch (isa) {
@@ -14,11 +24,11 @@ bool hx__cpu_isa_supported(enum hx_cpu_isa isa)
 #if defined(__x86_64__)
     case HX_CPU_ISA_AVX2:
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+               hx_cpu_has_f16c();
     case HX_CPU_ISA_AVX512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("f16c") &&
+               __builtin_cpu_supports("avx512bf16") && hx_cpu_has_f16c() &&
                __builtin_cpu_supports("fma");
 #endif
     default: return false;
