@@ -325,7 +325,8 @@ TEST(glu_and_add_in_place)
     ASSERT_OK(hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(3 * n * f), &b));
     float *g = b->host, *u = g + n * f, *y = u + n * f, g0[150], u0[150];
     for (int64_t i = 0; i < n * f; i++) g0[i] = g[i] = rndf() * 4, u0[i] = u[i] = rndf();
-    struct hx_op ops[3] = {{0}};
+    struct hx_op ops[3];
+    memset(ops, 0, sizeof ops);
     for (int i = 0; i < 3; i++) {
         ops[i].desc = (struct hx_op_desc){.n_rows = n, .n_in = f, .n_out = f};
         ops[i].src[0] = mkref(b, 0, n, f, f), ops[i].src[1] = mkref(b, sizeof(float) * n * f, n, f, f);

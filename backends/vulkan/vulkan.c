@@ -230,7 +230,7 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     p->api_version = pr->apiVersion;
     struct hx_device_info *info = &p->info;
     info->struct_size = sizeof *info;
-    snprintf(info->name, sizeof info->name, "%s", pr->deviceName);
+    snprintf(info->name, sizeof info->name, "%.127s", pr->deviceName);
     info->kind = hx_vk_kind(pr->deviceType);
     if (pr->apiVersion < VK_API_VERSION_1_2) {
         snprintf(buf, n, "Vulkan %u.%u < 1.2", VK_API_VERSION_MAJOR(pr->apiVersion),
