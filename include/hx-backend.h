@@ -191,7 +191,7 @@ struct hx_op_desc {
     enum hx_op_class cls;
     int32_t layer;           /* -1 for embedding / output */
     int64_t n_rows;          /* tokens in the batch */
-    int64_t n_in;            /* K for matmul; width of src0 otherwise */
+    int64_t n_in;            /* K for matmul; rows of the table for embed; width of src0 otherwise */
     int64_t n_out;           /* N for matmul; width of dst otherwise */
     enum hx_dtype wtype;     /* matmul / embed weight type; F32 for norm gains */
     union {

@@ -69,9 +69,11 @@ static bool hx_cpu_supports(struct hx_device *dev, const struct hx_op_desc *op)
     (void)dev;
     switch (op->kind) {
     case HX_OP_MATMUL:
-    case HX_OP_EMBED:
         return (unsigned)op->wtype < HX_DTYPE_COUNT &&
                op->n_in % hx_dtype_block_elems(op->wtype) == 0;
+    case HX_OP_EMBED: /* rows of n_out (the embedding width) are what get dequantized */
+        return (unsigned)op->wtype < HX_DTYPE_COUNT &&
+               op->n_out % hx_dtype_block_elems(op->wtype) == 0;
     case HX_OP_RMS_NORM:
         return op->p.norm.group <= 0 || op->n_in % op->p.norm.group == 0;
     case HX_OP_ROPE:
