@@ -133,6 +133,7 @@ static int check_matmul(enum hx_dtype t, int64_t m, int64_t k, int64_t n, int th
             }
         }
     }
+    hx__dev_weight_release(dev, op.weight_handle);
     hx__dev_buffer_free(src);
     hx__dev_buffer_free(dst);
     hx__device_close(dev);

@@ -17,7 +17,7 @@ static bool hx_cpu_has_f16c(void)
 }
 #endif
 
-bool hx__cpu_isa_supported(enum hx_cpu_isa isa)
+static bool hx__cpu_isa_supported_uncached(enum hx_cpu_isa isa)
 {
     switch (isa) {
     case HX_CPU_ISA_SCALAR: return true;
@@ -35,11 +35,32 @@ bool hx__cpu_isa_supported(enum hx_cpu_isa isa)
     }
 }
 
+/* CPUID traps to the hypervisor in a VM (tens of µs), so the answer is computed once; the
+ * race between threads computing it is benign (same value). */
+static int hx__isa_best = -1;
+static unsigned hx__isa_ok = 0;
+
+static void hx_cpu_isa_init(void)
+{
+    if (__atomic_load_n(&hx__isa_best, __ATOMIC_ACQUIRE) >= 0) return;
+    unsigned ok = 0;
+    int best = HX_CPU_ISA_SCALAR;
+    for (int i = 0; i < HX_CPU_ISA_COUNT; i++)
+        if (hx__cpu_isa_supported_uncached((enum hx_cpu_isa)i)) ok |= 1u << i, best = i;
+    __atomic_store_n(&hx__isa_ok, ok, __ATOMIC_RELAXED);
+    __atomic_store_n(&hx__isa_best, best, __ATOMIC_RELEASE);
+}
+
+bool hx__cpu_isa_supported(enum hx_cpu_isa isa)
+{
+    hx_cpu_isa_init();
+    return (unsigned)isa < HX_CPU_ISA_COUNT && (hx__isa_ok >> isa & 1u);
+}
+
 enum hx_cpu_isa hx__cpu_isa_best(void)
 {
-    if (hx__cpu_isa_supported(HX_CPU_ISA_AVX512)) return HX_CPU_ISA_AVX512;
-    if (hx__cpu_isa_supported(HX_CPU_ISA_AVX2)) return HX_CPU_ISA_AVX2;
-    return HX_CPU_ISA_SCALAR;
+    hx_cpu_isa_init();
+    return (enum hx_cpu_isa)hx__isa_best;
 }
 
 const char *hx__cpu_isa_name(enum hx_cpu_isa isa)

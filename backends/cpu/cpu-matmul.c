@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cpu-impl.h"
+#include "cpu-x16.h"
 #include "hx-impl.h"
 
 #ifdef _OPENMP
@@ -71,6 +72,38 @@ static int hx_cpu_matmul_float(const struct hx_op *op, const struct hx_cpu_kerne
     return HX_OK;
 }
 
+/* x16 tiles (cpu-x16.h): quantize the activation rows, then each thread takes a contiguous
+ * run of tiles (one sequential stream per thread for decode) over every activation row. */
+static int hx_cpu_matmul_x16(const struct hx_op *op, const struct hx_cpu_x16 *x, int nt,
+                             void **mem, size_t *mem_bytes)
+{
+    const int64_t k = x->k, m = op->src[0].n_rows;
+    int st = hx_cpu_scratch(mem, mem_bytes, hx__xact_bytes(m, k, x->type));
+    if (st) return st;
+    struct hx_cpu_xact act;
+    hx__xact_init(&act, *mem, m, k, x->type);
+    const float *src = hx_tensor_row(&op->src[0], 0);
+    const size_t sstride = op->src[0].row_stride_bytes / sizeof(float);
+    float *dst = hx_tensor_row(&op->dst, 0);
+    const int64_t dstride = (int64_t)(op->dst.row_stride_bytes / sizeof(float));
+    const float scale = op->weight->scale;
+    if ((double)m * (double)x->n * (double)k < 65536.0) nt = 1;
+#pragma omp parallel num_threads(nt)
+    {
+        int tid = 0, nth = 1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        nth = omp_get_num_threads();
+#endif
+        int64_t r0 = m * tid / nth, r1 = m * (tid + 1) / nth;
+        hx__x16_quantize_rows_avx512(&act, x->type, src, sstride, r0, r1);
+#pragma omp barrier
+        int64_t t0 = x->n_tiles * tid / nth, t1 = x->n_tiles * (tid + 1) / nth;
+        if (t0 < t1) hx__x16_gemm_avx512(x, &act, 0, m, t0, t1, dst, dstride, scale);
+    }
+    return HX_OK;
+}
+
 int hx__cpu_matmul(const struct hx_op *op, int n_threads, void **mem, size_t *mem_bytes)
 {
     const struct hx_weight *w = op->weight;
@@ -79,6 +112,9 @@ int hx__cpu_matmul(const struct hx_op *op, int n_threads, void **mem, size_t *me
     int nt = n_threads > 0 ? n_threads : 1;
     if ((double)m * (double)n * (double)k < 65536.0) nt = 1;
     if (m == 0 || n == 0) return HX_OK;
+    const struct hx_cpu_x16 *x16 = op->weight_handle;
+    if (x16 && x16->magic == HX_X16_MAGIC && x16->data && hx__cpu_isa() == HX_CPU_ISA_AVX512)
+        return hx_cpu_matmul_x16(op, x16, n_threads > 0 ? n_threads : 1, mem, mem_bytes);
     if (!hx_dtype_is_quantized(w->type)) return hx_cpu_matmul_float(op, kr, nt, mem, mem_bytes);
 
     const size_t act_bytes = hx__cpu_act_bytes(m, k);

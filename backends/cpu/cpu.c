@@ -7,9 +7,11 @@
  * scores) is owned by the device and grown on demand; a device is used by one thread at a time.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu-impl.h"
+#include "cpu-x16.h"
 #include "host-buffer.h"
 #include "hx-impl.h"
 
@@ -62,6 +64,30 @@ static void hx_cpu_fini(struct hx_device *dev)
     hx_free(c->mem);
     hx_free(c->attn);
     memset(c, 0, sizeof *c);
+}
+
+/* Quantized matmul weights are repacked into x16 tiles when the AVX-512 VNNI kernels will run
+ * them (HX_CPU_REPACK=0 keeps the GGUF rows, for comparisons). The handle is always an
+ * hx_cpu_x16; its data is NULL when the weight is used as it is in the file. */
+static int hx_cpu_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void **handle)
+{
+    struct hx_cpu_dev *c = dev->ctx;
+    const char *env = getenv("HX_CPU_REPACK");
+    struct hx_cpu_x16 *x = NULL;
+    if (!(env && !strcmp(env, "0")) && hx__cpu_isa_best() == HX_CPU_ISA_AVX512 &&
+        hx__x16_usable(w->type, w->n_cols))
+        x = hx__x16_pack(w, c->n_threads);
+    else if ((x = hx_calloc(1, sizeof *x)))
+        x->magic = HX_X16_MAGIC;
+    if (!x) return hx_device_set_error(dev, HX_E_NOMEM, "preparing %s: out of memory", w->name);
+    *handle = x;
+    return HX_OK;
+}
+
+static void hx_cpu_weight_release(struct hx_device *dev, void *handle)
+{
+    (void)dev;
+    hx__x16_free(handle);
 }
 
 static bool hx_cpu_supports(struct hx_device *dev, const struct hx_op_desc *op)
@@ -161,7 +187,8 @@ const struct hx_backend_ops hx_backend_cpu_ops = {
     .buffer_free = hx__host_buffer_free,
     .buffer_write = hx__host_buffer_write,
     .buffer_read = hx__host_buffer_read,
-    .weight_prepare = hx__host_weight_prepare,
+    .weight_prepare = hx_cpu_weight_prepare,
+    .weight_release = hx_cpu_weight_release,
     .supports = hx_cpu_supports,
     .run = hx_cpu_run,
     .describe = hx_cpu_describe,

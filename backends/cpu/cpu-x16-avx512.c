@@ -1,0 +1,262 @@
+/*
+ * cpu-x16-avx512.c — AVX-512 VNNI kernels over x16 tiles (cpu-x16.h): the activation
+ * quantizer and one tile kernel per weight type, instantiated for 1..8 activation rows.
+ *
+ * Per group of G elements and per activation row, the integer accumulator starts at −K·Σx
+ * (from the quantizer), takes one vpdpbusd per chunk of 4 elements (16 rows × 4 products),
+ * and is then converted and scaled into the float accumulator: acc += f32(dot)·(ws·dx).
+ * The weight vector of a chunk is decoded once and reused for every activation row of the
+ * call; a single row (decode) splits the chain over 4 accumulators for the long ternary and
+ * binary groups so vpdpbusd latency does not bind.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu-x16.h"
+#include "hx-impl.h"
+
+#define HX_X16_RMAX 8
+#define HX_X16_MB 64
+#ifndef HX_X16_PF
+#define HX_X16_PF 8192 /* bytes of software prefetch distance for decode */
+#endif /* activation rows per pass over a thread's tiles (kept in L2) */
+
+static inline int32_t hx_x16_ld32(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline __m512 hx_x16_h16(const uint8_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+void hx__x16_quantize_rows_avx512(struct hx_cpu_xact *a, enum hx_dtype t, const float *src,
+                                  size_t src_stride_floats, int64_t r0, int64_t r1)
+{
+    const int64_t k = a->k, qb = a->qb, g = a->g, nb = k / qb, ng = k / g;
+    const int bias = hx__x16_bias(t);
+    const bool want_fs = t == HX_DTYPE_Q4_K;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = src + (size_t)r * src_stride_floats;
+        int8_t *q = a->q + r * k;
+        float *d = a->d + r * nb;
+        int32_t *ks = a->ks + r * ng;
+        float *fs = a->fs + r * ng;
+        for (int64_t b = 0; b < nb; b++) {
+            const float *xb = x + b * qb;
+            __m512 mx = _mm512_setzero_ps();
+            for (int64_t i = 0; i < qb; i += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xb + i)));
+            const float amax = _mm512_reduce_max_ps(mx);
+            const float dd = amax / 127.0f, id = dd > 0.0f ? 1.0f / dd : 0.0f;
+            d[b] = dd;
+            const __m512 vid = _mm512_set1_ps(id);
+            for (int64_t gi = 0; gi < qb; gi += g) {
+                __m512i s = _mm512_setzero_si512();
+                for (int64_t i = gi; i < gi + g; i += 16) {
+                    __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + i), vid));
+                    v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+                    _mm_storeu_si128((__m128i *)(q + b * qb + i), _mm512_cvtepi32_epi8(v));
+                    s = _mm512_add_epi32(s, v);
+                }
+                const int32_t sum = _mm512_reduce_add_epi32(s);
+                const int64_t gg = (b * qb + gi) / g;
+                ks[gg] = -bias * sum;
+                if (want_fs) fs[gg] = -dd * (float)sum;
+            }
+        }
+    }
+}
+
+/* One tile × R activation rows. T and R are constants after inlining. */
+static inline __attribute__((always_inline)) void
+hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
+            const struct hx_cpu_xact *a, int64_t r0, const int R, float *out, int64_t os,
+            __mmask16 om, float scale)
+{
+    const int64_t k = a->k;
+    const int G = T == HX_DTYPE_Q6_K ? 16 : (T == HX_DTYPE_Q1_0 ? 128 : (T == HX_DTYPE_TQ1_0 || T == HX_DTYPE_TQ2_0) ? 256 : 32);
+    const int QB = T == HX_DTYPE_Q6_K ? 32 : G;
+    const int A = (R == 1 && G >= 128) ? 4 : 1;
+    const int64_t ng = k / G, nb = k / QB;
+    const int8_t *xr[HX_X16_RMAX];
+    const float *dr[HX_X16_RMAX], *fr[HX_X16_RMAX];
+    const int32_t *kr[HX_X16_RMAX];
+    __m512 acc[HX_X16_RMAX];
+    for (int r = 0; r < R; r++) {
+        xr[r] = a->q + (r0 + r) * k;
+        dr[r] = a->d + (r0 + r) * nb;
+        kr[r] = a->ks + (r0 + r) * ng;
+        fr[r] = a->fs + (r0 + r) * ng;
+        acc[r] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3), m6 = _mm512_set1_epi8(0x30);
+    const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2);
+    const __m512i c86 = _mm512_set1_epi8((char)86), c171 = _mm512_set1_epi8((char)171);
+
+    const int64_t gbytes = (int64_t)(x_tile_bytes / (size_t)ng);
+    for (int64_t g = 0; g < ng; g++) {
+        if (R <= 2) {
+            /* decode streams the weights once: fetch well ahead of the hardware prefetcher */
+            const char *pf = (const char *)tile + g * gbytes + HX_X16_PF;
+            for (int64_t o = 0; o < gbytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+        }
+        __m512i di[4][HX_X16_RMAX];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            di[0][r] = _mm512_set1_epi32(kr[r][g]);
+            for (int s = 1; s < A; s++) di[s][r] = _mm512_setzero_si512();
+        }
+        const int8_t *xg[HX_X16_RMAX];
+        for (int r = 0; r < R; r++) xg[r] = xr[r] + g * G;
+#define HX_DOTA(c, ai, w)                                                                           \
+    do {                                                                                            \
+        const __m512i w_ = (w);                                                                     \
+        _Pragma("GCC unroll 8") for (int r_ = 0; r_ < R; r_++)                                     \
+            di[(ai) % A][r_] = _mm512_dpbusd_epi32(di[(ai) % A][r_], w_,                            \
+                                                   _mm512_set1_epi32(hx_x16_ld32(xg[r_] + 4 * (c)))); \
+    } while (0)
+#define HX_DOT(c, w) HX_DOTA(c, c, w)
+        __m512 ws, mv = _mm512_setzero_ps();
+        if (T == HX_DTYPE_Q8_0) {
+            const uint8_t *p = tile + g * 544;
+            ws = hx_x16_h16(p + 512);
+            _Pragma("GCC unroll 32") for (int c = 0; c < 8; c++) HX_DOT(c, _mm512_loadu_si512(p + 64 * c));
+        } else if (T == HX_DTYPE_Q4_0 || T == HX_DTYPE_Q4_K) {
+            const uint8_t *p;
+            if (T == HX_DTYPE_Q4_0) {
+                p = tile + g * 288;
+                ws = hx_x16_h16(p + 256);
+            } else {
+                const uint8_t *base = tile + (g >> 3) * 2368;
+                const int j = (int)(g & 7);
+                __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(base + 64 + 16 * j))));
+                __m512 mm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(base + 192 + 16 * j))));
+                ws = _mm512_mul_ps(hx_x16_h16(base), sc);
+                mv = _mm512_mul_ps(hx_x16_h16(base + 32), mm);
+                p = base + 320 + 256 * j;
+            }
+            _Pragma("GCC unroll 32")
+            for (int v = 0; v < 4; v++) {
+                const __m512i raw = _mm512_loadu_si512(p + 64 * v);
+                HX_DOT(v, _mm512_and_si512(raw, m4));
+                HX_DOT(v + 4, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+            }
+        } else if (T == HX_DTYPE_Q6_K) {
+            const uint8_t *base = tile + (g >> 4) * 3360;
+            const int j = (int)(g & 15);
+            __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(base + 32 + 16 * j))));
+            ws = _mm512_mul_ps(hx_x16_h16(base), sc);
+            const uint8_t *q = base + 288 + 192 * j;
+            const __m512i lo0 = _mm512_loadu_si512(q), lo1 = _mm512_loadu_si512(q + 64), hi = _mm512_loadu_si512(q + 128);
+            HX_DOT(0, _mm512_or_si512(_mm512_and_si512(lo0, m4), _mm512_and_si512(_mm512_slli_epi16(hi, 4), m6)));
+            HX_DOT(1, _mm512_or_si512(_mm512_and_si512(lo1, m4), _mm512_and_si512(_mm512_slli_epi16(hi, 2), m6)));
+            HX_DOT(2, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo0, 4), m4), _mm512_and_si512(hi, m6)));
+            HX_DOT(3, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(hi, 2), m6)));
+        } else if (T == HX_DTYPE_TQ2_0) {
+            const uint8_t *p = tile + g * 1056;
+            ws = hx_x16_h16(p + 1024);
+            _Pragma("GCC unroll 32")
+            for (int v = 0; v < 16; v++) {
+                const __m512i raw = _mm512_loadu_si512(p + 64 * v);
+                HX_DOTA(v, 0, _mm512_and_si512(raw, m2));
+                HX_DOTA(v + 16, 1, _mm512_and_si512(_mm512_srli_epi16(raw, 2), m2));
+                HX_DOTA(v + 32, 2, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m2));
+                HX_DOTA(v + 48, 3, _mm512_and_si512(_mm512_srli_epi16(raw, 6), m2));
+            }
+        } else if (T == HX_DTYPE_TQ1_0) {
+            const uint8_t *p = tile + g * 864;
+            ws = hx_x16_h16(p + 832);
+            _Pragma("GCC unroll 32")
+            for (int v = 0; v < 13; v++) {
+                __m512i m = _mm512_loadu_si512(p + 64 * v);
+                const int nd = v < 12 ? 5 : 4;
+                _Pragma("GCC unroll 32")
+                for (int jd = 0; jd < nd; jd++) {
+                    __m512i u = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(m, c86), one);
+                    u = _mm512_mask_add_epi8(u, _mm512_cmpge_epu8_mask(m, c171), u, one);
+                    HX_DOT(5 * v + jd, u);
+                    m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
+                }
+            }
+        } else { /* Q1_0 */
+            const uint8_t *p = tile + g * 288;
+            ws = hx_x16_h16(p);
+            _Pragma("GCC unroll 32")
+            for (int c = 0; c < 32; c++) {
+                uint64_t mask;
+                memcpy(&mask, p + 32 + 8 * c, 8);
+                HX_DOT(c, _mm512_maskz_mov_epi8(mask, two));
+            }
+        }
+#undef HX_DOT
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+            __m512i s = di[0][r];
+            for (int ss = 1; ss < A; ss++) s = _mm512_add_epi32(s, di[ss][r]);
+            const __m512 sx = _mm512_mul_ps(ws, _mm512_set1_ps(dr[r][(g * G) / QB]));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sx, acc[r]);
+            if (T == HX_DTYPE_Q4_K) acc[r] = _mm512_fmadd_ps(mv, _mm512_set1_ps(fr[r][g]), acc[r]);
+        }
+    }
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(out + r * os, om, _mm512_mul_ps(acc[r], vs));
+}
+
+typedef void (*hx_x16_fn)(const uint8_t *tile, size_t tb, const struct hx_cpu_xact *a, int64_t r0,
+                          float *out, int64_t os, __mmask16 om, float scale);
+
+#define HX_X16_DEF(T, R)                                                                            \
+    static void hx_x16_##T##_##R(const uint8_t *tile, size_t tb, const struct hx_cpu_xact *a,      \
+                                 int64_t r0, float *out, int64_t os, __mmask16 om, float scale)     \
+    {                                                                                               \
+        hx_x16_tile(HX_DTYPE_##T, tile, tb, a, r0, R, out, os, om, scale);                          \
+    }
+#define HX_X16_DEF_ALL(T)                                                                           \
+    HX_X16_DEF(T, 1) HX_X16_DEF(T, 2) HX_X16_DEF(T, 3) HX_X16_DEF(T, 4) HX_X16_DEF(T, 5)           \
+    HX_X16_DEF(T, 6) HX_X16_DEF(T, 7) HX_X16_DEF(T, 8)                                             \
+    static const hx_x16_fn hx_x16_tab_##T[HX_X16_RMAX] = {                                          \
+        hx_x16_##T##_1, hx_x16_##T##_2, hx_x16_##T##_3, hx_x16_##T##_4,                             \
+        hx_x16_##T##_5, hx_x16_##T##_6, hx_x16_##T##_7, hx_x16_##T##_8};
+
+HX_X16_DEF_ALL(Q8_0)
+HX_X16_DEF_ALL(Q4_0)
+HX_X16_DEF_ALL(Q4_K)
+HX_X16_DEF_ALL(Q6_K)
+HX_X16_DEF_ALL(TQ2_0)
+HX_X16_DEF_ALL(TQ1_0)
+HX_X16_DEF_ALL(Q1_0)
+
+static const hx_x16_fn *hx_x16_table(enum hx_dtype t)
+{
+    switch (t) {
+    case HX_DTYPE_Q8_0: return hx_x16_tab_Q8_0;
+    case HX_DTYPE_Q4_0: return hx_x16_tab_Q4_0;
+    case HX_DTYPE_Q4_K: return hx_x16_tab_Q4_K;
+    case HX_DTYPE_Q6_K: return hx_x16_tab_Q6_K;
+    case HX_DTYPE_TQ2_0: return hx_x16_tab_TQ2_0;
+    case HX_DTYPE_TQ1_0: return hx_x16_tab_TQ1_0;
+    case HX_DTYPE_Q1_0: return hx_x16_tab_Q1_0;
+    default: return NULL;
+    }
+}
+
+void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a, int64_t r0,
+                         int64_t r1, int64_t t0, int64_t t1, float *dst, int64_t dst_stride,
+                         float scale)
+{
+    const hx_x16_fn *tab = hx_x16_table(x->type);
+    if (!tab) return;
+    for (int64_t rb = r0; rb < r1; rb += HX_X16_MB) {
+        const int64_t re = HX_MIN(r1, rb + HX_X16_MB);
+        for (int64_t t = t0; t < t1; t++) {
+            const uint8_t *tile = x->data + x->tile_bytes * (size_t)t;
+            const int64_t cols = HX_MIN((int64_t)HX_X16_ROWS, x->n - t * HX_X16_ROWS);
+            const __mmask16 om = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
+            for (int64_t r = rb; r < re; r += HX_X16_RMAX) {
+                const int R = (int)HX_MIN((int64_t)HX_X16_RMAX, re - r);
+                tab[R - 1](tile, x->tile_bytes, a, r, dst + r * dst_stride + t * HX_X16_ROWS, dst_stride, om, scale);
+            }
+        }
+    }
+}

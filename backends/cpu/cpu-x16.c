@@ -1,0 +1,264 @@
+/*
+ * cpu-x16.c — repacking GGUF weight rows into x16 tiles (layouts in cpu-x16.h), and the
+ * activation scratch layout. Plain C, run once per weight at load: codes come from the panel
+ * unpacker (cpu-unpack.h, the same decoding the other kernels use), scales are copied from
+ * the GGUF blocks bit for bit.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "cpu-impl.h"
+#include "cpu-unpack.h"
+#include "cpu-x16.h"
+#include "hx-impl.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define HX_X16_ALIGN(x) (((x) + 63) & ~(size_t)63)
+
+int hx__x16_group(enum hx_dtype t)
+{
+    switch (t) {
+    case HX_DTYPE_Q8_0:
+    case HX_DTYPE_Q4_0:
+    case HX_DTYPE_Q4_K: return 32;
+    case HX_DTYPE_Q6_K: return 16;
+    case HX_DTYPE_TQ1_0:
+    case HX_DTYPE_TQ2_0: return 256;
+    case HX_DTYPE_Q1_0: return 128;
+    default: return 0;
+    }
+}
+
+int hx__x16_act_block(enum hx_dtype t)
+{
+    switch (t) {
+    case HX_DTYPE_Q6_K: return 32;
+    default: return hx__x16_group(t);
+    }
+}
+
+int hx__x16_bias(enum hx_dtype t)
+{
+    switch (t) {
+    case HX_DTYPE_Q8_0: return 128;
+    case HX_DTYPE_Q4_0: return 8;
+    case HX_DTYPE_Q6_K: return 32;
+    case HX_DTYPE_TQ1_0:
+    case HX_DTYPE_TQ2_0:
+    case HX_DTYPE_Q1_0: return 1;
+    default: return 0;
+    }
+}
+
+bool hx__x16_usable(enum hx_dtype t, int64_t k)
+{
+    int64_t be = hx_dtype_block_elems(t);
+    return hx__x16_group(t) > 0 && k > 0 && k % be == 0 && k % 32 == 0;
+}
+
+/* Code of row i, element e, from an unpacked panel (TQ2_0 panels hold a permuted order). */
+static inline uint8_t hx_x16_code(const struct hx_cpu_panel *p, enum hx_dtype t, int i, int64_t e)
+{
+    if (t == HX_DTYPE_TQ2_0) e = (e & ~(int64_t)255) + hx__cpu_perm_tq2((int)(e & 255));
+    return p->codes[(size_t)i * p->k + e];
+}
+
+/* Byte 4·i + b of chunk c of the tile, for the rows present. */
+static inline uint8_t hx_x16_cb(const struct hx_cpu_panel *p, enum hx_dtype t, int nr, int pos,
+                                int64_t c)
+{
+    int i = pos >> 2, b = pos & 3;
+    return i < nr ? hx_x16_code(p, t, i, 4 * c + b) : 0;
+}
+
+static void hx_x16_put_h(uint8_t *dst, const uint8_t *rows[], int nr, size_t off)
+{
+    for (int i = 0; i < HX_X16_ROWS; i++) {
+        dst[2 * i] = i < nr ? rows[i][off] : 0;
+        dst[2 * i + 1] = i < nr ? rows[i][off + 1] : 0;
+    }
+}
+
+static void hx_x16_pack_tile(enum hx_dtype t, int64_t k, const uint8_t *rows[], int nr,
+                             const struct hx_cpu_panel *p, uint8_t *o)
+{
+    switch (t) {
+    case HX_DTYPE_Q8_0:
+        for (int64_t g = 0; g < k / 32; g++, o += 544) {
+            for (int c = 0; c < 8; c++)
+                for (int pos = 0; pos < 64; pos++) o[64 * c + pos] = hx_x16_cb(p, t, nr, pos, 8 * g + c);
+            hx_x16_put_h(o + 512, rows, nr, (size_t)g * 34);
+        }
+        break;
+    case HX_DTYPE_Q4_0:
+        for (int64_t g = 0; g < k / 32; g++, o += 288) {
+            for (int v = 0; v < 4; v++)
+                for (int pos = 0; pos < 64; pos++)
+                    o[64 * v + pos] = (uint8_t)(hx_x16_cb(p, t, nr, pos, 8 * g + v) |
+                                                hx_x16_cb(p, t, nr, pos, 8 * g + v + 4) << 4);
+            hx_x16_put_h(o + 256, rows, nr, (size_t)g * 18);
+        }
+        break;
+    case HX_DTYPE_Q4_K:
+        for (int64_t sb = 0; sb < k / 256; sb++, o += 2368) {
+            hx_x16_put_h(o, rows, nr, (size_t)sb * 144);
+            hx_x16_put_h(o + 32, rows, nr, (size_t)sb * 144 + 2);
+            for (int j = 0; j < 8; j++)
+                for (int i = 0; i < HX_X16_ROWS; i++) {
+                    int sc = 0, m = 0;
+                    if (i < nr) hx_cpu_q4k_scale_min(rows[i] + sb * 144 + 4, j, &sc, &m);
+                    o[64 + 16 * j + i] = (uint8_t)sc;
+                    o[192 + 16 * j + i] = (uint8_t)m;
+                }
+            for (int j = 0; j < 8; j++)
+                for (int v = 0; v < 4; v++)
+                    for (int pos = 0; pos < 64; pos++) {
+                        int64_t c = 64 * sb + 8 * j + v;
+                        o[320 + 256 * j + 64 * v + pos] =
+                            (uint8_t)(hx_x16_cb(p, t, nr, pos, c) | hx_x16_cb(p, t, nr, pos, c + 4) << 4);
+                    }
+        }
+        break;
+    case HX_DTYPE_Q6_K:
+        for (int64_t sb = 0; sb < k / 256; sb++, o += 3360) {
+            hx_x16_put_h(o, rows, nr, (size_t)sb * 210 + 208);
+            for (int j = 0; j < 16; j++)
+                for (int i = 0; i < HX_X16_ROWS; i++) o[32 + 16 * j + i] = i < nr ? rows[i][sb * 210 + 192 + j] : 0;
+            for (int j = 0; j < 16; j++) {
+                uint8_t *q = o + 288 + 192 * j;
+                int64_t c0 = 64 * sb + 4 * j;
+                for (int pos = 0; pos < 64; pos++) {
+                    uint8_t u[4];
+                    for (int c = 0; c < 4; c++) u[c] = hx_x16_cb(p, t, nr, pos, c0 + c);
+                    q[pos] = (uint8_t)((u[0] & 15) | (u[2] & 15) << 4);
+                    q[64 + pos] = (uint8_t)((u[1] & 15) | (u[3] & 15) << 4);
+                    q[128 + pos] = (uint8_t)((u[0] >> 4) | (u[1] >> 4) << 2 | (u[2] >> 4) << 4 | (u[3] >> 4) << 6);
+                }
+            }
+        }
+        break;
+    case HX_DTYPE_TQ2_0:
+        for (int64_t sb = 0; sb < k / 256; sb++, o += 1056) {
+            for (int v = 0; v < 16; v++)
+                for (int pos = 0; pos < 64; pos++) {
+                    uint8_t b = 0;
+                    for (int s = 0; s < 4; s++) b |= (uint8_t)(hx_x16_cb(p, t, nr, pos, 64 * sb + v + 16 * s) << (2 * s));
+                    o[64 * v + pos] = b;
+                }
+            hx_x16_put_h(o + 1024, rows, nr, (size_t)sb * 66 + 64);
+        }
+        break;
+    case HX_DTYPE_TQ1_0:
+        for (int64_t sb = 0; sb < k / 256; sb++, o += 864) {
+            for (int v = 0; v < 13; v++)
+                for (int pos = 0; pos < 64; pos++) {
+                    unsigned val = 0;
+                    for (int j = 0; j < 5; j++) {
+                        int c = 5 * v + j;
+                        val = val * 3 + (c < 64 && (v < 12 || j < 4) ? hx_x16_cb(p, t, nr, pos, 64 * sb + c) : 0);
+                    }
+                    o[64 * v + pos] = (uint8_t)((val * 256 + 242) / 243);
+                }
+            hx_x16_put_h(o + 832, rows, nr, (size_t)sb * 54 + 52);
+        }
+        break;
+    case HX_DTYPE_Q1_0:
+        for (int64_t sb = 0; sb < k / 128; sb++, o += 288) {
+            hx_x16_put_h(o, rows, nr, (size_t)sb * 18);
+            for (int c = 0; c < 32; c++) {
+                uint64_t mask = 0;
+                for (int pos = 0; pos < 64; pos++)
+                    mask |= (uint64_t)(hx_x16_cb(p, t, nr, pos, 32 * sb + c) & 1) << pos;
+                memcpy(o + 32 + 8 * c, &mask, 8);
+            }
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
+{
+    if (!hx__x16_usable(w->type, w->n_cols)) return NULL;
+    struct hx_cpu_x16 *x = hx_calloc(1, sizeof *x);
+    if (!x) return NULL;
+    const int64_t k = w->n_cols, n = w->n_rows;
+    const size_t rb = hx_dtype_row_bytes(w->type, k);
+    x->magic = HX_X16_MAGIC;
+    x->type = w->type;
+    x->n = n;
+    x->k = k;
+    x->n_tiles = (n + HX_X16_ROWS - 1) / HX_X16_ROWS;
+    x->tile_bytes = w->type == HX_DTYPE_Q4_K ? (size_t)(k / 256) * 2368 : HX_X16_ROWS * rb;
+    const size_t total = x->tile_bytes * (size_t)x->n_tiles;
+    const int nt = n_threads > 0 ? n_threads : 1;
+    const size_t pb = hx__cpu_panel_bytes(HX_X16_ROWS, k);
+    char *panels = hx_malloc(pb * (size_t)nt);
+    /* 2 MiB aligned and backed by huge pages where the kernel allows: decode streams the
+     * whole buffer, and 4 KiB pages would cost a TLB walk every 4 KiB of it. */
+    const size_t huge = (size_t)2 << 20, alloc = (total + huge - 1) / huge * huge;
+    x->raw = aligned_alloc(huge, alloc);
+    if (!x->raw || !panels) {
+        hx_free(panels);
+        hx__x16_free(x);
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(x->raw, alloc, MADV_HUGEPAGE);
+#endif
+    x->data = x->raw;
+#pragma omp parallel for schedule(dynamic, 16) num_threads(nt)
+    for (int64_t tt = 0; tt < x->n_tiles; tt++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        struct hx_cpu_panel p;
+        hx__cpu_panel_init(&p, panels + pb * (size_t)tid, HX_X16_ROWS, k);
+        const int64_t j0 = tt * HX_X16_ROWS;
+        const int nr = (int)HX_MIN((int64_t)HX_X16_ROWS, n - j0);
+        const uint8_t *rows[HX_X16_ROWS];
+        for (int i = 0; i < nr; i++) {
+            rows[i] = (const uint8_t *)w->data + (size_t)(j0 + i) * rb;
+            hx__cpu_unpack_row(w->type, rows[i], k, &p, i);
+        }
+        hx_x16_pack_tile(w->type, k, rows, nr, &p, x->data + x->tile_bytes * (size_t)tt);
+    }
+    hx_free(panels);
+    return x;
+}
+
+void hx__x16_free(struct hx_cpu_x16 *x)
+{
+    if (!x) return;
+    free(x->raw);
+    hx_free(x);
+}
+
+size_t hx__xact_bytes(int64_t m, int64_t k, enum hx_dtype t)
+{
+    size_t mm = (size_t)m, kk = (size_t)k, qb = (size_t)hx__x16_act_block(t), g = (size_t)hx__x16_group(t);
+    return HX_X16_ALIGN(mm * kk) + HX_X16_ALIGN(mm * (kk / qb) * 4) + 2 * HX_X16_ALIGN(mm * (kk / g) * 4) + 64;
+}
+
+void hx__xact_init(struct hx_cpu_xact *a, void *mem, int64_t m, int64_t k, enum hx_dtype t)
+{
+    size_t mm = (size_t)m, kk = (size_t)k;
+    a->m = m;
+    a->k = k;
+    a->qb = hx__x16_act_block(t);
+    a->g = hx__x16_group(t);
+    char *p = (char *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+    a->q = (int8_t *)p;
+    p += HX_X16_ALIGN(mm * kk);
+    a->d = (float *)p;
+    p += HX_X16_ALIGN(mm * (kk / (size_t)a->qb) * 4);
+    a->ks = (int32_t *)p;
+    p += HX_X16_ALIGN(mm * (kk / (size_t)a->g) * 4);
+    a->fs = (float *)p;
+}

@@ -1,0 +1,80 @@
+/*
+ * cpu-x16.h — the `cpu` backend's repacked weights ("x16") for AVX-512 VNNI.
+ *
+ * weight_prepare rewrites a quantized weight once at load into tiles of 16 output rows. Inside
+ * a tile, K is cut into chunks of 4 elements; one chunk of the 16 rows is one 64-byte vector
+ * whose byte 4·r + b is the code of row r, element 4·c + b. One vpdpbusd of that vector with
+ * the 4 activation codes of the chunk broadcast to every lane adds 64 products into the 16 row
+ * accumulators, so decode (m = 1) and prefill (m > 1) run the same kernel, the weight vector
+ * reused for up to 8 activation rows in registers.
+ *
+ * Codes are unsigned: w = s·(u − K) per group of G elements (Q8_0: u = q + 128, K = 128;
+ * Q4_0: K = 8; Q6_K: K = 32; TQ1_0, TQ2_0: u = trit, K = 1; Q1_0: u = 2·bit, K = 1), except
+ * Q4_K, where w = d·sc·u − dmin·m. The −K·Σx term is an integer the activation quantizer
+ * computes per group, used as the accumulator's start value, so it costs nothing in the loop.
+ * Codes stay packed as tightly as in GGUF (nibbles, 2-bit, base-3, bit masks) and every tile
+ * is 16 × the GGUF row size (Q4_K: 148 instead of 144 bytes per 256, the 6-bit scales being
+ * stored as bytes), so a decode step streams the same bytes llama.cpp would.
+ *
+ * Tile layouts (per group, in order; "vec" = 64 bytes, "h[16]" = 16 fp16, one per row):
+ *   Q8_0  G=32 : vec[8] codes, h[16] d                                         = 16 × 34
+ *   Q4_0  G=32 : vec[4] (chunk v | chunk v+4 << 4), h[16] d                     = 16 × 18
+ *   Q4_K  per 256: h[16] d, h[16] dmin, u8 sc[8][16], u8 m[8][16],
+ *                  then per G=32: vec[4] as Q4_0                                = 16 × 148
+ *   Q6_K  per 256: h[16] d, i8 sc[16][16], then per G=16: vec[2] low nibbles
+ *                  (chunk v | chunk v+2 << 4), vec high bits (chunk c at bits 2c)  = 16 × 210
+ *   TQ2_0 G=256: vec[16] (chunk p + 16·s at bits 2s), h[16] d                  = 16 × 66
+ *   TQ1_0 G=256: vec[12] (chunks 5p..5p+4, base 3), vec (chunks 60..63 + a zero
+ *                trit), h[16] d — the byte coding of GGUF's TQ1_0               = 16 × 54
+ *   Q1_0  G=128: h[16] d, u64 mask[32] (chunk c: bit 4·r + b)                  = 16 × 18
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hx-backend.h"
+
+#define HX_X16_ROWS 16
+
+struct hx_cpu_x16 {
+    uint32_t magic;            /* HX_X16_MAGIC: tells a repacked handle from a plain weight */
+    enum hx_dtype type;
+    int64_t n, k, n_tiles;
+    size_t tile_bytes;
+    uint8_t *data;             /* n_tiles × tile_bytes, 64-byte aligned */
+    void *raw;
+};
+#define HX_X16_MAGIC 0x36317848u /* "Hx16" */
+
+/* Group size (elements per scale) and act block size of a type this path runs; 0 if none. */
+int hx__x16_group(enum hx_dtype t);
+int hx__x16_act_block(enum hx_dtype t);
+/* The −K of w = s·(u − K) (0 for Q4_K). */
+int hx__x16_bias(enum hx_dtype t);
+bool hx__x16_usable(enum hx_dtype t, int64_t k);
+/* Repack w (n_threads for the conversion). NULL on allocation failure or unusable type. */
+struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads);
+void hx__x16_free(struct hx_cpu_x16 *x);
+
+/* Quantized activations for the x16 kernels: m rows of k int8 codes, per act block one f32
+ * scale, per weight group the integer start value bias·Σq and (Q4_K) the float −d·Σq. */
+struct hx_cpu_xact {
+    int64_t m, k;
+    int qb, g;
+    int8_t *q;       /* m × k */
+    float *d;        /* m × k/qb */
+    int32_t *ks;     /* m × k/g */
+    float *fs;       /* m × k/g */
+};
+size_t hx__xact_bytes(int64_t m, int64_t k, enum hx_dtype t);
+void hx__xact_init(struct hx_cpu_xact *a, void *mem, int64_t m, int64_t k, enum hx_dtype t);
+
+/* AVX-512 entry points (cpu-x16-avx512.c). */
+void hx__x16_quantize_rows_avx512(struct hx_cpu_xact *a, enum hx_dtype t, const float *src,
+                                  size_t src_stride_floats, int64_t r0, int64_t r1);
+/* dst rows r0..r1 (act rows), columns of tiles t0..t1; dst row stride in floats. */
+void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a, int64_t r0,
+                         int64_t r1, int64_t t0, int64_t t1, float *dst, int64_t dst_stride,
+                         float scale);
