@@ -18,7 +18,10 @@
 #include "registry.h"
 
 #define HX_BK_MAX 32
-#define HX_BK_MIN_SET (96u << 20)
+/* Working set per case, spread over copies of the weight: this machine's caches stop helping
+ * at a few tens of MiB (reads fall to DRAM speed by 128 MiB), whatever CPUID says of the L3. */
+#define HX_BK_MIN_SET ((size_t)256 << 20)
+#define HX_BK_MAX_COPIES 8192
 #define HX_BK_POOL_ROWS 64
 
 struct hx_bk_opts {
@@ -158,15 +161,15 @@ static int hx_bk_case(struct hx_device *dev, const struct hx_bk_opts *o, enum hx
     if (!wdata) return HX_E_NOMEM;
     int copies = (int)((HX_BK_MIN_SET + wbytes - 1) / wbytes);
     if (copies < 1) copies = 1;
-    if (copies > 64) copies = 64;
-    struct hx_weight w[64];
-    void *handles[64] = {0}, *data[64] = {0};
+    if (copies > HX_BK_MAX_COPIES) copies = HX_BK_MAX_COPIES;
+    struct hx_weight *w = calloc((size_t)copies, sizeof *w);
+    void **handles = calloc((size_t)copies, sizeof *handles), **data = calloc((size_t)copies, sizeof *data);
     struct hx_buffer *src = NULL, *dst = NULL;
     int32_t *meta = calloc((size_t)m * 3, sizeof(int32_t));
     float *x = malloc(sizeof(float) * (size_t)(m * k));
     double *samples = malloc(sizeof(double) * (size_t)o->reps);
     int made = 0;
-    if (!meta || !x || !samples) { st = HX_E_NOMEM; goto done; }
+    if (!meta || !x || !samples || !w || !handles || !data) { st = HX_E_NOMEM; goto done; }
     for (; made < copies; made++) {
         data[made] = made ? malloc(wbytes) : wdata;
         if (!data[made]) { st = HX_E_NOMEM; goto done; }
@@ -221,6 +224,7 @@ done:
     for (int i = 0; i < made; i++) if (handles[i]) hx__dev_weight_release(dev, handles[i]);
     for (int i = 0; i < made; i++) free(data[i]);
     if (!made) free(wdata);
+    free(w), free(handles), free(data);
     hx__dev_buffer_free(src);
     hx__dev_buffer_free(dst);
     free(meta), free(x), free(samples);

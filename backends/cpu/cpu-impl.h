@@ -114,5 +114,12 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
 void hx__cpu_op_glu(const struct hx_op *op, int n_threads);
 void hx__cpu_op_add(const struct hx_op *op, int n_threads);
 
+/* AVX-512 inner loops (cpu-ops-avx512.c): attention of one query row and head over len keys
+ * (rows k_stride / v_stride floats apart), SiLU-GLU of f values, Σx² in double. */
+void hx__cpu_attn_row_avx512(const float *q, const float *k0, size_t k_stride, const float *v0,
+                             size_t v_stride, int64_t len, int hd, float scale, float *out);
+void hx__cpu_silu_glu_avx512(const float *g, const float *u, float *y, int64_t f);
+double hx__cpu_sumsq_avx512(const float *x, int64_t n);
+
 /* Matmul (cpu-matmul.c): scratch is grown in *mem / *mem_bytes as needed. */
 int hx__cpu_matmul(const struct hx_op *op, int n_threads, void **mem, size_t *mem_bytes);

@@ -40,13 +40,16 @@ void hx__cpu_op_rms_norm(const struct hx_op *op, int n_threads)
     const int64_t g = op->desc.p.norm.group > 0 ? op->desc.p.norm.group : d;
     const float eps = op->desc.p.norm.eps;
     const float *gain = op->weight->data;
+    const bool v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512;
 #pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * d, n_threads))
     for (int64_t r = 0; r < n; r++) {
         const float *x = hx_tensor_row(&op->src[0], r);
         float *y = hx_tensor_row(&op->dst, r);
         for (int64_t c0 = 0; c0 < d; c0 += g) {
             double ss = 0.0;
-            for (int64_t c = 0; c < g; c++) ss += (double)x[c0 + c] * (double)x[c0 + c];
+            if (v512) ss = hx__cpu_sumsq_avx512(x + c0, g);
+            else
+                for (int64_t c = 0; c < g; c++) ss += (double)x[c0 + c] * (double)x[c0 + c];
             const float mean = (float)(ss / (double)g);
             const float sc = 1.0f / sqrtf(mean + eps);
             for (int64_t c = 0; c < g; c++) y[c0 + c] = x[c0 + c] * sc * gain[c];
@@ -68,19 +71,24 @@ void hx__cpu_op_rope(const struct hx_op *op, const struct hx_split *s, int n_thr
         const float *x = hx_tensor_row(&op->src[0], r);
         float *y = hx_tensor_row(&op->dst, r);
         if (x != y) memcpy(y, x, (size_t)n_head * hd * sizeof(float));
+        /* the angles depend on the position only: once per row, not per head */
+        float cs[512], sn[512];
+        float theta_base = (float)s->pos[r];
+        for (int i = 0; i < n_rot / 2; i++) {
+            float theta = theta_base;
+            if (ff) theta /= ff[i];
+            theta *= fs;
+            cs[i] = cosf(theta);
+            sn[i] = sinf(theta);
+            theta_base *= theta_scale;
+        }
         for (int h = 0; h < n_head; h++) {
             float *v = y + (size_t)h * hd;
-            float theta_base = (float)s->pos[r];
             for (int i = 0; i < n_rot / 2; i++) {
-                float theta = theta_base;
-                if (ff) theta /= ff[i];
-                theta *= fs;
-                const float c = cosf(theta), sn = sinf(theta);
                 const int i0 = neox ? i : 2 * i, i1 = neox ? i + n_rot / 2 : 2 * i + 1;
                 const float a = v[i0], b = v[i1];
-                v[i0] = a * c - b * sn;
-                v[i1] = a * sn + b * c;
-                theta_base *= theta_scale;
+                v[i0] = a * cs[i] - b * sn[i];
+                v[i1] = a * sn[i] + b * cs[i];
             }
         }
     }
@@ -100,6 +108,8 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
         memcpy(hx_tensor_row(&op->v_cache, row), hx_tensor_row(&op->src[2], r), kv_bytes);
     }
     const int64_t pairs = n * n_head;
+    const bool v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512 && hd % 16 == 0 && hd <= 256;
+    const size_t ks = op->k_cache.row_stride_bytes / sizeof(float), vs = op->v_cache.row_stride_bytes / sizeof(float);
     int64_t work = 0;
     for (int64_t r = 0; r < n; r++) work += (int64_t)(s->pos[r] + 1) * n_head * hd;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(hx_cpu_threads_for(work, n_threads))
@@ -113,6 +123,12 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
         const int h = (int)(ph % n_head), kvh = h / grp;
         const int64_t base = (int64_t)s->seq[r] * n_ctx, len = (int64_t)s->pos[r] + 1;
         const float *q = hx_tensor_row(&op->src[0], r) + (size_t)h * hd;
+        if (v512) {
+            hx__cpu_attn_row_avx512(q, hx_tensor_row(&op->k_cache, base) + (size_t)kvh * hd, ks,
+                                    hx_tensor_row(&op->v_cache, base) + (size_t)kvh * hd, vs, len,
+                                    hd, scale, hx_tensor_row(&op->dst, r) + (size_t)h * hd);
+            continue;
+        }
         float mx = -INFINITY;
         for (int64_t t = 0; t < len; t++) {
             const float *kk = hx_tensor_row(&op->k_cache, base + t) + (size_t)kvh * hd;
@@ -140,6 +156,7 @@ void hx__cpu_op_glu(const struct hx_op *op, int n_threads)
 {
     const int64_t n = op->src[0].n_rows, f = op->src[0].n_cols;
     const bool relu2 = op->desc.kind == HX_OP_RELU2_GLU;
+    const bool v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512;
 #pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * f, n_threads))
     for (int64_t r = 0; r < n; r++) {
         const float *g = hx_tensor_row(&op->src[0], r), *u = hx_tensor_row(&op->src[1], r);
@@ -149,6 +166,8 @@ void hx__cpu_op_glu(const struct hx_op *op, int n_threads)
                 const float a = g[c] > 0.0f ? g[c] : 0.0f;
                 y[c] = a * a * u[c];
             }
+        } else if (v512) {
+            hx__cpu_silu_glu_avx512(g, u, y, f);
         } else {
             for (int64_t c = 0; c < f; c++) y[c] = g[c] / (1.0f + expf(-g[c])) * u[c];
         }

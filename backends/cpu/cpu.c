@@ -103,7 +103,8 @@ static bool hx_cpu_supports(struct hx_device *dev, const struct hx_op_desc *op)
     case HX_OP_RMS_NORM:
         return op->p.norm.group <= 0 || op->n_in % op->p.norm.group == 0;
     case HX_OP_ROPE:
-        return op->p.rope.n_rot % 2 == 0 && op->p.rope.n_rot <= op->p.rope.head_dim;
+        return op->p.rope.n_rot % 2 == 0 && op->p.rope.n_rot <= op->p.rope.head_dim &&
+               op->p.rope.n_rot <= 1024;
     case HX_OP_ATTN:
         return op->p.attn.n_head_kv > 0 && op->p.attn.n_head % op->p.attn.n_head_kv == 0;
     case HX_OP_SWIGLU:

@@ -1,0 +1,97 @@
+/*
+ * cpu-ops-avx512.c — AVX-512 inner loops of the non-matmul ops that matter at prefill: causal
+ * attention for one (row, head) with an online softmax (one pass over the keys, blocks of 16),
+ * SiLU-GLU, and RMS norm's sum of squares. exp is a degree-6 polynomial of 2^f after range
+ * reduction (relative error ~2e-7 over the softmax's range), vectorized where libm's is not.
+ */
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu-impl.h"
+
+static inline __m512 hx_exp512(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
+    const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+    const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_set1_ps(1.5403530393381608e-4f);               /* ln2^6 / 6! */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f)); /* ln2^5 / 5! */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f)); /* ln2^4 / 4! */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f)); /* ln2^3 / 3! */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f)); /* ln2^2 / 2! */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f)); /* ln2 */
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+void hx__cpu_attn_row_avx512(const float *q, const float *k0, size_t k_stride, const float *v0,
+                             size_t v_stride, int64_t len, int hd, float scale, float *out)
+{
+    const int nv = hd / 16;
+    __m512 qv[16], o[16];
+    for (int v = 0; v < nv; v++) {
+        qv[v] = _mm512_mul_ps(_mm512_loadu_ps(q + 16 * v), _mm512_set1_ps(scale));
+        o[v] = _mm512_setzero_ps();
+    }
+    float m = -INFINITY, l = 0.0f;
+    float s[16] __attribute__((aligned(64)));
+    for (int64_t t0 = 0; t0 < len; t0 += 16) {
+        const int nt = (int)(len - t0 < 16 ? len - t0 : 16);
+        for (int j = 0; j < nt; j++) {
+            const float *kk = k0 + (size_t)(t0 + j) * k_stride;
+            __m512 a0 = _mm512_mul_ps(qv[0], _mm512_loadu_ps(kk)), a1 = _mm512_setzero_ps();
+            for (int v = 1; v < nv; v++) {
+                if (v & 1) a1 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(kk + 16 * v), a1);
+                else a0 = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(kk + 16 * v), a0);
+            }
+            s[j] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+        }
+        const __mmask16 mk = (__mmask16)((1u << nt) - 1);
+        const __m512 sv = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), mk, s);
+        const float mnew = fmaxf(m, _mm512_reduce_max_ps(sv));
+        const float corr = m == -INFINITY ? 0.0f : expf(m - mnew);
+        const __m512 p = _mm512_maskz_mov_ps(mk, hx_exp512(_mm512_sub_ps(sv, _mm512_set1_ps(mnew))));
+        l = l * corr + _mm512_reduce_add_ps(p);
+        _mm512_store_ps(s, p);
+        const __m512 vc = _mm512_set1_ps(corr);
+        for (int v = 0; v < nv; v++) o[v] = _mm512_mul_ps(o[v], vc);
+        for (int j = 0; j < nt; j++) {
+            const float *vv = v0 + (size_t)(t0 + j) * v_stride;
+            const __m512 pj = _mm512_set1_ps(s[j]);
+            for (int v = 0; v < nv; v++) o[v] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vv + 16 * v), o[v]);
+        }
+        m = mnew;
+    }
+    const __m512 il = _mm512_set1_ps(l > 0.0f ? 1.0f / l : 0.0f);
+    for (int v = 0; v < nv; v++) _mm512_storeu_ps(out + 16 * v, _mm512_mul_ps(o[v], il));
+}
+
+void hx__cpu_silu_glu_avx512(const float *g, const float *u, float *y, int64_t f)
+{
+    int64_t c = 0;
+    for (; c + 16 <= f; c += 16) {
+        const __m512 gv = _mm512_loadu_ps(g + c);
+        const __m512 e = hx_exp512(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+        const __m512 sg = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        _mm512_storeu_ps(y + c, _mm512_mul_ps(sg, _mm512_loadu_ps(u + c)));
+    }
+    for (; c < f; c++) y[c] = g[c] / (1.0f + expf(-g[c])) * u[c];
+}
+
+double hx__cpu_sumsq_avx512(const float *x, int64_t n)
+{
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+        const __m512d hi = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1)));
+        a0 = _mm512_fmadd_pd(lo, lo, a0);
+        a1 = _mm512_fmadd_pd(hi, hi, a1);
+    }
+    double s = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+    for (; i < n; i++) s += (double)x[i] * (double)x[i];
+    return s;
+}
