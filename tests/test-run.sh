@@ -18,6 +18,12 @@ want_text=$(sed -n '/BEGIN TEXT/,/END TEXT/p' "$D/stories260K/reference.txt" | s
 a=$("$E" run -m "$M" -p "Once" -n 20 --temp 0.9 --seed 7 --ids 2>/dev/null)
 b=$("$E" run -m "$M" -p "Once" -n 20 --temp 0.9 --seed 7 --ids 2>/dev/null)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "sampling is deterministic for a seed" || bad "seeded runs differ: $a / $b"
+# llama-2-tiny-random: F16, 32000-token SentencePiece vocabulary; random weights, so ref and
+# cpu are compared with each other (both compute F16 weights in f32) rather than with text.
+L=$D/misc/llama-2-tiny-random.gguf
+lr=$("$E" run -m "$L" -p "Hello world" -n 16 --temp 0 --ids --backend ref 2>/dev/null | xargs)
+lc=$("$E" run -m "$L" -p "Hello world" -n 16 --temp 0 --ids --backend cpu 2>/dev/null | xargs)
+[ "$(echo "$lc" | wc -w)" -eq 16 ] && [ "$lr" = "$lc" ] && ok "llama-2-tiny-random runs, cpu ids = ref ids" || bad "llama-2-tiny: ref '$lr' cpu '$lc'"
 expect_fail() { # name, expected exit, args...
   local name=$1 code=$2; shift 2
   out=$("$E" "$@" 2>&1); rc=$?
