@@ -6,11 +6,60 @@
 
 #include <stddef.h>
 
-/* Best-of-several read bandwidth in GB/s (1e9 bytes/s) of n_threads threads summing a
- * working_set_bytes buffer (make it exceed the last-level cache). 0 on allocation failure. */
+/* What one run of the read-bandwidth probe measured. GB/s are 1e9 bytes per second. */
+struct hx_app_bw {
+    double median_gbs;          /* the figure to compare kernels against (roofline) */
+    double best_gbs;            /* fastest pass */
+    size_t working_set_bytes;   /* bytes read per pass */
+    size_t llc_bytes;           /* last-level cache size found (0 = unknown) */
+    int n_threads;              /* threads that actually read */
+    int n_passes;               /* timed passes (after one untimed warm-up pass) */
+    const char *kernel;         /* "avx512", "avx2" or "scalar"; static storage */
+    int below_8x_llc;           /* 1 when the buffer was capped below 8× the LLC (memory) */
+    double other_cores;         /* cores other processes kept busy meanwhile (-1 unknown) */
+};
+
+/* Size of the largest data or unified CPU cache (sysfs, else sysconf); 0 if unknown. */
+size_t hx_app_llc_bytes(void);
+
+/* The probe's default working set: at least 8× the last-level cache and 256 MiB, but at most
+ * a quarter of the memory available now. */
+size_t hx_app_bw_default_bytes(void);
+
+/*
+ * Measure main-memory read bandwidth: n_threads OpenMP threads each stream their own slice of
+ * a working_set_bytes buffer (0 = hx_app_bw_default_bytes()) with wide loads into independent
+ * accumulators (AVX-512 or AVX2 where the CPU has it, chosen at run time), one untimed
+ * warm-up pass, then n_passes timed passes (at least 7). Returns 0, or -1 when the buffer
+ * cannot be allocated (*out zeroed). Blocks for about a second per GB of working set.
+ */
+int hx_app_bw_probe(int n_threads, size_t working_set_bytes, int n_passes, struct hx_app_bw *out);
+
+/* Median read bandwidth in GB/s of n_threads threads over at least working_set_bytes (raised to
+ * hx_app_bw_default_bytes() when smaller, so the buffer never fits in cache). 0 on allocation
+ * failure. Kept for callers that need only the one figure. */
 double hx_app_read_bandwidth_gbs(int n_threads, size_t working_set_bytes);
+
+/*
+ * How busy the machine is apart from this process: take a mark before and after a measurement;
+ * hx_app_other_cores gives the average number of cores that other processes (and the
+ * hypervisor, as steal time) kept busy in between, or -1 where /proc/stat is unavailable.
+ * Granularity is the kernel tick (about 10 ms), so spans under 0.1 s also give -1.
+ */
+struct hx_app_load_mark {
+    double t_us;
+    double busy_us;   /* all CPUs: user, nice, system, irq, softirq, steal */
+    double self_us;   /* this process: user + system */
+};
+void hx_app_load_mark(struct hx_app_load_mark *m);
+double hx_app_other_cores(const struct hx_app_load_mark *a, const struct hx_app_load_mark *b);
 
 double hx_app_mean(const double *v, size_t n);
 double hx_app_stddev(const double *v, size_t n);   /* sample standard deviation */
 double hx_app_median(const double *v, size_t n);   /* v is not modified */
+double hx_app_min(const double *v, size_t n);
+double hx_app_max(const double *v, size_t n);
 double hx_app_now_us(void);                        /* monotonic clock */
+
+/* `engine bench -m MODEL ...` (app/cmd-bench-model.c); app/cmd-bench.c routes to it. */
+int hx_cmd_bench_model(int argc, char **argv);

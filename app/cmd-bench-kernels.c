@@ -33,13 +33,14 @@ struct hx_bk_opts {
     int64_t ms[HX_BK_MAX];
     int n_ms;
     int threads, reps;
+    double bw_gbs;  /* --bw-gbs: skip the probe */
 };
 
 static void hx_bk_usage(void)
 {
     fprintf(stderr,
             "usage: engine bench --kernels [--backend B] [--types LIST] [--shapes qwen3|KxN,...]\n"
-            "                    [-m 1,512] [-t THREADS] [-r REPS] [-o md|json|csv]\n");
+            "                    [-m 1,512] [-t THREADS] [-r REPS] [-o md|json|csv] [--bw-gbs X]\n");
 }
 
 static bool hx_bk_parse_list(const char *s, int64_t *out, int *n, int64_t lo, int64_t hi)
@@ -101,6 +102,11 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
         else if (!strcmp(a, "-o")) o->fmt = v;
         else if (!strcmp(a, "--shapes")) { if (!hx_bk_parse_shapes(v, o)) return -1; }
         else if (!strcmp(a, "-m")) { if (!hx_bk_parse_list(v, o->ms, &o->n_ms, 1, 65536)) return -1; }
+        else if (!strcmp(a, "--bw-gbs")) {
+            char *end = NULL;
+            o->bw_gbs = strtod(v, &end);
+            if (!end || *end || !(o->bw_gbs > 0 && o->bw_gbs < 1e5)) return -1;
+        }
         else if (!strcmp(a, "-t")) { if (!hx_app_parse_i64(v, 1, 1024, &x)) return -1; o->threads = (int)x; }
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 5, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--types")) {
@@ -237,8 +243,13 @@ done:
 extern const struct hx_backend_ops hx_backend_cpu_ops;
 const struct hx_backend_ops *const hx__bench_keep_cpu = &hx_backend_cpu_ops;
 
+int hx_cmd_bench_npu(int argc, char **argv);   /* cmd-bench-npu.c: host overhead per stage */
+
 int hx_cmd_bench_kernels(int argc, char **argv)
 {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--backend") && !strncmp(argv[i + 1], "npu", 3))
+            return hx_cmd_bench_npu(argc, argv);
     struct hx_bk_opts o;
     int pr = hx_bk_parse(argc, argv, &o);
     if (pr) {
@@ -251,16 +262,24 @@ int hx_cmd_bench_kernels(int argc, char **argv)
         hx_app_error("bench", "%s", hx_last_error());
         return 1;
     }
-    const size_t bw_set = 256u << 20;
-    double bw = hx_app_read_bandwidth_gbs(o.threads, bw_set);
+    /* The probe reads as much as each case's working set (HX_BK_MIN_SET), so a GEMV's share
+     * compares like with like; --bw-gbs X skips it. */
+    struct hx_app_bw probe = {0};
+    double bw = o.bw_gbs;
+    if (bw <= 0 && hx_app_bw_probe(o.threads, HX_BK_MIN_SET, 9, &probe) == 0) bw = probe.median_gbs;
     bool md = !strcmp(o.fmt, "md"), js = !strcmp(o.fmt, "json");
     char desc[256] = "";
     if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
     if (md) {
         printf("# kernel benchmark: backend %s (%s)%s%s\n\n", dev->id, dev->info.name,
                desc[0] ? ", " : "", desc);
-        printf("read bandwidth probe: %.1f GB/s (%d threads, %zu MiB working set)\n\n", bw,
-               o.threads, bw_set >> 20);
+        if (o.bw_gbs > 0)
+            printf("read bandwidth: %.1f GB/s (given with --bw-gbs)\n\n", bw);
+        else
+            printf("read bandwidth probe: median %.1f GB/s, best %.1f GB/s (%d threads, %s loads, "
+                   "%zu MiB working set, %d passes; LLC reported %zu MiB)\n\n",
+                   bw, probe.best_gbs, probe.n_threads, probe.kernel ? probe.kernel : "?",
+                   probe.working_set_bytes >> 20, probe.n_passes, probe.llc_bytes >> 20);
         printf("| type | K×N | m | µs/call median (mean ± sd) | GB/s | GFLOP/s | %% of read BW | host µs | device µs |\n");
         printf("|---|---|---|---|---|---|---|---|---|\n");
     } else if (js) {

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# test-bench.sh — `engine bench -m ...` end to end on two tiny real models (stories260K, a
+# Qwen3 test model): the three output formats parse and carry the same rows, lists of
+# backends and policies give one row each, the per-token weight bytes follow from the tensor
+# table, and bad input fails with a message and the right exit status. It checks shapes and
+# invariants, never speeds (tests never time things).
+set -u
+E=${HX_ENGINE:?} D=${HX_DATA:?}
+S=$D/stories260K/stories260K.gguf Q=$D/qwen3/qwen3-micro-q8_0.gguf
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass+1)); echo "ok   $1"; }
+bad() { fail=$((fail+1)); echo "FAIL $1"; }
+# The probe's default buffer is 8x the last-level cache (GBs where CPUID reports a big L3), too
+# slow for a test: the markdown run probes a 256 MiB buffer, the others take a given bandwidth.
+B=(-p 16 -n 8 -r 2 -t 2)
+SMALL=(--bw-gbs 20)
+
+"$E" bench -m "$S" -m "$Q" "${B[@]}" --bw-mib 256 > "$T/md" 2> "$T/md.err"; rc=$?
+[ $rc -eq 0 ] && ok "markdown run exits 0" || bad "markdown run: exit $rc: $(tail -3 "$T/md.err")"
+n=$(grep -cE '^\| (stories260K|qwen3-micro-q8_0) \|.*\| (pp16|tg8) \|' "$T/md")
+[ "$n" -eq 4 ] && ok "markdown has a pp16 and a tg8 row per model" || bad "markdown rows: $n"
+grep -q '^| model | type | size | params | backend | policy' "$T/md" && ok "markdown header row" || bad "markdown header"
+grep -qE '^read bandwidth, 2 threads: median [0-9.]+ GB/s, best [0-9.]+ GB/s \((avx512|avx2|scalar) loads, 256 MiB' "$T/md" \
+  && ok "markdown states the measured bandwidth" || bad "bandwidth line: $(grep -i bandwidth "$T/md")"
+grep -q 'tg8 run 2/2' "$T/md.err" && ! grep -q 'run 2/2' "$T/md" && ok "progress goes to stderr only" \
+  || bad "progress not on stderr"
+
+"$E" bench -m "$S" -m "$Q" "${B[@]}" "${SMALL[@]}" -b cpu,ref -o json > "$T/json" 2> "$T/json.err"; rc=$?
+[ $rc -eq 0 ] && ok "json run exits 0" || bad "json run: exit $rc: $(tail -3 "$T/json.err")"
+python3 -m json.tool "$T/json" > /dev/null && ok "json parses (python3 -m json.tool)" || bad "json does not parse"
+python3 - "$T/json" <<'EOF' && ok "json: 8 rows, fields consistent, weight bytes per token from the tensor table" || bad "json content"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 8, len(rows)                       # 2 models x 2 backends x (pp16, tg8)
+assert {(r["model"], r["backend"], r["test"]) for r in rows} == {
+    (m, b, t) for m in ("stories260K", "qwen3-micro-q8_0") for b in ("cpu", "ref") for t in ("pp16", "tg8")}
+for r in rows:
+    assert r["n_reps"] == 2 and len(r["samples_ts"]) == 2 and len(r["samples_ns"]) == 2, r
+    assert r["median_ts"] > 0 and r["best_ts"] >= r["median_ts"] and r["n_threads"] == 2, r
+    assert r["bw_median_gbs"] == 20 and r["bw_kernel"] == "given", r
+    assert r["devices"] == r["backend"] and r["policy"] == "single", r
+    tg = r["test"].startswith("tg")
+    assert (r["implied_gbs"] is not None) == tg and (r["bw_share"] is not None) == tg, r
+    if tg:
+        assert abs(r["implied_gbs"] - r["weight_bytes_per_token"] * r["median_ts"] / 1e9) < 1e-2, r
+        assert abs(r["bw_share"] - r["implied_gbs"] / 20) < 1e-3, r
+    if r["model"] == "stories260K":
+        # separate output head: everything but the 512 x 64 F32 embedding table, plus one row
+        assert r["weight_bytes_per_token"] == r["model_size"] - 512 * 64 * 4 + 64 * 4, r
+        assert r["model_type"] == "F32" and r["model_arch"] == "llama", r
+    else:
+        # tied: the embedding is the head (read whole) and one row of it is looked up
+        assert 0 < r["weight_bytes_per_token"] - r["model_size"] <= 1024, r
+        assert r["model_type"] == "Q8_0" and r["model_arch"] == "qwen3", r
+EOF
+
+"$E" bench -m "$Q" "${B[@]}" "${SMALL[@]}" --policy single,gemm-offload -o csv > "$T/csv" 2> "$T/csv.err"; rc=$?
+[ $rc -eq 0 ] && ok "csv run exits 0" || bad "csv run: exit $rc: $(tail -3 "$T/csv.err")"
+python3 - "$T/csv" "$T/json" <<'EOF' && ok "csv: header + 4 rows, every row as wide as the header, same fields as json" || bad "csv content"
+import csv, json, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head, body = rows[0], rows[1:]
+assert len(body) == 4, len(body)                       # 2 policies x (pp16, tg8)
+assert all(len(r) == len(head) for r in body), [len(r) for r in rows]
+assert head == list(json.load(open(sys.argv[2]))[0].keys()), head
+recs = [dict(zip(head, r)) for r in body]
+assert sorted((r["policy"], r["test"]) for r in recs) == sorted(
+    (p, t) for p in ("single", "gemm-offload") for t in ("pp16", "tg8")), recs
+assert all((r["bw_share"] == "") == r["test"].startswith("pp") for r in recs), recs
+assert all(len(r["samples_ts"].split()) == 2 for r in recs), recs
+EOF
+
+"$E" bench -m "$S" -p 0 -n 4 -r 1 -t 2 --bw-mib 128 -o json > "$T/probe" 2>/dev/null
+python3 - "$T/probe" <<'EOF' && ok "probe: median and best of >= 7 passes over the asked buffer" || bad "probe fields: $(cat "$T/probe")"
+import json, sys
+r, = json.load(open(sys.argv[1]))
+assert r["test"] == "tg4" and r["bw_working_set_bytes"] == 128 << 20, r
+assert r["bw_passes"] >= 7 and 0 < r["bw_median_gbs"] <= r["bw_best_gbs"], r
+assert r["bw_kernel"] in ("avx512", "avx2", "scalar"), r
+EOF
+
+"$E" bench -m "$S" --policy all -p 16 -n 4 -r 1 "${SMALL[@]}" -o json > "$T/all" 2> "$T/all.err"; rc=$?
+python3 - "$T/all" <<'EOF' && [ $rc -eq 0 ] && ok "--policy all: runs what this build can, skips the rest, exit 0" || bad "--policy all: exit $rc: $(tail -3 "$T/all.err")"
+import json, sys
+pol = [r["policy"] for r in json.load(open(sys.argv[1]))]
+assert pol[:2] == ["single", "single"] and "cpu_only" in pol and len(pol) % 2 == 0, pol
+EOF
+
+expect_fail() { # name, expected exit, args...
+  local name=$1 code=$2; shift 2
+  out=$("$E" bench "$@" 2>&1 >/dev/null); rc=$?
+  if [ $rc -eq "$code" ] && [ -n "$out" ]; then ok "$name (exit $rc)"; else bad "$name: exit $rc: $out"; fi
+}
+expect_fail "missing model file" 1 -m /nonexistent.gguf -p 16 -n 8
+expect_fail "directory instead of a model" 1 -m "$D" -p 16 -n 8
+expect_fail "no model" 2 -p 16
+expect_fail "-p not a number" 2 -m "$S" -p abc
+expect_fail "-p negative" 2 -m "$S" -p -4
+expect_fail "-n empty list item" 2 -m "$S" -n 8,,
+expect_fail "-p 0 -n 0: nothing to measure" 2 -m "$S" -p 0 -n 0
+expect_fail "-r 0" 2 -m "$S" -r 0
+expect_fail "-t 0" 2 -m "$S" -t 0
+expect_fail "--bw-gbs not a number" 2 -m "$S" --bw-gbs fast
+expect_fail "unknown output format" 2 -m "$S" -o xml
+expect_fail "unknown flag" 2 -m "$S" --frobnicate
+expect_fail "flag without its value" 2 -m "$S" -p
+expect_fail "unknown backend, before any model is loaded" 2 -m /nonexistent.gguf -b warp9
+expect_fail "unknown backend in a list" 2 -m /nonexistent.gguf -b cpu,warp9
+expect_fail "unknown policy, before any model is loaded" 2 -m /nonexistent.gguf --policy warp
+expect_fail "malformed policy in a list" 2 -m /nonexistent.gguf --policy single,op-map:bogus=cpu
+expect_fail "unknown fallback device" 2 -m /nonexistent.gguf --fallback warp9
+out=$("$E" bench -m "$D/vocab/ggml-vocab-qwen2.gguf" -p 16 -n 8 "${SMALL[@]}" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 1 ] && [ -n "$out" ] && ok "vocab-only file fails cleanly (exit 1)" || bad "vocab-only: exit $rc: $out"
+"$E" bench --help | grep -q -- '--policy' && ok "bench --help" || bad "bench --help"
+"$E" bench --kernels --help > /dev/null 2>&1 && ok "--kernels still routes to the kernel benchmark" || bad "--kernels --help"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
