@@ -243,12 +243,13 @@ done:
 extern const struct hx_backend_ops hx_backend_cpu_ops;
 const struct hx_backend_ops *const hx__bench_keep_cpu = &hx_backend_cpu_ops;
 
-int hx_cmd_bench_npu(int argc, char **argv);   /* cmd-bench-npu.c: host overhead per stage */
+/* cmd-bench-npu.c: host overhead per stage (weak: a build without the NPU backend lacks it) */
+int hx_cmd_bench_npu(int argc, char **argv) __attribute__((weak));
 
 int hx_cmd_bench_kernels(int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--backend") && !strncmp(argv[i + 1], "npu", 3))
+        if (hx_cmd_bench_npu && !strcmp(argv[i], "--backend") && !strncmp(argv[i + 1], "npu", 3))
             return hx_cmd_bench_npu(argc, argv);
     struct hx_bk_opts o;
     int pr = hx_bk_parse(argc, argv, &o);
