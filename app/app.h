@@ -28,3 +28,18 @@ void hx_app_error(const char *cmd, const char *fmt, ...) __attribute__((format(p
 /* Parse helpers: strict (whole string, range-checked); false on bad input. */
 bool hx_app_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool hx_app_parse_f32(const char *s, float lo, float hi, float *out);
+
+/* Shared by quantize and mkmodel (defined in cmd-quantize.c): a progress line on stderr
+ * ("tensor i/n, MB, elapsed"), redrawn in place on a tty; when forced while stderr is not
+ * a tty, one line per tenth of the tensors. */
+struct hx_app_progress {
+    const char *what;
+    uint64_t total_bytes, done_bytes;
+    double t0_us, last_us;
+    bool enabled, tty;
+};
+void hx_app_progress_init(struct hx_app_progress *p, const char *what, bool force, uint64_t total_bytes);
+void hx_app_progress_step(struct hx_app_progress *p, uint64_t done, uint64_t total, uint64_t step_bytes);
+void hx_app_progress_end(struct hx_app_progress *p);
+/* general.file_type (llama_ftype) for a file whose matrices are mostly of this hx_dtype. */
+uint32_t hx_app_file_type(int dtype);

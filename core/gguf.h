@@ -130,40 +130,79 @@ bool hx__ggml_type_size(uint32_t ggml_type, int64_t *block_elems, size_t *block_
 /* ---- writer ------------------------------------------------------------------------------ */
 
 /*
- * Writer: collect metadata and tensor infos, then stream the file: header + kv + tensor
- * table + padding, then each tensor's data in order via a callback (so a converter never
- * holds the whole model in memory). general.alignment is written when not 32.
+ * Writer (core/gguf-write.c): collect metadata and tensor infos, then stream the file:
+ * header + kv + tensor table + zero padding, then each tensor's data in declaration order,
+ * produced by a callback into one reused buffer (so a converter never holds the whole model
+ * in memory, only its largest tensor). Tensor data starts at a multiple of the alignment and
+ * each tensor is zero-padded to it, contiguous in table order (what ggml's reader demands).
+ *
+ * Keys keep the order in which they were first set; setting an existing key replaces its
+ * value in place. "general.alignment" is special: it must be a power-of-two u32 and sets the
+ * alignment used for the file (hx__gguf_set_alignment does the same; default 32, and the key
+ * is only written when set). Every setter copies what it is given; the writer owns its data.
+ * Errors: HX_E_INVAL (bad key, value, name, shape; message says which), HX_E_NOMEM.
+ * One writer is used by one thread at a time.
  */
 struct hx_gguf_writer;
 
 int hx__gguf_writer_new(struct hx_gguf_writer **out);
-void hx__gguf_writer_free(struct hx_gguf_writer *w);
-/* Setting an existing key replaces its value. */
+void hx__gguf_writer_free(struct hx_gguf_writer *w);   /* NULL is fine */
+
+int hx__gguf_set_u8(struct hx_gguf_writer *w, const char *key, uint8_t v);
+int hx__gguf_set_i8(struct hx_gguf_writer *w, const char *key, int8_t v);
+int hx__gguf_set_u16(struct hx_gguf_writer *w, const char *key, uint16_t v);
+int hx__gguf_set_i16(struct hx_gguf_writer *w, const char *key, int16_t v);
 int hx__gguf_set_u32(struct hx_gguf_writer *w, const char *key, uint32_t v);
 int hx__gguf_set_i32(struct hx_gguf_writer *w, const char *key, int32_t v);
 int hx__gguf_set_u64(struct hx_gguf_writer *w, const char *key, uint64_t v);
+int hx__gguf_set_i64(struct hx_gguf_writer *w, const char *key, int64_t v);
 int hx__gguf_set_f32(struct hx_gguf_writer *w, const char *key, float v);
+int hx__gguf_set_f64(struct hx_gguf_writer *w, const char *key, double v);
 int hx__gguf_set_bool(struct hx_gguf_writer *w, const char *key, bool v);
+/* NUL-terminated string; hx__gguf_set_strn for counted bytes (may hold NULs). */
 int hx__gguf_set_str(struct hx_gguf_writer *w, const char *key, const char *v);
+int hx__gguf_set_strn(struct hx_gguf_writer *w, const char *key, const char *v, uint64_t len);
 /* Array of fixed-size elements (not STRING/ARRAY): count elements, raw little-endian bytes. */
 int hx__gguf_set_arr(struct hx_gguf_writer *w, const char *key, enum hx_gguf_type elem_type,
                      const void *data, uint64_t count);
 int hx__gguf_set_arr_str(struct hx_gguf_writer *w, const char *key, const char *const *strs,
                          uint64_t count);
-/* Copy a key/value (any type, nested arrays included) from a reader. */
+/* Array of arrays: element i is subs[i] (any element type, itself nested or not; the
+ * descriptors are what the reader's hx__gguf_get_arr / hx__gguf_arr_sub return). */
+int hx__gguf_set_arr_nested(struct hx_gguf_writer *w, const char *key,
+                            const struct hx_gguf_arr *subs, uint64_t count);
+/* Any value as the reader describes it (arrays: raw element bytes, validated here). */
+int hx__gguf_set_value(struct hx_gguf_writer *w, const char *key, const struct hx_gguf_value *v);
+/* Copy a key/value (any type, nested arrays included) from a reader. HX_E_INVAL if
+ * kv_index is out of range. */
 int hx__gguf_copy_kv(struct hx_gguf_writer *w, const struct hx_gguf *src, uint64_t kv_index);
+/* HX_E_NOTFOUND if the key is not set. */
 int hx__gguf_remove_kv(struct hx_gguf_writer *w, const char *key);
+/* Power of two; also sets (or, for 32 when absent, leaves out) general.alignment. */
 int hx__gguf_set_alignment(struct hx_gguf_writer *w, uint32_t alignment);
 
-/* Declare a tensor (order of calls = order in the file). nbytes must match type and shape. */
+/* Declare a tensor (order of calls = order in the file): name 1..63 bytes and unique,
+ * n_dims 1..4, ne[0..n_dims-1] >= 0, any ggml type id hx__ggml_type_size knows, ne[0] a
+ * multiple of its block. nbytes (optional) receives the tensor's data size. */
 int hx__gguf_add_tensor(struct hx_gguf_writer *w, const char *name, uint32_t ggml_type,
-                        uint32_t n_dims, const int64_t *ne);
+                        uint32_t n_dims, const int64_t *ne, size_t *nbytes);
+uint64_t hx__gguf_writer_n_tensors(const struct hx_gguf_writer *w);
 
-/* Produce tensor i's bytes: write exactly nbytes into dst. Return hx_status. */
+/* Produce tensor i's bytes: write exactly nbytes into dst. Return an hx_status; on failure
+ * set hx_last_error (the writer prefixes the tensor name). Called once per tensor, in order,
+ * from the thread that called hx__gguf_write. */
 typedef int (*hx_gguf_tensor_fill_fn)(void *user_data, uint64_t i, void *dst, size_t nbytes);
 
-/* Write the file atomically (temp file + rename; an existing file is kept on failure).
- * progress (optional) is called after each tensor with (done, total). */
+/* Progress: called after each tensor's data is written with (done tensors, total). */
 typedef void (*hx_gguf_progress_cb)(void *user_data, uint64_t done, uint64_t total);
+
+/*
+ * Write the file atomically: everything goes to "<path>.tmp.<pid>" in the same directory,
+ * which is fsynced and renamed over path only when complete, so a failure (bad callback,
+ * full disk, unwritable directory) leaves an existing file at path untouched and removes
+ * the temporary. HX_E_IO (message names the path and the OS error), HX_E_INVAL (path is a
+ * directory, fill is NULL while tensors exist), HX_E_NOMEM, or the fill callback's status.
+ * Blocks for the whole write. The writer is unchanged and may be written again.
+ */
 int hx__gguf_write(struct hx_gguf_writer *w, const char *path, hx_gguf_tensor_fill_fn fill,
                    hx_gguf_progress_cb progress, void *user_data);

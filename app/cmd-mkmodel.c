@@ -1,0 +1,425 @@
+/*
+ * cmd-mkmodel.c — `engine mkmodel --arch qwen3|llama --shape qwen3-0.6b|tiny --type T
+ * --vocab VOCAB.gguf -o OUT [--seed S] [--embd-type T] [--output-type T] [--threads N]
+ * [--progress]`: a random-weight model of a real shape, for tests and benchmarks.
+ *
+ * The vocabulary (every tokenizer.* key) comes from any GGUF that has one, typically a
+ * vocab-only file; n_vocab is its token count. Weights:
+ *   - matrices of a float or 8/4/6-bit type: approximately N(0, sigma²) (a sum of four
+ *     uniforms, so bounded at ±3.5 sigma), sigma = 1/sqrt(fan_in), and for the two matrices
+ *     that write into the residual stream (attn_output, ffn_down) a further 1/sqrt(2·n_layer)
+ *     (GPT-2's scaling), so the residual stream stays of order one through every layer;
+ *   - matrices of type TQ1_0/TQ2_0: ternary {-1, 0, +1}·s (each with probability 1/3,
+ *     s = sigma·sqrt(3/2) for the same variance), which the ternary formats store exactly;
+ *     Q1_0: binary ±s with s = sigma, also exact;
+ *   - token_embd: N(0, 0.02²); norm gains: 1.
+ * Each value is a hash of (seed, tensor index, row, column), so the file is the same byte for
+ * byte for a seed whatever the thread count. Embeddings are tied (no output.weight) unless
+ * --output-type asks for a separate LM head. Tensors stream through the GGUF writer one at a
+ * time (rows generated and quantized in parallel), so memory stays at about one tensor.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "app.h"
+#include "gguf.h"
+#include "hx-impl.h"
+
+struct hx_mk_shape {
+    const char *name;
+    int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
+    float rope_base, eps;
+};
+
+static const struct hx_mk_shape hx_mk_shapes[] = {
+    {"qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f},
+    {"tiny", 256, 4, 4, 2, 64, 768, 4096, 1e6f, 1e-6f},
+};
+
+enum hx_mk_kind { HX_MK_EMBD, HX_MK_NORM, HX_MK_MATRIX };
+
+struct hx_mk_tensor {
+    char name[64];
+    enum hx_dtype type;
+    uint32_t n_dims;
+    int64_t ne[2];
+    enum hx_mk_kind kind;
+    float sigma;
+    size_t nbytes;
+};
+
+struct hx_mk_opts {
+    const char *arch, *shape_name, *vocab, *out;
+    const struct hx_mk_shape *shape;
+    enum hx_dtype type, embd_type, output_type;
+    bool type_set, embd_set, output_set, progress;
+    uint64_t seed;
+    int n_threads;
+};
+
+struct hx_mk_job {
+    const struct hx_mk_opts *o;
+    struct hx_mk_tensor *t;
+    size_t n_t, cap_t;
+    int64_t n_vocab;
+    struct hx_app_progress bar;
+};
+
+static void hx_mk_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: engine mkmodel --shape qwen3-0.6b|tiny --type T --vocab VOCAB.gguf -o OUT.gguf [options]\n"
+            "  --arch A          qwen3 (default) or llama\n"
+            "  --type T          matrix type: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0\n"
+            "                    (TQ1_0/TQ2_0: ternary weights; Q1_0: binary weights)\n"
+            "  --vocab FILE      GGUF whose tokenizer.* keys are copied (e.g. ggml-vocab-qwen2.gguf)\n"
+            "  --seed S          random seed (default 1); same seed, same bytes\n"
+            "  --embd-type T     token_embd type (default: T, or Q8_0 for TQ1_0/TQ2_0/Q1_0)\n"
+            "  --output-type T   write an untied output.weight of type T (default: tied)\n"
+            "  --threads N       generation threads (default: all cores)\n"
+            "  --progress        progress line on stderr even when it is not a terminal\n"
+            "shapes: qwen3-0.6b (1024 wide, 28 layers, 16/8 heads x 128, FFN 3072),\n"
+            "        tiny (256 wide, 4 layers, 4/2 heads x 64, FFN 768)\n");
+}
+
+/* ---- options ------------------------------------------------------------------------------- */
+
+static bool hx_mk_type(const char *s, enum hx_dtype *out, bool *set)
+{
+    if (hx_dtype_from_name(s, out) == HX_OK) return *set = true;
+    hx_app_error("mkmodel", "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0)", s);
+    return false;
+}
+
+static int hx_mk_parse_one(struct hx_mk_opts *o, const char *a, const char *v)
+{
+    int64_t n;
+    if (!strcmp(a, "--arch")) o->arch = v;
+    else if (!strcmp(a, "--shape")) o->shape_name = v;
+    else if (!strcmp(a, "--vocab")) o->vocab = v;
+    else if (!strcmp(a, "-o") || !strcmp(a, "--output")) o->out = v;
+    else if (!strcmp(a, "--type")) return hx_mk_type(v, &o->type, &o->type_set) ? 0 : 2;
+    else if (!strcmp(a, "--embd-type")) return hx_mk_type(v, &o->embd_type, &o->embd_set) ? 0 : 2;
+    else if (!strcmp(a, "--output-type")) return hx_mk_type(v, &o->output_type, &o->output_set) ? 0 : 2;
+    else if (!strcmp(a, "--seed")) {
+        if (!hx_app_parse_i64(v, 0, INT64_MAX, &n)) return hx_app_error("mkmodel", "bad --seed '%s'", v), 2;
+        o->seed = (uint64_t)n;
+    } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
+        if (!hx_app_parse_i64(v, 1, 1024, &n)) return hx_app_error("mkmodel", "--threads wants 1..1024, not '%s'", v), 2;
+        o->n_threads = (int)n;
+    } else return hx_app_error("mkmodel", "unknown option '%s' (see --help)", a), 2;
+    return 0;
+}
+
+static int hx_mk_check(struct hx_mk_opts *o)
+{
+    if (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama"))
+        return hx_app_error("mkmodel", "unknown --arch '%s' (known: qwen3, llama)", o->arch), 2;
+    for (size_t i = 0; o->shape_name && i < HX_ARRAY_LEN(hx_mk_shapes); i++)
+        if (!strcmp(o->shape_name, hx_mk_shapes[i].name)) o->shape = &hx_mk_shapes[i];
+    if (!o->shape)
+        return hx_app_error("mkmodel", "%s --shape '%s' (known: qwen3-0.6b, tiny)", o->shape_name ? "unknown" : "missing",
+                            o->shape_name ? o->shape_name : ""), 2;
+    if (!o->type_set) return hx_app_error("mkmodel", "missing --type"), 2;
+    if (!o->vocab) return hx_app_error("mkmodel", "missing --vocab FILE.gguf"), 2;
+    if (!o->out) return hx_app_error("mkmodel", "missing -o OUT.gguf"), 2;
+    bool low = o->type == HX_DTYPE_TQ1_0 || o->type == HX_DTYPE_TQ2_0 || o->type == HX_DTYPE_Q1_0;
+    if (!o->embd_set) o->embd_type = low ? HX_DTYPE_Q8_0 : o->type;
+    struct stat a, b;
+    if (stat(o->vocab, &a) == 0 && stat(o->out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return hx_app_error("mkmodel", "the output '%s' is the vocabulary file", o->out), 2;
+    return 0;
+}
+
+static int hx_mk_parse(int argc, char **argv, struct hx_mk_opts *o)
+{
+    o->arch = "qwen3";
+    o->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return hx_mk_usage(stdout), -1;
+        if (!strcmp(a, "--progress")) {
+            o->progress = true;
+            continue;
+        }
+        if (a[0] != '-') return hx_app_error("mkmodel", "unexpected argument '%s' (see --help)", a), 2;
+        if (i + 1 >= argc) return hx_app_error("mkmodel", "option '%s' needs a value", a), 2;
+        int rc = hx_mk_parse_one(o, a, argv[++i]);
+        if (rc) return rc;
+    }
+    return hx_mk_check(o);
+}
+
+/* ---- tensor list ------------------------------------------------------------------------------ */
+
+static int hx_mk_add(struct hx_mk_job *j, const char *name, enum hx_dtype type, int64_t ne0, int64_t ne1,
+                     enum hx_mk_kind kind, float sigma)
+{
+    if (j->n_t == j->cap_t) {
+        size_t cap = j->cap_t ? 2 * j->cap_t : 64;
+        struct hx_mk_tensor *t = hx__realloc(j->t, cap * sizeof *t);
+        if (!t) return HX_E_NOMEM;
+        j->t = t, j->cap_t = cap;
+    }
+    if (kind == HX_MK_NORM) type = HX_DTYPE_F32;
+    if (ne0 % hx_dtype_block_elems(type))
+        return hx__set_error(HX_E_INVAL, "%s: rows of %lld do not fit %s's block of %lld", name, (long long)ne0,
+                             hx_dtype_name(type), (long long)hx_dtype_block_elems(type));
+    struct hx_mk_tensor *t = &j->t[j->n_t++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->type = type;
+    t->n_dims = ne1 ? 2 : 1;
+    t->ne[0] = ne0, t->ne[1] = ne1 ? ne1 : 1;
+    t->kind = kind;
+    t->sigma = sigma;
+    return HX_OK;
+}
+
+static int hx_mk_layer(struct hx_mk_job *j, int64_t il)
+{
+    const struct hx_mk_shape *s = j->o->shape;
+    enum hx_dtype T = j->o->type;
+    int64_t nq = s->n_head * s->head_dim, nkv = s->n_head_kv * s->head_dim;
+    float in_e = 1.0f / sqrtf((float)s->n_embd), res = 1.0f / sqrtf(2.0f * (float)s->n_layer);
+    char b[64];
+    int st = 0;
+    bool qwen3 = !strcmp(j->o->arch, "qwen3");
+#define HX_MK(fmt) (snprintf(b, sizeof b, "blk.%lld." fmt, (long long)il), b)
+    st = st ? st : hx_mk_add(j, HX_MK("attn_norm.weight"), T, s->n_embd, 0, HX_MK_NORM, 0);
+    st = st ? st : hx_mk_add(j, HX_MK("attn_q.weight"), T, s->n_embd, nq, HX_MK_MATRIX, in_e);
+    st = st ? st : hx_mk_add(j, HX_MK("attn_k.weight"), T, s->n_embd, nkv, HX_MK_MATRIX, in_e);
+    st = st ? st : hx_mk_add(j, HX_MK("attn_v.weight"), T, s->n_embd, nkv, HX_MK_MATRIX, in_e);
+    if (qwen3) {
+        st = st ? st : hx_mk_add(j, HX_MK("attn_q_norm.weight"), T, s->head_dim, 0, HX_MK_NORM, 0);
+        st = st ? st : hx_mk_add(j, HX_MK("attn_k_norm.weight"), T, s->head_dim, 0, HX_MK_NORM, 0);
+    }
+    st = st ? st : hx_mk_add(j, HX_MK("attn_output.weight"), T, nq, s->n_embd, HX_MK_MATRIX, res / sqrtf((float)nq));
+    st = st ? st : hx_mk_add(j, HX_MK("ffn_norm.weight"), T, s->n_embd, 0, HX_MK_NORM, 0);
+    st = st ? st : hx_mk_add(j, HX_MK("ffn_gate.weight"), T, s->n_embd, s->n_ff, HX_MK_MATRIX, in_e);
+    st = st ? st : hx_mk_add(j, HX_MK("ffn_up.weight"), T, s->n_embd, s->n_ff, HX_MK_MATRIX, in_e);
+    st = st ? st : hx_mk_add(j, HX_MK("ffn_down.weight"), T, s->n_ff, s->n_embd, HX_MK_MATRIX, res / sqrtf((float)s->n_ff));
+#undef HX_MK
+    return st;
+}
+
+/* Same order as llama.cpp's converters: embedding, layers, final norm, LM head. */
+static int hx_mk_tensors(struct hx_mk_job *j)
+{
+    const struct hx_mk_shape *s = j->o->shape;
+    int st = hx_mk_add(j, "token_embd.weight", j->o->embd_type, s->n_embd, j->n_vocab, HX_MK_EMBD, 0.02f);
+    for (int64_t il = 0; il < s->n_layer && !st; il++) st = hx_mk_layer(j, il);
+    if (!st) st = hx_mk_add(j, "output_norm.weight", HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, 0);
+    if (!st && j->o->output_set)
+        st = hx_mk_add(j, "output.weight", j->o->output_type, s->n_embd, j->n_vocab, HX_MK_MATRIX,
+                       1.0f / sqrtf((float)s->n_embd));
+    return st;
+}
+
+/* ---- metadata ------------------------------------------------------------------------------- */
+
+/* Open the vocabulary file; n_vocab is its token count. */
+static int hx_mk_vocab_open(struct hx_mk_job *j, struct hx_gguf **out)
+{
+    struct hx_gguf_arr toks;
+    if (hx__gguf_open(j->o->vocab, false, out) != HX_OK) return 1;
+    if (hx__gguf_get_arr(*out, "tokenizer.ggml.tokens", &toks) != HX_OK || toks.elem_type != HX_GGUF_STRING ||
+        toks.count == 0) {
+        hx__gguf_close(*out);
+        *out = NULL;
+        return hx__set_error(HX_E_FORMAT, "'%s' has no tokenizer.ggml.tokens string array", j->o->vocab), 1;
+    }
+    j->n_vocab = (int64_t)toks.count;
+    return 0;
+}
+
+static int hx_mk_hparams(struct hx_mk_job *j, struct hx_gguf_writer *w)
+{
+    const struct hx_mk_shape *s = j->o->shape;
+    const char *a = j->o->arch;
+    char key[96], name[128];
+    int st = 0;
+#define HX_K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+    st = st ? st : hx__gguf_set_u32(w, HX_K("context_length"), (uint32_t)s->n_ctx);
+    st = st ? st : hx__gguf_set_u32(w, HX_K("embedding_length"), (uint32_t)s->n_embd);
+    st = st ? st : hx__gguf_set_u32(w, HX_K("block_count"), (uint32_t)s->n_layer);
+    st = st ? st : hx__gguf_set_u32(w, HX_K("feed_forward_length"), (uint32_t)s->n_ff);
+    st = st ? st : hx__gguf_set_u32(w, HX_K("attention.head_count"), (uint32_t)s->n_head);
+    st = st ? st : hx__gguf_set_u32(w, HX_K("attention.head_count_kv"), (uint32_t)s->n_head_kv);
+    st = st ? st : hx__gguf_set_u32(w, HX_K("attention.key_length"), (uint32_t)s->head_dim);
+    st = st ? st : hx__gguf_set_u32(w, HX_K("attention.value_length"), (uint32_t)s->head_dim);
+    st = st ? st : hx__gguf_set_u32(w, HX_K("rope.dimension_count"), (uint32_t)s->head_dim);
+    st = st ? st : hx__gguf_set_f32(w, HX_K("rope.freq_base"), s->rope_base);
+    st = st ? st : hx__gguf_set_f32(w, HX_K("attention.layer_norm_rms_epsilon"), s->eps);
+    st = st ? st : hx__gguf_set_u32(w, HX_K("vocab_size"), (uint32_t)j->n_vocab);
+#undef HX_K
+    snprintf(name, sizeof name, "hx-mkmodel %s %s %s seed %llu", a, s->name, hx_dtype_name(j->o->type),
+             (unsigned long long)j->o->seed);
+    st = st ? st : hx__gguf_set_str(w, "general.name", name);
+    return st;
+}
+
+static int hx_mk_metadata(struct hx_mk_job *j, struct hx_gguf_writer *w)
+{
+    struct hx_gguf *v;
+    if (hx_mk_vocab_open(j, &v)) return 1;
+    /* general.*, then the hparams, then the vocabulary, as converters write them. */
+    int st = hx__gguf_set_str(w, "general.architecture", j->o->arch);
+    st = st ? st : hx__gguf_set_str(w, "general.type", "model");
+    st = st ? st : hx__gguf_set_u32(w, "general.file_type", hx_app_file_type(j->o->type));
+    if (!st && (hx_dtype_is_quantized(j->o->type) || hx_dtype_is_quantized(j->o->embd_type) ||
+                (j->o->output_set && hx_dtype_is_quantized(j->o->output_type))))
+        st = hx__gguf_set_u32(w, "general.quantization_version", 2);
+    st = st ? st : hx_mk_hparams(j, w);
+    for (uint64_t i = 0; i < v->n_kv && !st; i++)
+        if (!strncmp(v->kv[i].key, "tokenizer.", 10)) st = hx__gguf_copy_kv(w, v, i);
+    hx__gguf_close(v);
+    return st ? 1 : 0;
+}
+
+/* ---- values ---------------------------------------------------------------------------------- */
+
+static inline uint64_t hx_mk_mix(uint64_t z)
+{
+    z ^= z >> 30;
+    z *= 0xbf58476d1ce4e5b9ull;
+    z ^= z >> 27;
+    z *= 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Row r of tensor k: values depend only on (seed, k, r, c). */
+static void hx_mk_row(const struct hx_mk_tensor *t, uint64_t seed, uint64_t k, int64_t r, float *x)
+{
+    int64_t n = t->ne[0];
+    if (t->kind == HX_MK_NORM) {
+        for (int64_t c = 0; c < n; c++) x[c] = 1.0f;
+        return;
+    }
+    uint64_t key = hx_mk_mix(hx_mk_mix(seed ^ 0x6a09e667f3bcc908ull) ^ hx_mk_mix((k + 1) * 0x3c6ef372fe94f82bull) ^
+                             (uint64_t)r * 0x9e3779b97f4a7c15ull);
+    bool ternary = t->type == HX_DTYPE_TQ1_0 || t->type == HX_DTYPE_TQ2_0, binary = t->type == HX_DTYPE_Q1_0;
+    float sigma = t->sigma;
+    if (ternary) {
+        float s = sigma * sqrtf(1.5f);
+        for (int64_t c = 0; c < n; c++) {
+            uint64_t h = hx_mk_mix(key + (uint64_t)(c + 1) * 0x9e3779b97f4a7c15ull);
+            x[c] = (float)((int)(((h >> 32) * 3) >> 32) - 1) * s;
+        }
+    } else if (binary) {
+        for (int64_t c = 0; c < n; c++) {
+            uint64_t h = hx_mk_mix(key + (uint64_t)(c + 1) * 0x9e3779b97f4a7c15ull);
+            x[c] = (h >> 63) ? sigma : -sigma;
+        }
+    } else {
+        /* Sum of four 16-bit uniforms: mean 131070, standard deviation 65536/sqrt(3). */
+        const float scale = sigma * 1.7320508f / 65536.0f;
+        for (int64_t c = 0; c < n; c++) {
+            uint64_t h = hx_mk_mix(key + (uint64_t)(c + 1) * 0x9e3779b97f4a7c15ull);
+            int64_t sum = (int64_t)(h & 0xffff) + (int64_t)((h >> 16) & 0xffff) + (int64_t)((h >> 32) & 0xffff) +
+                          (int64_t)(h >> 48);
+            x[c] = (float)(sum - 131070) * scale;
+        }
+    }
+}
+
+/* Below this many elements a tensor is generated by one thread: on a busy machine a parallel
+ * region can cost a scheduler time slice, more than the work itself. */
+#define HX_MK_PARALLEL_MIN (1 << 20)
+
+static int hx_mk_fill(void *user_data, uint64_t i, void *dst, size_t nbytes)
+{
+    struct hx_mk_job *j = user_data;
+    const struct hx_mk_tensor *t = &j->t[i];
+    size_t rb = hx_dtype_row_bytes(t->type, t->ne[0]);
+    if (rb * (size_t)t->ne[1] != nbytes) return hx__set_error(HX_E_INTERNAL, "size mismatch");
+    int status = HX_OK;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(j->o->n_threads) if (t->ne[0] * t->ne[1] >= HX_MK_PARALLEL_MIN)
+#endif
+    {
+        float *x = hx__malloc((size_t)t->ne[0] * sizeof *x);
+        int my = x ? HX_OK : HX_E_NOMEM;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int64_t r = 0; r < t->ne[1]; r++) {
+            if (my) continue;
+            hx_mk_row(t, j->o->seed, i, r, x);
+            my = hx_quantize_row(t->type, x, (uint8_t *)dst + (size_t)r * rb, t->ne[0]);
+        }
+        hx__free(x);
+        if (my) {
+#ifdef _OPENMP
+#pragma omp critical
+#endif
+            status = my;
+        }
+    }
+    return status;
+}
+
+static void hx_mk_progress(void *user_data, uint64_t done, uint64_t total)
+{
+    struct hx_mk_job *j = user_data;
+    hx_app_progress_step(&j->bar, done, total, j->t[done - 1].nbytes);
+}
+
+/* ---- command -------------------------------------------------------------------------------- */
+
+static int hx_mk_write(struct hx_mk_job *j)
+{
+    struct hx_gguf_writer *w;
+    if (hx__gguf_writer_new(&w)) return hx_app_error("mkmodel", "out of memory"), 1;
+    int rc = 1;
+    size_t total = 0;
+    int64_t params = 0;
+    if (hx_mk_metadata(j, w) || hx_mk_tensors(j)) {
+        hx_app_error("mkmodel", "%s", hx_last_error());
+        goto out;
+    }
+    for (size_t i = 0; i < j->n_t; i++) {
+        const struct hx_mk_tensor *t = &j->t[i];
+        if (hx__gguf_add_tensor(w, t->name, hx_dtype_to_ggml(t->type), t->n_dims, t->ne, &j->t[i].nbytes)) {
+            hx_app_error("mkmodel", "%s", hx_last_error());
+            goto out;
+        }
+        total += j->t[i].nbytes;
+        params += t->ne[0] * t->ne[1];
+    }
+    double t0 = hx__time_us();
+    hx_app_progress_init(&j->bar, "mkmodel", j->o->progress, total);
+    if (hx__gguf_write(w, j->o->out, hx_mk_fill, hx_mk_progress, j)) {
+        hx_app_error("mkmodel", "%s (nothing written to '%s')", hx_last_error(), j->o->out);
+        goto out;
+    }
+    hx_app_progress_end(&j->bar);
+    fprintf(stderr, "engine mkmodel: wrote %s: %s %s, %s matrices, %s embedding%s%s, vocab %lld, %.1fM parameters, %zu tensors, %.1f MB, %.2f s\n",
+            j->o->out, j->o->arch, j->o->shape->name, hx_dtype_name(j->o->type), hx_dtype_name(j->o->embd_type),
+            j->o->output_set ? ", output " : " (tied)", j->o->output_set ? hx_dtype_name(j->o->output_type) : "",
+            (long long)j->n_vocab, params / 1e6, j->n_t, total / 1e6, (hx__time_us() - t0) / 1e6);
+    rc = 0;
+out:
+    hx__gguf_writer_free(w);
+    return rc;
+}
+
+int hx_cmd_mkmodel(int argc, char **argv)
+{
+    struct hx_mk_opts o = {0};
+    int rc = hx_mk_parse(argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+#ifdef _OPENMP
+    if (!o.n_threads) o.n_threads = omp_get_max_threads();
+#endif
+    if (!o.n_threads) o.n_threads = 1;
+    struct hx_mk_job j = {.o = &o};
+    rc = hx_mk_write(&j);
+    hx__free(j.t);
+    return rc;
+}
