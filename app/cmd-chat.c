@@ -102,6 +102,13 @@ int hx_cmd_chat(int argc, char **argv)
     if ((rc = hx_cli_open("chat", &o, &st.m, &st.c))) return rc;
     struct hx_model_info mi = {.struct_size = sizeof mi};
     hx_model_get_info(st.m, &mi);
+    if (hx_vocab_n_eog(st.m) == 0) {
+        hx_app_error("chat", "the vocabulary has no end-of-turn or end-of-sequence token, so an "
+                             "answer could never end; use `engine run -n N` with this model");
+        hx_context_free(st.c);
+        hx_model_free(st.m);
+        return 1;
+    }
     char *probe = NULL;
     struct hx_chat_msg hello = {"user", "hi"};
     if (hx_chat_apply(st.m, o.chat_template, &hello, 1, true, true, &probe) != HX_OK) {

@@ -44,6 +44,9 @@ int hx_cmd_run(int argc, char **argv)
     struct hx_model *m;
     struct hx_context *c;
     if ((rc = hx_cli_open("run", &o, &m, &c))) return rc;
+    if (hx_vocab_n_eog(m) == 0)
+        fprintf(stderr, "engine run: note: the vocabulary has no end-of-generation token; "
+                        "generation stops after -n %lld tokens\n", (long long)o.n_predict);
     hx_token *ids = NULL, *out = NULL;
     struct hx_sampler *s = NULL;
     struct hx_detok *dt = NULL;

@@ -67,6 +67,12 @@ bool hx_vocab_is_eog(const struct hx_model *model, hx_token tok)
     return hx__vocab_is_eog(hx_vocab_of(model), tok);
 }
 
+int64_t hx_vocab_n_eog(const struct hx_model *model)
+{
+    const struct hx_vocab *v = hx_vocab_of(model);
+    return v ? v->n_eog : 0;
+}
+
 const char *hx_vocab_text(const struct hx_model *model, hx_token tok)
 {
     return hx__vocab_text(hx_vocab_of(model), tok);

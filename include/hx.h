@@ -199,6 +199,9 @@ HX_API int64_t hx_vocab_n_tokens(const struct hx_model *model);
 HX_API hx_token hx_vocab_bos(const struct hx_model *model); /* HX_TOKEN_NULL if none */
 HX_API hx_token hx_vocab_eos(const struct hx_model *model); /* HX_TOKEN_NULL if none */
 HX_API bool hx_vocab_is_eog(const struct hx_model *model, hx_token tok); /* end of generation */
+/* How many end-of-generation tokens (EOS, EOT, EOM, ...) the vocabulary has; 0 = generation
+ * can only stop at a length limit. */
+HX_API int64_t hx_vocab_n_eog(const struct hx_model *model);
 HX_API bool hx_vocab_add_bos(const struct hx_model *model);
 /* Token text as stored (borrowed), NULL if out of range. */
 HX_API const char *hx_vocab_text(const struct hx_model *model, hx_token tok);

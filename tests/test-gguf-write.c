@@ -833,3 +833,38 @@ TEST(mkmodel_qwen3_tq2_0_logits_are_sane) { check_logits("qwen3", "TQ2_0"); }
 TEST(mkmodel_llama_q4_k_logits_are_sane) { check_logits("llama", "Q4_K"); }
 
 TEST_MAIN()
+
+/* ---- an EOS-less vocabulary ------------------------------------------------------------------ */
+
+/* stories260K with tokenizer.ggml.eos_token_id = -1 ("none", as converters write it): no end
+ * of generation at all. `run` still works (bounded by -n, with a note); `chat` refuses with a
+ * message, since an answer could never end. */
+TEST(eos_less_vocabulary_is_handled)
+{
+    char src[1024];
+    snprintf(src, sizeof src, "%s/stories260K/stories260K.gguf", getenv("HX_DATA") ? getenv("HX_DATA") : "../shared/data");
+    struct hx_gguf *g;
+    struct hx_gguf_writer *w;
+    ASSERT_OK(hx__gguf_open(src, false, &g));
+    ASSERT_OK(hx__gguf_writer_new(&w));
+    for (uint64_t i = 0; i < g->n_kv; i++) ASSERT_OK(hx__gguf_copy_kv(w, g, i));
+    ASSERT_OK(hx__gguf_set_u32(w, "tokenizer.ggml.eos_token_id", UINT32_MAX));
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const struct hx_gguf_tensor *t = &g->tensors[i];
+        ASSERT_OK(hx__gguf_add_tensor(w, t->name, t->ggml_type, t->n_dims ? t->n_dims : 1, t->ne, NULL));
+    }
+    const char *out = tmp_path("no-eos.gguf");
+    ASSERT_OK(hx__gguf_write(w, out, fill_copy, NULL, g));
+    hx__gguf_writer_free(w);
+    hx__gguf_close(g);
+
+    struct hx_model *m = NULL;
+    ASSERT_OK(hx_model_load(out, NULL, &m));
+    ASSERT_EQ(hx_vocab_n_eog(m), 0);
+    ASSERT_TRUE(hx_vocab_eos(m) == HX_TOKEN_NULL);
+    hx_model_free(m);
+    const char *run_args[] = {"run", "-m", out, "-p", "Once upon a time", "-n", "8", "--temp", "0", "--ids", NULL};
+    ASSERT_EQ(run_cmd(hx_cmd_run, run_args), 0);
+    const char *chat_args[] = {"chat", "-m", out, "--chat-template", "llama2", NULL};
+    ASSERT_EQ(run_cmd(hx_cmd_chat, chat_args), 1);
+}
