@@ -23,15 +23,23 @@ static void hx_devices_print_one(const struct hx_backend_entry *e, int i)
     printf("%s\n", info.simulated ? "  [simulated: timings are not hardware performance]" : "");
 }
 
+void hx_app_npu_report(const char *kernels_dir, const char *model);   /* cmd-bench-npu.c */
+
 int hx_cmd_devices(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: engine devices\n  list backends compiled in, their devices, and why any is unavailable\n");
+        printf("usage: engine devices [--npu-kernels DIR] [-m MODEL]\n  list backends compiled in, their devices, and why any is unavailable;\n"
+               "  for NPU devices the kernel manifest, its kernels and the GEMMs (of MODEL) they cover\n");
         return 0;
     }
-    if (argc > 1) {
-        hx_app_error("devices", "unexpected argument '%s'", argv[1]);
-        return 2;
+    const char *npu_kernels = NULL, *model = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 < argc && !strcmp(argv[i], "--npu-kernels")) npu_kernels = argv[++i];
+        else if (i + 1 < argc && (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model"))) model = argv[++i];
+        else {
+            hx_app_error("devices", "unexpected argument '%s'", argv[i]);
+            return 2;
+        }
     }
     int n = hx__registry_count();
     printf("hx %s: %d backends compiled in\n", hx_version(), n);
@@ -48,6 +56,7 @@ int hx_cmd_devices(int argc, char **argv)
                (st != HX_OK || nd == 0) ? ": " : "", (st != HX_OK || nd == 0) ? (why[0] ? why : hx_strerror(st)) : "");
         for (int i = 0; i < nd; i++) hx_devices_print_one(e, i);
     }
+    hx_app_npu_report(npu_kernels, model);
     const struct hx_backend_entry *def = hx_backend_find(NULL);
     printf("default backend: %s\n", def ? def->ops->name : "(none)");
     return 0;

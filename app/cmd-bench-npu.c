@@ -1,0 +1,457 @@
+/*
+ * cmd-bench-npu.c — the NPU pieces of `engine`:
+ *
+ *  - `engine bench --kernels --backend npu-sim|npu` (routed here by cmd-bench-kernels.c): host
+ *    overhead per GEMM call — quantize, copy, sync, launch, read back, dequantize — for the
+ *    Qwen3-0.6B shapes at M = 1 and M = 128, from the backend's "hx.timing" and
+ *    "hx.npu.stages" counters, reported apart from device time. On npu-sim the device time is
+ *    the latency model's, labelled "modelled"; the wall time includes the simulator's CPU
+ *    emulation of the kernel and is not NPU performance.
+ *  - `engine devices` (hx_app_npu_report): the kernel manifest each NPU device uses, its
+ *    kernels, and which of the model's GEMMs (or Qwen3-0.6B's) each covers and how.
+ *
+ * Benchmarks never assert; the ≤ 50 µs target for the M = 1 1024→4096 and 1024→6144 shapes
+ * is printed as met or not.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "graph.h"
+#include "registry.h"
+
+#define HX_BN_MAX 32
+#define HX_BN_STAGES 6
+
+/* From backends/npu (npu-impl.h), weak so an engine built without the NPU backend links. */
+int hx__npu_sim_configure(const char *spec);
+int hx__npu_write_synthetic_kernels(const char *dir, char *err, size_t n);
+#pragma weak hx__npu_sim_configure
+#pragma weak hx__npu_write_synthetic_kernels
+
+/* Entry points (called from cmd-bench-kernels.c and cmd-devices.c). */
+int hx_cmd_bench_npu(int argc, char **argv);
+void hx_app_npu_report(const char *kernels_dir, const char *model);
+
+struct hx_bn_opts {
+    const char *backend, *kernels, *fmt, *latency, *compute, *exec, *write_dir;
+    enum hx_dtype type;
+    int64_t shapes[HX_BN_MAX][2];
+    int n_shapes;
+    int64_t ms[HX_BN_MAX];
+    int n_ms;
+    int reps;
+};
+
+static void hx_bn_usage(void)
+{
+    fprintf(stderr,
+            "usage: engine bench --kernels --backend npu-sim|npu [--npu-kernels DIR]\n"
+            "       [--shapes qwen3|KxN,...] [-m 1,128] [-r REPS] [--types TYPE]\n"
+            "       [--latency model|sleep|off] [--compute on|off] [--exec lazy|thread] [-o md|json]\n"
+            "       [--write-kernels DIR]   (write the simulator's synthetic kernels and exit)\n"
+            "host overhead per GEMM call, split into stages, apart from (modelled) device time\n");
+}
+
+static const int64_t hx_bn_qwen3[][2] = {{1024, 4096}, {2048, 1024}, {1024, 6144}, {3072, 1024},
+                                         {1024, 151936}};
+
+static bool hx_bn_list(const char *s, int64_t *out, int *n)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    *n = 0;
+    for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+        if (*n >= HX_BN_MAX || !hx_app_parse_i64(t, 1, 65536, &out[*n])) return false;
+        (*n)++;
+    }
+    return *n > 0;
+}
+
+static bool hx_bn_shapes(const char *s, struct hx_bn_opts *o)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    o->n_shapes = 0;
+    for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+        if (!strcmp(t, "qwen3")) {
+            for (size_t i = 0; i < HX_ARRAY_LEN(hx_bn_qwen3) && o->n_shapes < HX_BN_MAX; i++) {
+                o->shapes[o->n_shapes][0] = hx_bn_qwen3[i][0];
+                o->shapes[o->n_shapes++][1] = hx_bn_qwen3[i][1];
+            }
+            continue;
+        }
+        char *x = strchr(t, 'x');
+        if (!x || o->n_shapes >= HX_BN_MAX) return false;
+        *x = '\0';
+        if (!hx_app_parse_i64(t, 1, 1 << 17, &o->shapes[o->n_shapes][0]) ||
+            !hx_app_parse_i64(x + 1, 1, 1 << 20, &o->shapes[o->n_shapes][1]))
+            return false;
+        o->n_shapes++;
+    }
+    return o->n_shapes > 0;
+}
+
+static int hx_bn_parse(int argc, char **argv, struct hx_bn_opts *o)
+{
+    *o = (struct hx_bn_opts){.backend = "npu-sim", .fmt = "md", .latency = "model", .compute = "on", .exec = "lazy",
+                             .type = HX_DTYPE_Q8_0, .reps = 20, .ms = {1, 128}, .n_ms = 2};
+    hx_bn_shapes("qwen3", o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t x;
+        if (!strcmp(a, "--kernels")) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
+        if (!v) return -1;
+        i++;
+        if (!strcmp(a, "--backend")) o->backend = v;
+        else if (!strcmp(a, "--npu-kernels")) o->kernels = v;
+        else if (!strcmp(a, "-o")) o->fmt = v;
+        else if (!strcmp(a, "--latency")) o->latency = v;
+        else if (!strcmp(a, "--compute")) o->compute = v;
+        else if (!strcmp(a, "--exec")) o->exec = v;
+        else if (!strcmp(a, "--write-kernels")) o->write_dir = v;
+        else if (!strcmp(a, "--shapes")) { if (!hx_bn_shapes(v, o)) return -1; }
+        else if (!strcmp(a, "-m")) { if (!hx_bn_list(v, o->ms, &o->n_ms)) return -1; }
+        else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 3, 100000, &x)) return -1; o->reps = (int)x; }
+        else if (!strcmp(a, "--types")) { if (hx_dtype_from_name(v, &o->type) != HX_OK) return -1; }
+        else if (!strcmp(a, "-t")) continue;   /* accepted for symmetry: the host path is one thread */
+        else return -1;
+    }
+    if (strcmp(o->fmt, "md") && strcmp(o->fmt, "json")) return -1;
+    return 0;
+}
+
+static double hx_bn_mean(const double *v, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return n ? s / n : 0;
+}
+
+static double hx_bn_sd(const double *v, int n)
+{
+    double m = hx_bn_mean(v, n), s = 0;
+    for (int i = 0; i < n; i++) s += (v[i] - m) * (v[i] - m);
+    return n > 1 ? sqrt(s / (n - 1)) : 0;
+}
+
+static int hx_bn_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double hx_bn_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, hx_bn_cmp);
+    return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
+}
+
+static uint64_t hx_bn_rng = 0x243F6A8885A308D3ull;
+static float hx_bn_rand(void)
+{
+    hx_bn_rng ^= hx_bn_rng << 13, hx_bn_rng ^= hx_bn_rng >> 7, hx_bn_rng ^= hx_bn_rng << 17;
+    return (float)((hx_bn_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+struct hx_bn_result {
+    double host_mean, host_sd, host_median, stage[HX_BN_STAGES], dev_us, wall_us;
+    double calls;
+    bool modelled;
+    char kernel[64];
+};
+
+/* N rows of K: a pool of 64 random quantized rows, tiled. */
+static void *hx_bn_weight(enum hx_dtype t, int64_t k, int64_t n, size_t *nbytes)
+{
+    size_t rb = hx_dtype_row_bytes(t, k);
+    int64_t pool = n < 64 ? n : 64;
+    char *w = malloc(rb * (size_t)n), *p = malloc(rb * (size_t)pool);
+    float *f = malloc(sizeof(float) * (size_t)k);
+    bool ok = w && p && f;
+    for (int64_t r = 0; ok && r < pool; r++) {
+        for (int64_t i = 0; i < k; i++) f[i] = hx_bn_rand();
+        ok = hx_quantize_row(t, f, p + (size_t)r * rb, k) == HX_OK;
+    }
+    for (int64_t r = 0; ok && r < n; r++) memcpy(w + (size_t)r * rb, p + (size_t)(r % pool) * rb, rb);
+    free(p), free(f);
+    if (!ok) {
+        free(w);
+        return NULL;
+    }
+    *nbytes = rb * (size_t)n;
+    return w;
+}
+
+static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t k, int64_t n,
+                      int64_t m, struct hx_bn_result *res)
+{
+    /* prefill shapes emulate ~128x more products on the simulator: fewer repetitions */
+    const int reps = m == 1 ? o->reps : (o->reps / 4 > 3 ? o->reps / 4 : 3);
+    struct hx_timing_stats *ts = dev->ops->get_extension(dev, "hx.timing");
+    const double *stages = dev->ops->get_extension(dev, "hx.npu.stages");
+    if (!ts || !stages) return HX_E_UNSUPPORTED;
+    size_t wbytes = 0;
+    void *wdata = hx_bn_weight(o->type, k, n, &wbytes);
+    float *x = malloc(sizeof(float) * (size_t)(m * k));
+    double *host = malloc(sizeof(double) * (size_t)reps * (1 + HX_BN_STAGES));
+    struct hx_buffer *src = NULL, *dst = NULL;
+    struct hx_weight w = {.name = "bench", .type = o->type, .n_rows = n, .n_cols = k, .data = wdata,
+                          .nbytes = wbytes, .scale = 1.0f};
+    struct hx_op op = {.desc = {.kind = HX_OP_MATMUL, .cls = HX_CLASS_GATE_UP, .n_rows = m, .n_in = k,
+                                .n_out = n, .wtype = o->type},
+                       .weight = &w};
+    int st = wdata && x && host ? HX_OK : HX_E_NOMEM;
+    for (int64_t i = 0; st == HX_OK && i < m * k; i++) x[i] = hx_bn_rand();
+    if (st == HX_OK && !hx__dev_supports(dev, &op.desc)) st = HX_E_UNSUPPORTED;
+    if (st == HX_OK) st = hx__dev_weight_prepare(dev, &w, &op.weight_handle);
+    if (st == HX_OK) st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &src);
+    if (st == HX_OK) st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * n), &dst);
+    if (st == HX_OK) st = hx__dev_buffer_write(src, 0, x, sizeof(float) * (size_t)(m * k));
+    op.src[0] = (struct hx_tensor_ref){src, 0, m, k, sizeof(float) * (size_t)k};
+    op.dst = (struct hx_tensor_ref){dst, 0, m, n, sizeof(float) * (size_t)n};
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = &op, .n_ops = 1, .n_rows = m};
+    for (int wu = 0; st == HX_OK && wu < 2; wu++)
+        if ((st = hx__dev_run(dev, &sp)) == HX_OK) st = hx__dev_synchronize(dev);
+    struct hx_timing_stats t0 = *ts;
+    double wall = 0;
+    /* host[0..reps) per-GEMM host time; host[reps * (1 + s) + r] stage s of repetition r */
+    for (int r = 0; st == HX_OK && r < reps; r++) {
+        double h = ts->host_us, a = hx__time_us(), sb[HX_BN_STAGES];
+        memcpy(sb, stages, sizeof sb);
+        if ((st = hx__dev_run(dev, &sp)) == HX_OK) st = hx__dev_synchronize(dev);
+        wall += hx__time_us() - a;
+        host[r] = ts->host_us - h;
+        for (int s = 0; s < HX_BN_STAGES; s++) host[reps * (1 + s) + r] = stages[s] - sb[s];
+    }
+    if (st == HX_OK) {
+        res->host_mean = hx_bn_mean(host, reps);
+        res->host_sd = hx_bn_sd(host, reps);
+        res->host_median = hx_bn_median(host, reps);
+        for (int s = 0; s < HX_BN_STAGES; s++) res->stage[s] = hx_bn_median(host + reps * (1 + s), reps);
+        res->dev_us = (ts->device_us - t0.device_us) / reps;
+        res->calls = (double)(ts->n_calls - t0.n_calls) / reps;
+        res->modelled = ts->device_modelled;
+        res->wall_us = wall / reps;
+        char q[64];
+        snprintf(q, sizeof q, "hx.npu.cover:%lld:%lld", (long long)k, (long long)n);
+        const char *cv = dev->ops->get_extension(dev, q);
+        snprintf(res->kernel, sizeof res->kernel, "%.*s", cv ? (int)strcspn(cv, ":") : 1, cv ? cv : "?");
+    }
+    if (op.weight_handle) hx__dev_weight_release(dev, op.weight_handle);
+    hx__dev_buffer_free(src);
+    hx__dev_buffer_free(dst);
+    free(wdata), free(x), free(host);
+    return st;
+}
+
+static void hx_bn_print(const struct hx_bn_opts *o, bool first, int64_t k, int64_t n, int64_t m,
+                        const struct hx_bn_result *r)
+{
+    if (!strcmp(o->fmt, "json")) {
+        printf("%s{\"k\":%lld,\"n\":%lld,\"m\":%lld,\"kernel\":\"%s\",\"calls\":%.0f,\"host_us\":%.2f,"
+               "\"host_sd_us\":%.2f,\"host_median_us\":%.2f,\"quantize_us\":%.2f,\"copy_us\":%.2f,\"sync_a_us\":%.2f,"
+               "\"launch_us\":%.2f,\"sync_c_us\":%.2f,\"dequant_us\":%.2f,\"device_us\":%.2f,"
+               "\"device_modelled\":%s,\"wall_us\":%.2f}",
+               first ? "" : ",", (long long)k, (long long)n, (long long)m, r->kernel, r->calls,
+               r->host_mean, r->host_sd, r->host_median, r->stage[0], r->stage[1], r->stage[2],
+               r->stage[3], r->stage[4], r->stage[5], r->dev_us, r->modelled ? "true" : "false",
+               r->wall_us);
+        return;
+    }
+    printf("| %lld→%lld | %lld | %s × %.0f | %.1f | %.1f ± %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | "
+           "%.1f%s | %.0f |\n", (long long)k, (long long)n, (long long)m, r->kernel, r->calls,
+           r->host_median, r->host_mean, r->host_sd, r->stage[0], r->stage[1], r->stage[2], r->stage[3], r->stage[4],
+           r->stage[5], r->dev_us, r->modelled ? " (modelled)" : "", r->wall_us);
+}
+
+int hx_cmd_bench_npu(int argc, char **argv)
+{
+    struct hx_bn_opts o;
+    int pr = hx_bn_parse(argc, argv, &o);
+    if (pr) {
+        hx_bn_usage();
+        return pr > 0 ? 0 : 2;
+    }
+    if (!hx__npu_sim_configure || !hx__npu_write_synthetic_kernels) {
+        hx_app_error("bench", "this engine was built without the NPU backend");
+        return 1;
+    }
+    if (o.write_dir) {
+        char err[512];
+        if (hx__npu_write_synthetic_kernels(o.write_dir, err, sizeof err) != HX_OK) {
+            hx_app_error("bench", "%s", err);
+            return 1;
+        }
+        printf("wrote the simulator's synthetic kernels to %s\n", o.write_dir);
+        return 0;
+    }
+    bool sim = !strcmp(o.backend, "npu-sim");
+    if (sim) {
+        char spec[96];
+        snprintf(spec, sizeof spec, "latency=%s;compute=%s;exec=%s", o.latency, o.compute, o.exec);
+        if (hx__npu_sim_configure(spec) != HX_OK) {
+            hx_app_error("bench", "%s", hx_last_error());
+            return 2;
+        }
+    }
+    struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = 1, .kernels_dir = o.kernels};
+    struct hx_device *dev = NULL;
+    if (hx__device_open(o.backend, &cfg, &dev) != HX_OK) {
+        hx_app_error("bench", "%s", hx_last_error());
+        return 1;
+    }
+    bool md = !strcmp(o.fmt, "md");
+    char desc[256] = "";
+    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    desc[strcspn(desc, "\n")] = '\0';
+    if (md) {
+        printf("# NPU host overhead: %s (%s), %s weights\n\n%s\n\n", dev->id, dev->info.name,
+               hx_dtype_name(o.type), desc);
+        printf("host = time on the calling thread per GEMM (one thread), excluding time blocked "
+               "waiting for the device; stages: median µs per GEMM.\n");
+        if (sim)
+            printf("device = latency model (~55 µs + bytes / 40 GB/s + ops / 25 TOPS per call), "
+                   "labelled modelled, NOT NPU performance; wall = simulator wall time, which "
+                   "includes the CPU emulation of the kernel%s%s.\n",
+                   strcmp(o.compute, "off") ? "" : " (compute=off: products skipped)",
+                   strcmp(o.exec, "lazy") ? " on the simulator's device thread"
+                                          : " (exec=lazy: run inside wait, so it never competes with the host work)");
+        printf("\n| K→N | m | kernel × calls | host µs median | host µs mean ± sd | quantize | copy | "
+               "sync A | launch | sync C | dequant | device µs | wall µs |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    } else {
+        printf("{\"backend\":\"%s\",\"type\":\"%s\",\"simulated\":%s,\"results\":[", dev->id,
+               hx_dtype_name(o.type), dev->info.simulated ? "true" : "false");
+    }
+    fflush(stdout);
+    int rc = 0;
+    bool first = true;
+    double target[2] = {-1, -1};
+    for (int si = 0; si < o.n_shapes; si++)
+        for (int mi = 0; mi < o.n_ms; mi++) {
+            int64_t k = o.shapes[si][0], n = o.shapes[si][1], m = o.ms[mi];
+            if (k % hx_dtype_block_elems(o.type)) continue;
+            struct hx_bn_result r = {0};
+            int st = hx_bn_case(dev, &o, k, n, m, &r);
+            if (st) {
+                hx_app_error("bench", "%lldx%lld m=%lld: %s", (long long)k, (long long)n,
+                             (long long)m, st == HX_E_UNSUPPORTED ? "not covered by the kernels" : hx_last_error());
+                rc = st == HX_E_UNSUPPORTED ? rc : 1;
+                continue;
+            }
+            hx_bn_print(&o, first, k, n, m, &r);
+            first = false;
+            if (m == 1 && k == 1024 && (n == 4096 || n == 6144)) target[n == 6144] = r.host_median;
+            fflush(stdout);
+        }
+    if (md) {
+        for (int i = 0; i < 2; i++)
+            if (target[i] >= 0)
+                printf("\ntarget: host overhead per M=1 GEMM 1024→%d ≤ 50 µs on one thread: median %.1f µs — %s",
+                       i ? 6144 : 4096, target[i], target[i] <= 50 ? "met" : "NOT met");
+        printf("\n");
+    } else {
+        printf("]}\n");
+    }
+    hx__device_close(dev);
+    return rc;
+}
+
+/* ---- engine devices ------------------------------------------------------------------------- */
+
+struct hx_bn_gemm {
+    enum hx_op_class cls;
+    int64_t k, n;
+    enum hx_dtype t;
+};
+
+/* Distinct weight GEMMs of the model (layer 0 and the output), or Qwen3-0.6B's. */
+static int hx_bn_model_gemms(const char *path, struct hx_bn_gemm *g, int cap, char *name, size_t nn)
+{
+    static const struct hx_bn_gemm qwen3[] = {
+        {HX_CLASS_QKV, 1024, 4096, HX_DTYPE_Q8_0}, {HX_CLASS_O, 2048, 1024, HX_DTYPE_Q8_0},
+        {HX_CLASS_GATE_UP, 1024, 6144, HX_DTYPE_Q8_0}, {HX_CLASS_DOWN, 3072, 1024, HX_DTYPE_Q8_0},
+        {HX_CLASS_LM_HEAD, 1024, 151936, HX_DTYPE_Q8_0}};
+    if (!path) {
+        snprintf(name, nn, "Qwen3-0.6B (pass -m MODEL for a model's own)");
+        memcpy(g, qwen3, sizeof qwen3);
+        return (int)HX_ARRAY_LEN(qwen3);
+    }
+    struct hx_model *m = NULL;
+    if (hx_model_load(path, NULL, &m) != HX_OK) {
+        snprintf(name, nn, "%s: %s", path, hx_last_error());
+        return -1;
+    }
+    snprintf(name, nn, "%s", path);
+    struct hx_graph gr = {0};
+    int n = 0;
+    if (hx__graph_build(&gr, m, 1, 0, 16, 1) == HX_OK)
+        for (int64_t i = 0; i < gr.n_nodes && n < cap; i++) {
+            const struct hx_op_desc *d = &gr.nodes[i].desc;
+            if (d->kind != HX_OP_MATMUL || d->layer > 0) continue;
+            bool dup = false;
+            for (int j = 0; j < n; j++)
+                dup |= g[j].cls == d->cls && g[j].k == d->n_in && g[j].n == d->n_out && g[j].t == d->wtype;
+            if (!dup) g[n++] = (struct hx_bn_gemm){d->cls, d->n_in, d->n_out, d->wtype};
+        }
+    hx__graph_free(&gr);
+    hx_model_free(m);
+    return n;
+}
+
+static void hx_bn_report_dev(const char *spec, const char *kernels_dir, const struct hx_bn_gemm *g,
+                             int n_g, const char *gname)
+{
+    struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = 1, .kernels_dir = kernels_dir};
+    struct hx_device *dev = NULL;
+    if (hx__device_open(spec, &cfg, &dev) != HX_OK) {
+        printf("        kernels: unusable — %s\n", hx_last_error());
+        return;
+    }
+    char *desc = malloc(8192);
+    if (desc && dev->ops->describe) {
+        dev->ops->describe(dev, desc, 8192);
+        printf("        ");
+        for (const char *p = desc; *p; p++) printf(*p == '\n' ? "\n        " : "%c", *p);
+        printf("\n");
+    }
+    free(desc);
+    printf("        GEMMs of %s:\n", gname);
+    for (int i = 0; i < n_g; i++) {
+        struct hx_op_desc d = {.kind = HX_OP_MATMUL, .cls = g[i].cls, .n_rows = 1, .n_in = g[i].k,
+                               .n_out = g[i].n, .wtype = g[i].t};
+        char q[64];
+        snprintf(q, sizeof q, "hx.npu.cover:%lld:%lld", (long long)g[i].k, (long long)g[i].n);
+        const char *cv = dev->ops->get_extension ? dev->ops->get_extension(dev, q) : NULL;
+        printf("          %-8s %-5s %6lld -> %-6lld %s\n", hx_op_class_name(g[i].cls),
+               hx_dtype_name(g[i].t), (long long)g[i].k, (long long)g[i].n,
+               hx__dev_supports(dev, &d) ? (cv ? cv : "supported") : "not covered (runs elsewhere)");
+    }
+    hx__device_close(dev);
+}
+
+void hx_app_npu_report(const char *kernels_dir, const char *model)
+{
+    struct hx_bn_gemm g[64];
+    char gname[600];
+    int n_g = hx_bn_model_gemms(model, g, 64, gname, sizeof gname);
+    if (n_g < 0) {
+        printf("NPU kernel coverage: cannot load %s\n", gname);
+        return;
+    }
+    for (int b = 0; b < hx__registry_count(); b++) {
+        const struct hx_backend_entry *e = hx__registry_get(b);
+        struct hx_device_info info = {.struct_size = sizeof info};
+        if (e->probe_status != HX_OK || e->ops->device_info(0, &info) != HX_OK || info.kind != HX_DEVICE_NPU)
+            continue;
+        const char *env = getenv("HX_NPU_KERNELS");
+        const char *dir = kernels_dir ? kernels_dir : env && *env ? env : NULL;
+        printf("  %s kernels%s%s:\n", e->ops->name, dir ? " from " : " (none given: --npu-kernels DIR or HX_NPU_KERNELS)",
+               dir ? dir : "");
+        hx_bn_report_dev(e->ops->name, kernels_dir, g, n_g, gname);
+    }
+}
