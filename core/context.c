@@ -210,3 +210,8 @@ int hx_context_plan_text(struct hx_context *c, char **out)
     *out = hx__sb_take(&sb);
     return HX_OK;
 }
+
+struct hx_sched *hx__context_sched(struct hx_context *c)
+{
+    return c ? c->sched : NULL;
+}

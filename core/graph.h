@@ -42,6 +42,10 @@ struct hx_node {
     const struct hx_weight *aux;
     int32_t weight_id;   /* index into the graph's weight table, -1 none */
     int32_t aux_id;
+    /* tensor-split: n_parts > 1 marks node `part` of a group of n_parts consecutive nodes that
+     * compute column ranges of one matmul's output from row slices of its weight, on several
+     * devices at once. Set only by the scheduler's expansion; 0 in graphs hx__graph_build makes. */
+    int16_t part, n_parts;
 };
 
 struct hx_graph {

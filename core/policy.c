@@ -7,9 +7,13 @@
  *   layer-split:DEV=R,DEV=R,...       contiguous layer ranges sized by ratio (or equal shares)
  *   layer-split:alternate:DEV,DEV     layer i on device i mod n
  *   phase-split:PREFILL_DEV,DECODE_DEV
- *   tensor-split:DEV=R,DEV=R          every GEMM's output rows split by ratio, run concurrently
- *   auto[:DEV,DEV...]                 measured cost model over the devices present
- *   verify[:INNER]                    run INNER (default: single) and the reference side by side
+ *   tensor-split:DEV=R,DEV=R[,...]    every GEMM's output rows split by ratio (or equal
+ *                                     shares), the parts run concurrently and joined on the first
+ *   auto[:DEV,DEV...]                 measured cost model over cpu and the devices named (none
+ *                                     named and no --backend: every GPU/NPU present)
+ *   verify[@REF][:INNER]              run INNER (a policy or preset; a bare device means
+ *                                     single:DEV; default single on --backend) and compare every
+ *                                     op with REF (default `ref`) fed the same inputs
  *   @FILE                             the policy text read from FILE ('#' starts a comment)
  *
  * Presets: npu_only, gpu_only, cpu_only, layer_by_layer, attention_on_npu, ffn_on_npu,
@@ -25,8 +29,9 @@
 
 #include "scheduler.h"
 
-static const char *const hx__policy_names[] = {"single", "gemm-offload", "op-map", "layer-split",
-                                               "phase-split", "tensor-split", "auto", "verify"};
+static const char *const hx__policy_names[] = {"single",      "gemm-offload", "op-map",
+                                               "layer-split", "phase-split",  "tensor-split",
+                                               "auto",        "verify"};
 _Static_assert(HX_ARRAY_LEN(hx__policy_names) == HX_POLICY_KIND_COUNT, "policy names");
 
 const char *hx__policy_kind_name(enum hx_policy_kind k)
@@ -36,7 +41,7 @@ const char *hx__policy_kind_name(enum hx_policy_kind k)
 
 struct hx_preset {
     const char *name;
-    const char *expand;   /* "%s" = the --backend device */
+    const char *expand; /* "%s" = the --backend device */
 };
 
 static const struct hx_preset hx__presets[] = {
@@ -77,8 +82,9 @@ static int hx__check_dev(const char *spec)
     hx__sb_init(&sb);
     for (int i = 0; i < hx__registry_count(); i++)
         hx__sb_printf(&sb, "%s%s", i ? ", " : "", hx__registry_get(i)->ops->name);
-    int st = hx__set_error(HX_E_INVAL, "policy: unknown device '%s' (backends in this build: %s, gpu)",
-                           spec, sb.data ? sb.data : "");
+    int st =
+        hx__set_error(HX_E_INVAL, "policy: unknown device '%s' (backends in this build: %s, gpu)",
+                      spec, sb.data ? sb.data : "");
     hx__sb_free(&sb);
     return st;
 }
@@ -114,7 +120,8 @@ static int hx__parse_ratios(struct hx_policy *p, char *args, const char *what)
             char *end;
             r = strtod(eq + 1, &end);
             if (*end || !(r > 0) || !isfinite(r))
-                return hx__set_error(HX_E_INVAL, "%s: bad ratio '%s' for device '%s'", what, eq + 1, tok);
+                return hx__set_error(HX_E_INVAL, "%s: bad ratio '%s' for device '%s'", what, eq + 1,
+                                     tok);
             with_ratio++;
         }
         int before = p->n_devs, idx = 0, st;
@@ -154,7 +161,8 @@ static int hx__parse_op_map(struct hx_policy *p, char *args, const char *primary
         if (hx_op_class_from_name(tok, &c) != HX_OK)
             return hx__set_error(HX_E_INVAL,
                                  "op-map: unknown op class '%s' (classes: embed, norm, qkv, rope, "
-                                 "attn, o, gate_up, act, down, add, lm_head)", tok);
+                                 "attn, o, gate_up, act, down, add, lm_head)",
+                                 tok);
         if (p->class_dev[c] >= 0)
             return hx__set_error(HX_E_INVAL, "op-map: class '%s' is mapped twice", tok);
         if ((st = hx__add_dev(p, eq + 1, &idx))) return st;
@@ -202,18 +210,40 @@ static int hx__read_policy_file(const char *path, char *buf, size_t cap)
     return HX_OK;
 }
 
-static int hx__parse_kind(struct hx_policy *p, char *name, char *args, const char *primary)
+/* auto's candidate devices: "a,b" (no ratios: auto measures them). */
+static int hx__parse_auto(struct hx_policy *p, char *args, const char *backend)
+{
+    int idx = 0;
+    p->kind = HX_POLICY_AUTO;
+    if (!args) return backend ? hx__add_dev(p, backend, &idx) : HX_OK;
+    if (!*args) return hx__set_error(HX_E_INVAL, "auto: empty device list");
+    if (strchr(args, '='))
+        return hx__set_error(HX_E_INVAL,
+                             "auto: takes devices without ratios ('%s'); it measures them", args);
+    char *save = NULL;
+    for (char *tok = strtok_r(args, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int before = p->n_devs, st = hx__add_dev(p, tok, &idx);
+        if (st) return st;
+        if (p->n_devs == before)
+            return hx__set_error(HX_E_INVAL, "auto: device '%s' is named twice", tok);
+    }
+    if (p->n_devs == 0) return hx__set_error(HX_E_INVAL, "auto: empty device list");
+    return HX_OK;
+}
+
+static int hx__parse_kind(struct hx_policy *p, char *name, char *args, const char *primary,
+                          const char *backend)
 {
     int idx = 0, st;
-    if (!strcmp(name, "single") || !strcmp(name, "gemm-offload") || !strcmp(name, "auto")) {
-        p->kind = !strcmp(name, "single") ? HX_POLICY_SINGLE
-                  : !strcmp(name, "auto") ? HX_POLICY_AUTO : HX_POLICY_GEMM_OFFLOAD;
-        if (p->kind == HX_POLICY_AUTO && args) return hx__parse_ratios(p, args, "auto");
+    if (!strcmp(name, "auto")) return hx__parse_auto(p, args, backend);
+    if (!strcmp(name, "single") || !strcmp(name, "gemm-offload")) {
+        p->kind = !strcmp(name, "single") ? HX_POLICY_SINGLE : HX_POLICY_GEMM_OFFLOAD;
         if (args && strchr(args, ','))
             return hx__set_error(HX_E_INVAL, "%s takes one device, got '%s'", name, args);
         return hx__add_dev(p, args && *args ? args : primary, &idx);
     }
-    if (!strcmp(name, "op-map")) return p->kind = HX_POLICY_OP_MAP, hx__parse_op_map(p, args, primary);
+    if (!strcmp(name, "op-map"))
+        return p->kind = HX_POLICY_OP_MAP, hx__parse_op_map(p, args, primary);
     if (!strcmp(name, "layer-split")) {
         p->kind = HX_POLICY_LAYER_SPLIT;
         if (args && !strncmp(args, "alternate:", 10)) p->alternate = true, args += 10;
@@ -221,7 +251,13 @@ static int hx__parse_kind(struct hx_policy *p, char *name, char *args, const cha
     }
     if (!strcmp(name, "tensor-split")) {
         p->kind = HX_POLICY_TENSOR_SPLIT;
-        return hx__parse_ratios(p, args, "tensor-split");
+        if ((st = hx__parse_ratios(p, args, "tensor-split"))) return st;
+        if (p->n_devs < 2)
+            return hx__set_error(HX_E_INVAL,
+                                 "tensor-split: needs at least two devices (got '%s'); "
+                                 "use single:%s for one",
+                                 p->devs[0], p->devs[0]);
+        return HX_OK;
     }
     if (!strcmp(name, "phase-split")) {
         p->kind = HX_POLICY_PHASE_SPLIT;
@@ -232,20 +268,74 @@ static int hx__parse_kind(struct hx_policy *p, char *name, char *args, const cha
         if ((st = hx__add_dev(p, args, &idx))) return st;
         int before = p->n_devs;
         if ((st = hx__add_dev(p, comma + 1, &idx))) return st;
-        if (p->n_devs == before) return hx__set_error(HX_E_INVAL, "phase-split: device '%s' is named twice", args);
+        if (p->n_devs == before)
+            return hx__set_error(HX_E_INVAL, "phase-split: device '%s' is named twice", args);
         return HX_OK;
     }
-    if (!strcmp(name, "verify")) {
-        p->kind = HX_POLICY_VERIFY;
-        return hx__add_dev(p, args && *args ? args : primary, &idx);
-    }
+    if (!strcmp(name, "verify"))
+        return hx__set_error(HX_E_INVAL, "verify: cannot wrap another verify");
     struct hx_strbuf sb;
     hx__sb_init(&sb);
-    for (size_t i = 0; i < HX_ARRAY_LEN(hx__presets); i++) hx__sb_printf(&sb, "%s, ", hx__presets[i].name);
-    for (int i = 0; i < HX_POLICY_KIND_COUNT; i++) hx__sb_printf(&sb, "%s%s", i ? ", " : "", hx__policy_names[i]);
+    for (size_t i = 0; i < HX_ARRAY_LEN(hx__presets); i++)
+        hx__sb_printf(&sb, "%s, ", hx__presets[i].name);
+    for (int i = 0; i < HX_POLICY_KIND_COUNT; i++)
+        hx__sb_printf(&sb, "%s%s", i ? ", " : "", hx__policy_names[i]);
     st = hx__set_error(HX_E_INVAL, "unknown policy '%s' (known: %s)", name, sb.data ? sb.data : "");
     hx__sb_free(&sb);
     return st;
+}
+
+/* Replace a preset name in text (cap bytes) by its expansion. */
+static void hx__expand_preset(char *text, size_t cap, const char *primary)
+{
+    for (size_t i = 0; i < HX_ARRAY_LEN(hx__presets); i++)
+        if (!strcmp(text, hx__presets[i].name)) {
+            char exp[256];
+            snprintf(exp, sizeof exp, hx__presets[i].expand, primary);
+            snprintf(text, cap, "%s", exp);
+            return;
+        }
+}
+
+static bool hx__is_policy_name(const char *text)
+{
+    size_t len = strcspn(text, ":");
+    for (int i = 0; i < HX_POLICY_KIND_COUNT; i++)
+        if (strlen(hx__policy_names[i]) == len && !strncmp(text, hx__policy_names[i], len))
+            return true;
+    for (size_t i = 0; i < HX_ARRAY_LEN(hx__presets); i++)
+        if (!strcmp(text, hx__presets[i].name)) return true;
+    return false;
+}
+
+/* "verify[@REF][:INNER]": set the verify flag and reference, rewrite text to INNER. */
+static int hx__parse_verify(struct hx_policy *p, char *text, size_t cap, const char *primary)
+{
+    char *rest = text + 6, inner[512];
+    snprintf(p->verify_ref, sizeof p->verify_ref, "ref");
+    p->verify = true;
+    if (*rest == '@') {
+        size_t len = strcspn(rest + 1, ":");
+        if (!len) return hx__set_error(HX_E_INVAL, "verify: empty reference device after '@'");
+        snprintf(p->verify_ref, sizeof p->verify_ref, "%.*s", (int)HX_MIN(len, 63), rest + 1);
+        int st = hx__check_dev(p->verify_ref);
+        if (st) return st;
+        rest += 1 + len;
+    }
+    if (*rest && *rest != ':')
+        return hx__set_error(HX_E_INVAL, "verify: expected verify[@REF][:INNER], got '%s'", text);
+    if (*rest == ':' && !rest[1]) return hx__set_error(HX_E_INVAL, "verify: empty inner policy");
+    if (!*rest)
+        snprintf(inner, sizeof inner, "single:%s", primary);
+    else if (hx__is_policy_name(rest + 1))
+        snprintf(inner, sizeof inner, "%s", rest + 1);
+    else
+        snprintf(inner, sizeof inner, "single:%s", rest + 1);
+    if (!strncmp(inner, "verify", 6))
+        return hx__set_error(HX_E_INVAL, "verify: cannot wrap another verify");
+    snprintf(text, cap, "%s", inner);
+    hx__expand_preset(text, cap, primary);
+    return HX_OK;
 }
 
 int hx__policy_parse(const char *spec, const char *backend, const char *fallback,
@@ -262,18 +352,16 @@ int hx__policy_parse(const char *spec, const char *backend, const char *fallback
     } else {
         snprintf(text, sizeof text, "%s", spec);
     }
-    for (size_t i = 0; i < HX_ARRAY_LEN(hx__presets); i++)
-        if (!strcmp(text, hx__presets[i].name)) {
-            char exp[256];
-            snprintf(exp, sizeof exp, hx__presets[i].expand, primary);
-            snprintf(text, sizeof text, "%s", exp);
-            break;
-        }
+    hx__expand_preset(text, sizeof text, primary);
     snprintf(out->text, sizeof out->text, "%s", spec);
+    int st = HX_OK;
+    if (!strncmp(text, "verify", 6) && (text[6] == '\0' || text[6] == ':' || text[6] == '@'))
+        st = hx__parse_verify(out, text, sizeof text, primary);
+    if (st) return st;
     char *colon = strchr(text, ':');
     char *args = NULL;
     if (colon) *colon = '\0', args = colon + 1;
-    int st = hx__parse_kind(out, text, args, primary);
+    st = hx__parse_kind(out, text, args, primary, backend && *backend ? backend : NULL);
     if (st) return st;
     return hx__parse_fallback(out, fallback);
 }

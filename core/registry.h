@@ -40,6 +40,9 @@ int hx__dev_run(struct hx_device *dev, const struct hx_split *split);
 int hx__dev_synchronize(struct hx_device *dev);
 int hx__dev_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, double *us);
 
-/* Fault injection (HX_FAULT env or hx__fault_set): see core/fault.c. Returns non-zero if the
- * named call on dev should fail now; *hang set if it should hang instead. */
-int hx__fault_check(struct hx_device *dev, const char *entry, bool *hang);
+/* Fault injection (HX_FAULT env or hx__fault_set): see core/fault.c. hx__fault_check says
+ * what the named call on dev should do now (HX_FAULT_NONE: run normally); *delay_ms is how
+ * long a hang or slow call blocks first. */
+enum hx_fault_kind { HX_FAULT_NONE, HX_FAULT_ERROR, HX_FAULT_HANG, HX_FAULT_SLOW, HX_FAULT_CORRUPT };
+int hx__fault_check(struct hx_device *dev, const char *entry, int *delay_ms);
+int hx__fault_set(const char *spec);

@@ -1,0 +1,421 @@
+/*
+ * cmd-diff.c — `engine diff -m M [--backend B | --policy P] [--ref R]`: does a backend or a
+ * policy compute what the reference computes?
+ *
+ * Two contexts see the same tokens: the target runs `verify@R:P` (every op re-run on its own
+ * instance of R with the target's inputs, so each op's error is its own, not inherited), and
+ * a plain `single:R` context runs the whole model. The prompt is prefilled, then N tokens are
+ * generated greedily by the target and fed to both (teacher forcing), so both see one token
+ * sequence. Reported: per op (per layer) max abs error and NMSE against test-backend-ops'
+ * thresholds, the first op over its threshold, whole-model logits max abs error and NMSE per
+ * step, top-1 agreement, and how many greedy tokens match before the first disagreement. A
+ * disagreement where the reference's top-2 margin is within twice that step's logits error is
+ * a near tie (data/README.md): reported, not a failure. Exit 0 pass, 1 fail, 2 usage.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "cli.h"
+#include "scheduler.h"
+
+#define HX_DIFF_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+struct hx_diff_opts {
+    const char *ref, *format, *ops;
+    float logits_nmse;
+};
+
+struct hx_diff_step {
+    int32_t token; /* the target's greedy choice */
+    int32_t ref_token;
+    double max_abs, nmse, ref_margin;
+};
+
+struct hx_diff {
+    struct hx_model *m;
+    struct hx_context *tc, *rc; /* target (verify), reference */
+    int64_t n_vocab, n_prompt;
+    struct hx_diff_step *steps;
+    int64_t n_steps, n_agree, n_greedy, n_near_ties, n_bad_mismatch;
+    double worst_nmse, worst_abs;
+    char target[512], refpol[96];
+};
+
+static void hx_diff_usage(void)
+{
+    printf(
+        "usage: engine diff -m MODEL [--backend B | --policy P] [--ref R] [-p PROMPT] [-n N]\n"
+        "       [-o text|json] [--ops all|layers|failed] [--logits-nmse X] [-t THREADS] [-c N_CTX]\n"
+        "       [--fallback L]\n"
+        "Runs the prompt and N greedy tokens (default 16) through the target (default single on\n"
+        "--backend, else cpu) and the reference R (default ref); exit 0 if every op is within\n"
+        "its NMSE threshold, the logits NMSE is within X (default 1e-3) and the greedy tokens\n"
+        "agree (near ties excepted), 1 otherwise, 2 on bad usage.\n");
+}
+
+/* Take diff's own options out of argv; the rest goes to the shared parser. */
+static int hx_diff_args(int argc, char **argv, struct hx_diff_opts *d, char **rest, int *n_rest)
+{
+    *d = (struct hx_diff_opts){.ref = "ref", .format = "text", .ops = "all", .logits_nmse = 1e-3f};
+    *n_rest = 0;
+    rest[(*n_rest)++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool own = !strcmp(a, "--ref") || !strcmp(a, "-o") || !strcmp(a, "--ops") ||
+                   !strcmp(a, "--logits-nmse");
+        if (!own) {
+            rest[(*n_rest)++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= argc) {
+            hx_app_error("diff", "option %s needs a value", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--ref"))
+            d->ref = v;
+        else if (!strcmp(a, "-o"))
+            d->format = v;
+        else if (!strcmp(a, "--ops"))
+            d->ops = v;
+        else if (!hx_app_parse_f32(v, 0, 1e6f, &d->logits_nmse))
+            return hx_app_error("diff", "invalid value '%s' for %s", v, a), 2;
+    }
+    if (strcmp(d->format, "text") && strcmp(d->format, "json"))
+        return hx_app_error("diff", "-o takes text or json, not '%s'", d->format), 2;
+    if (strcmp(d->ops, "all") && strcmp(d->ops, "layers") && strcmp(d->ops, "failed"))
+        return hx_app_error("diff", "--ops takes all, layers or failed, not '%s'", d->ops), 2;
+    return 0;
+}
+
+/* The target policy under verify, and the reference policy; checked before any loading. */
+static int hx_diff_policies(const struct hx_cli *o, const struct hx_diff_opts *d,
+                            struct hx_diff *df)
+{
+    char inner[256];
+    if (o->policy && !strncmp(o->policy, "verify", 6) &&
+        (!o->policy[6] || strchr(":@", o->policy[6])))
+        return hx_app_error("diff", "give the policy without verify (engine diff adds it): '%s'",
+                            o->policy),
+               2;
+    if (o->policy)
+        snprintf(inner, sizeof inner, "%s", o->policy);
+    else
+        snprintf(inner, sizeof inner, "single:%s", o->backend ? o->backend : "cpu");
+    snprintf(df->target, sizeof df->target, "verify@%s:%s", d->ref, inner);
+    snprintf(df->refpol, sizeof df->refpol, "single:%s", d->ref);
+    if (hx_policy_validate(df->target, o->backend, o->fallback) != HX_OK ||
+        hx_policy_validate(df->refpol, NULL, NULL) != HX_OK)
+        return hx_app_error("diff", "%s", hx_last_error()), 2;
+    return 0;
+}
+
+static int hx_diff_open(const struct hx_cli *o, struct hx_diff *df)
+{
+    if (hx_model_load(o->model, NULL, &df->m) != HX_OK)
+        return hx_app_error("diff", "cannot load model: %s", hx_last_error()), 1;
+    struct hx_model_info mi = {.struct_size = sizeof mi};
+    hx_model_get_info(df->m, &mi);
+    df->n_vocab = mi.n_vocab;
+    struct hx_context_params cp = {.struct_size = sizeof cp,
+                                   .backend = o->backend,
+                                   .policy = df->target,
+                                   .fallback = o->fallback,
+                                   .n_threads = o->n_threads,
+                                   .n_ctx = o->n_ctx,
+                                   .npu_kernels = o->npu_kernels};
+    if (hx_context_new(df->m, &cp, &df->tc) != HX_OK)
+        return hx_app_error("diff", "target %s: %s", df->target, hx_last_error()), 1;
+    cp.backend = NULL, cp.policy = df->refpol, cp.fallback = NULL;
+    if (hx_context_new(df->m, &cp, &df->rc) != HX_OK)
+        return hx_app_error("diff", "reference %s: %s", df->refpol, hx_last_error()), 1;
+    return 0;
+}
+
+static int hx_diff_decode(struct hx_context *c, const hx_token *ids, int64_t n, int64_t pos0)
+{
+    int32_t pos[256], seq[256] = {0};
+    int8_t lg[256];
+    for (int64_t p = 0; p < n; p += 256) {
+        int64_t k = HX_DIFF_MIN(n - p, 256);
+        for (int64_t i = 0; i < k; i++) pos[i] = (int32_t)(pos0 + p + i), lg[i] = p + i == n - 1;
+        struct hx_batch b = {.n_rows = k, .token = ids + p, .pos = pos, .seq = seq, .logits = lg};
+        int st = hx_decode(c, &b);
+        if (st) return st;
+    }
+    return HX_OK;
+}
+
+static int32_t hx_diff_argmax(const float *l, int64_t n, double *margin)
+{
+    int64_t b = 0, s = -1;
+    for (int64_t i = 1; i < n; i++)
+        if (l[i] > l[b])
+            s = b, b = i;
+        else if (s < 0 || l[i] > l[s])
+            s = i;
+    if (margin) *margin = s >= 0 ? (double)l[b] - l[s] : INFINITY;
+    return (int32_t)b;
+}
+
+/* Compare the logits of one step and pick the next token. */
+static void hx_diff_step(struct hx_diff *df, const float *lt, const float *lr,
+                         struct hx_diff_step *st)
+{
+    double num = 0, den = 0, mx = 0;
+    for (int64_t v = 0; v < df->n_vocab; v++) {
+        double e = (double)lt[v] - lr[v];
+        num += e * e, den += (double)lr[v] * lr[v], mx = fmax(mx, fabs(e));
+        if (!isfinite(lt[v])) mx = INFINITY;
+    }
+    st->max_abs = mx, st->nmse = den > 0 ? num / den : num;
+    st->token = hx_diff_argmax(lt, df->n_vocab, NULL);
+    st->ref_token = hx_diff_argmax(lr, df->n_vocab, &st->ref_margin);
+    df->worst_abs = fmax(df->worst_abs, mx), df->worst_nmse = fmax(df->worst_nmse, st->nmse);
+    bool agree = st->token == st->ref_token;
+    df->n_agree += agree;
+    if (agree && df->n_greedy == df->n_steps) df->n_greedy++;
+    if (!agree && st->ref_margin <= 2 * mx)
+        df->n_near_ties++;
+    else if (!agree)
+        df->n_bad_mismatch++;
+    df->n_steps++;
+}
+
+static int hx_diff_run(struct hx_diff *df, const struct hx_cli *o)
+{
+    int64_t cap = (int64_t)strlen(o->prompt) + 8, n = 0;
+    hx_token *ids = malloc((size_t)cap * sizeof *ids);
+    df->steps = calloc((size_t)o->n_predict, sizeof *df->steps);
+    if (!ids || !df->steps) return free(ids), hx_app_error("diff", "out of memory"), 1;
+    int rc = 1;
+    if (hx_tokenize(df->m, o->prompt, strlen(o->prompt), true, true, ids, cap, &n) != HX_OK ||
+        n == 0) {
+        hx_app_error("diff", "cannot tokenize the prompt: %s", n ? hx_last_error() : "no tokens");
+        goto done;
+    }
+    df->n_prompt = n;
+    if (n + o->n_predict > hx_context_n_ctx(df->tc)) {
+        hx_app_error("diff", "prompt (%lld tokens) + %lld steps exceed the context of %lld (-c)",
+                     (long long)n, (long long)o->n_predict, (long long)hx_context_n_ctx(df->tc));
+        goto done;
+    }
+    int st = hx_diff_decode(df->tc, ids, n, 0);
+    if (st == HX_OK) st = hx_diff_decode(df->rc, ids, n, 0);
+    int64_t last = n - 1;
+    for (int64_t s = 0; st == HX_OK && s < o->n_predict; s++) {
+        hx_diff_step(df, hx_get_logits(df->tc, last), hx_get_logits(df->rc, last), &df->steps[s]);
+        if (s + 1 == o->n_predict) break;
+        hx_token t = df->steps[s].token;
+        st = hx_diff_decode(df->tc, &t, 1, n + s);
+        if (st == HX_OK) st = hx_diff_decode(df->rc, &t, 1, n + s);
+        last = 0;
+    }
+    if (st != HX_OK)
+        hx_app_error("diff", "decode: %s", hx_last_error());
+    else
+        rc = 0;
+done:
+    free(ids);
+    return rc;
+}
+
+/* ---- report --------------------------------------------------------------------------------- */
+
+static const char *const hx_diff_phase[] = {"prefill", "decode"};
+
+static bool hx_diff_ops_ok(const struct hx_verify_report *r)
+{
+    return r->n_failed == 0 && !r->ref_failed && r->n_checks > 0;
+}
+
+static bool hx_diff_pass(const struct hx_diff *df, const struct hx_verify_report *r,
+                         const struct hx_diff_opts *d)
+{
+    return hx_diff_ops_ok(r) && df->worst_nmse <= d->logits_nmse && df->n_bad_mismatch == 0;
+}
+
+static void hx_diff_op_line(const struct hx_verify_op *op, const char *phase)
+{
+    char layer[16] = "-", part[16] = "";
+    if (op->layer >= 0) snprintf(layer, sizeof layer, "L%d", op->layer);
+    if (op->n_parts > 1) snprintf(part, sizeof part, " p%d", op->part);
+    bool fail = op->n_failed > 0;
+    printf("  %-7s %5lld %-4s %-9s %-8s%-4s %-9s %6lld  %-10.3g %-10.3g %-8.0e %s\n", phase,
+           (long long)op->node, layer, hx_op_kind_name(op->kind), hx_op_class_name(op->cls), part,
+           op->dev, (long long)op->n_checks, op->max_abs, op->nmse, op->threshold,
+           fail ? (op->nonfinite ? "FAIL (non-finite)" : "FAIL") : "ok");
+}
+
+/* One line per layer: the worst op of it. */
+static void hx_diff_layer_lines(const struct hx_verify_op *ops, int64_t n, const char *phase)
+{
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i, worst = i, failed = 0;
+        while (j < n && ops[j].layer == ops[i].layer) {
+            if (ops[j].nmse / ops[j].threshold > ops[worst].nmse / ops[worst].threshold) worst = j;
+            failed += ops[j].n_failed > 0, j++;
+        }
+        char layer[16] = "-";
+        if (ops[i].layer >= 0) snprintf(layer, sizeof layer, "L%d", ops[i].layer);
+        printf(
+            "  %-7s %-4s %3lld ops  worst %-9s %-8s max abs %-10.3g nmse %-10.3g (threshold %.0e)  %s\n",
+            phase, layer, (long long)(j - i), hx_op_kind_name(ops[worst].kind),
+            hx_op_class_name(ops[worst].cls), ops[worst].max_abs, ops[worst].nmse,
+            ops[worst].threshold, failed ? "FAIL" : "ok");
+        i = j;
+    }
+}
+
+static void hx_diff_text(const struct hx_diff *df, const struct hx_cli *o,
+                         const struct hx_verify_report *r, const struct hx_diff_opts *d)
+{
+    printf(
+        "engine diff: %s\n  target    %s (devices %s)\n  reference %s\n  %lld prompt tokens, %lld steps\n\n",
+        o->model, df->target, hx_context_devices(df->tc), df->refpol, (long long)df->n_prompt,
+        (long long)df->n_steps);
+    printf("per op (the reference is fed the target's inputs; thresholds as test-backend-ops):\n");
+    if (strcmp(d->ops, "layers"))
+        printf("  %-7s %5s %-4s %-9s %-12s %-9s %6s  %-10s %-10s %-8s %s\n", "phase", "node", "lyr",
+               "op", "class", "device", "checks", "max_abs", "nmse", "thresh", "status");
+    for (int ph = 0; ph < HX_PHASE_COUNT; ph++)
+        if (!strcmp(d->ops, "layers"))
+            hx_diff_layer_lines(r->ops[ph], r->n_ops[ph], hx_diff_phase[ph]);
+        else
+            for (int64_t i = 0; i < r->n_ops[ph]; i++)
+                if (r->ops[ph][i].n_checks && (!strcmp(d->ops, "all") || r->ops[ph][i].n_failed))
+                    hx_diff_op_line(&r->ops[ph][i], hx_diff_phase[ph]);
+    printf("  %lld checks, %lld over threshold%s\n", (long long)r->n_checks, (long long)r->n_failed,
+           r->ref_failed ? "; the reference failed, checks stopped" : "");
+    if (r->has_first)
+        printf(
+            "first op over its threshold: %s node %lld (layer %d %s %s on %s), NMSE %.3g > %.0e, max abs err %.3g\n",
+            hx_diff_phase[r->first_phase], (long long)r->first.node, r->first.layer,
+            hx_op_kind_name(r->first.kind), hx_op_class_name(r->first.cls), r->first.dev,
+            r->first.nmse, r->first.threshold, r->first.max_abs);
+    else
+        printf("first op over its threshold: none\n");
+    printf("\nlogits (whole model, per step):\n");
+    for (int64_t s = 0; s < df->n_steps; s++) {
+        const struct hx_diff_step *st = &df->steps[s];
+        printf("  step %3lld  max abs %-10.3g nmse %-10.3g top-1 %6d %s %-6d margin %.3g%s\n",
+               (long long)s, st->max_abs, st->nmse, st->token,
+               st->token == st->ref_token ? "==" : "!=", st->ref_token, st->ref_margin,
+               st->token == st->ref_token          ? ""
+               : st->ref_margin <= 2 * st->max_abs ? "  (near tie)"
+                                                   : "  MISMATCH");
+    }
+    printf("logits: max abs err %.3g, worst NMSE %.3g (threshold %.0e): %s\n", df->worst_abs,
+           df->worst_nmse, (double)d->logits_nmse,
+           df->worst_nmse <= d->logits_nmse ? "ok" : "FAIL");
+    printf("top-1 agreement: %lld/%lld steps; greedy tokens match %lld/%lld; near ties %lld\n",
+           (long long)df->n_agree, (long long)df->n_steps, (long long)df->n_greedy,
+           (long long)df->n_steps, (long long)df->n_near_ties);
+    printf("%s\n", hx_diff_pass(df, r, d) ? "PASS" : "FAIL");
+}
+
+static void hx_diff_json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    putchar('"');
+}
+
+static void hx_diff_json_op(const struct hx_verify_op *op, const char *phase, bool comma)
+{
+    printf(
+        "%s\n    {\"phase\": \"%s\", \"node\": %lld, \"layer\": %d, \"op\": \"%s\", \"class\": \"%s\", \"part\": %d, "
+        "\"device\": ",
+        comma ? "," : "", phase, (long long)op->node, op->layer, hx_op_kind_name(op->kind),
+        hx_op_class_name(op->cls), op->n_parts > 1 ? op->part : -1);
+    hx_diff_json_str(op->dev);
+    printf(
+        ", \"checks\": %lld, \"max_abs\": %.6g, \"nmse\": %.6g, \"threshold\": %.3g, \"ok\": %s}",
+        (long long)op->n_checks, op->max_abs, op->nmse, op->threshold,
+        op->n_failed ? "false" : "true");
+}
+
+static void hx_diff_json(const struct hx_diff *df, const struct hx_cli *o,
+                         const struct hx_verify_report *r, const struct hx_diff_opts *d)
+{
+    printf("{\n  \"model\": ");
+    hx_diff_json_str(o->model);
+    printf(",\n  \"target\": ");
+    hx_diff_json_str(df->target);
+    printf(",\n  \"devices\": ");
+    hx_diff_json_str(hx_context_devices(df->tc));
+    printf(",\n  \"reference\": ");
+    hx_diff_json_str(df->refpol);
+    printf(",\n  \"prompt_tokens\": %lld,\n  \"ops\": [", (long long)df->n_prompt);
+    bool comma = false;
+    for (int ph = 0; ph < HX_PHASE_COUNT; ph++)
+        for (int64_t i = 0; i < r->n_ops[ph]; i++)
+            if (r->ops[ph][i].n_checks)
+                hx_diff_json_op(&r->ops[ph][i], hx_diff_phase[ph], comma), comma = true;
+    printf(
+        "\n  ],\n  \"op_checks\": %lld,\n  \"op_failures\": %lld,\n  \"reference_failed\": %s,\n  \"first_divergent\": ",
+        (long long)r->n_checks, (long long)r->n_failed, r->ref_failed ? "true" : "false");
+    if (r->has_first)
+        hx_diff_json_op(&r->first, hx_diff_phase[r->first_phase], false);
+    else
+        printf("null");
+    printf(",\n  \"steps\": [");
+    for (int64_t s = 0; s < df->n_steps; s++)
+        printf(
+            "%s\n    {\"max_abs\": %.6g, \"nmse\": %.6g, \"token\": %d, \"ref_token\": %d, \"ref_margin\": %.6g}",
+            s ? "," : "", df->steps[s].max_abs, df->steps[s].nmse, df->steps[s].token,
+            df->steps[s].ref_token, df->steps[s].ref_margin);
+    printf(
+        "\n  ],\n  \"logits_max_abs\": %.6g,\n  \"logits_nmse\": %.6g,\n  \"logits_nmse_threshold\": %.3g,\n",
+        df->worst_abs, df->worst_nmse, (double)d->logits_nmse);
+    printf(
+        "  \"top1_agree\": %lld,\n  \"greedy_match\": %lld,\n  \"near_ties\": %lld,\n  \"n_steps\": %lld,\n",
+        (long long)df->n_agree, (long long)df->n_greedy, (long long)df->n_near_ties,
+        (long long)df->n_steps);
+    printf("  \"pass\": %s\n}\n", hx_diff_pass(df, r, d) ? "true" : "false");
+}
+
+int hx_cmd_diff(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+        return hx_diff_usage(), 0;
+    struct hx_diff_opts d;
+    struct hx_cli o;
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int n_rest = 0, rc = rest ? hx_diff_args(argc, argv, &d, rest, &n_rest) : 1;
+    if (rc == 0) rc = hx_cli_parse("diff", n_rest, rest, &o);
+    free(rest);
+    if (rc) return rc;
+    bool n_given = false;
+    for (int i = 1; i < argc; i++)
+        n_given |= !strcmp(argv[i], "-n") || !strcmp(argv[i], "--n-predict");
+    if (!n_given) o.n_predict = 16;
+    if (!o.prompt) o.prompt = "Once upon a time";
+    struct hx_diff df = {0};
+    if ((rc = hx_diff_policies(&o, &d, &df))) return rc;
+    const struct hx_verify_report *r = NULL;
+    rc = hx_diff_open(&o, &df);
+    if (rc == 0) rc = hx_diff_run(&df, &o);
+    if (rc == 0 && hx__sched_verify_report(hx__context_sched(df.tc), &r) != HX_OK) rc = 1;
+    if (rc == 0) {
+        if (!strcmp(d.format, "json"))
+            hx_diff_json(&df, &o, r, &d);
+        else
+            hx_diff_text(&df, &o, r, &d);
+        rc = hx_diff_pass(&df, r, &d) ? 0 : 1;
+    }
+    free(df.steps);
+    hx_context_free(df.tc);
+    hx_context_free(df.rc);
+    hx_model_free(df.m);
+    return rc;
+}
