@@ -45,6 +45,7 @@ static void hx_srv_usage(FILE *f)
             "  --timeout S           seconds for a request to arrive whole (default 10; 408)\n"
             "  --idle-timeout S      keep-alive idle seconds (default 30)\n"
             "  --grace S             shutdown grace period (default 10)\n"
+            "  --keepalive S         SSE ': keep-alive' comment after S quiet seconds (default 3)\n"
             "  --self-test           run the server's unit tests and exit\n");
 }
 
@@ -169,6 +170,7 @@ static int hx_srv_parse_args(int argc, char **argv, struct hx_srv_args *a)
         HX_SRV_INT("--timeout", 1, 3600, a->http.request_timeout_s)
         HX_SRV_INT("--idle-timeout", 1, 86400, a->http.idle_timeout_s)
         HX_SRV_INT("--grace", 0, 3600, hx_srv_main.grace_s)
+        HX_SRV_INT("--keepalive", 0, 3600, a->http.keepalive_s)
 #undef HX_SRV_STR
 #undef HX_SRV_INT
         hx_app_error("serve", "unknown option '%s' (see --help)", f);
@@ -241,5 +243,6 @@ int hx_cmd_serve(int argc, char **argv)
     }
     if (st) return st;
     hx__srv_cfg.n_parallel = (int)a.sp.n_parallel;
+    hx__srv_cfg.keepalive_s = a.http.keepalive_s;
     return hx_srv_run(&a);
 }

@@ -83,7 +83,7 @@ static void hx_srv_conn_close(struct hx_srv_conn *c)
     c->closing = true;
     if (c->job) hx__srv_route_conn_closed(c);
     if (c->busy) {
-        if (!c->status) c->status = 499; /* client closed before the answer was complete */
+        c->status = 499; /* closed before the answer was complete (a cut stream too) */
         hx_srv_access_log(c);
         c->busy = false;
     }

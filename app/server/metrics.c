@@ -2,8 +2,9 @@
  * metrics.c — the server's counters and their Prometheus text form (GET /metrics).
  *
  * Loop thread only (no locks): requests by route and status, prompt/completion token totals,
- * the last request's prompt and generation tokens/s, a time-to-first-token histogram. Queue
- * depth, active slots and per-device busy time come from the scheduler at render time.
+ * the last request's prompt and generation tokens/s, a time-to-first-token histogram, cancelled
+ * generations. Queue depth, active slots and per-device busy time come from the scheduler at
+ * render time, requests in flight from routes.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ static struct {
     int64_t ttft_buckets[HX_SRV_TTFT_N];
     int64_t ttft_count;
     double ttft_sum;
+    int64_t cancelled;
 } hx_srv_m;
 
 void hx__srv_metrics_request(const char *route, int status)
@@ -57,6 +59,8 @@ void hx__srv_metrics_tokens(int64_t prompt, int64_t completion, double prompt_tp
     if (gen_tps > 0) hx_srv_m.gen_tps = gen_tps;
 }
 
+void hx__srv_metrics_cancelled(void) { hx_srv_m.cancelled++; }
+
 void hx__srv_metrics_ttft(double seconds)
 {
     for (size_t i = 0; i < HX_SRV_TTFT_N; i++)
@@ -65,8 +69,8 @@ void hx__srv_metrics_ttft(double seconds)
     hx_srv_m.ttft_sum += seconds;
 }
 
-char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, bool loading,
-                             const char *device_lines)
+char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, int64_t in_flight,
+                             bool loading, const char *device_lines)
 {
     struct hx_srv_buf b = {0};
     hx__srv_buf_puts(&b, "# HELP hx_requests_total HTTP requests by route and status.\n"
@@ -78,7 +82,7 @@ char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, bool loa
     hx__srv_buf_printf(&b,
                        "# HELP hx_prompt_tokens_total Prompt tokens processed.\n"
                        "# TYPE hx_prompt_tokens_total counter\nhx_prompt_tokens_total %lld\n"
-                       "# HELP hx_completion_tokens_total Tokens generated.\n"
+                       "# HELP hx_completion_tokens_total Tokens generated (cancelled ones too).\n"
                        "# TYPE hx_completion_tokens_total counter\nhx_completion_tokens_total %lld\n"
                        "# HELP hx_prompt_tokens_per_second Prefill speed of the last request.\n"
                        "# TYPE hx_prompt_tokens_per_second gauge\nhx_prompt_tokens_per_second %.3f\n"
@@ -103,9 +107,17 @@ char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, bool loa
                        "# TYPE hx_queue_depth gauge\nhx_queue_depth %lld\n"
                        "# HELP hx_active_slots Sequences being generated.\n"
                        "# TYPE hx_active_slots gauge\nhx_active_slots %lld\n"
+                       "# HELP hx_requests_in_flight Generation requests submitted and not finished.\n"
+                       "# TYPE hx_requests_in_flight gauge\nhx_requests_in_flight %lld\n"
                        "# HELP hx_model_loading 1 while the model loads.\n"
-                       "# TYPE hx_model_loading gauge\nhx_model_loading %d\n",
-                       (long long)queue_depth, (long long)active_slots, loading ? 1 : 0);
+                       "# TYPE hx_model_loading gauge\nhx_model_loading %d\n"
+                       "# HELP hx_generations_cancelled_total Generations cancelled (client gone, "
+                       "shutdown).\n"
+                       "# TYPE hx_generations_cancelled_total counter\n"
+                       "hx_generations_cancelled_total %lld\n",
+                       (long long)queue_depth, (long long)active_slots, (long long)in_flight,
+                       loading ? 1 : 0,
+                       (long long)hx_srv_m.cancelled);
     hx__srv_buf_puts(&b, "# HELP hx_device_busy_seconds_total Decode time by the devices that ran it.\n"
                          "# TYPE hx_device_busy_seconds_total counter\n");
     if (device_lines) hx__srv_buf_puts(&b, device_lines);

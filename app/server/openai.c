@@ -239,6 +239,8 @@ static bool hx_srv_parse_options(json_t *root, struct hx_srv_gen_req *out, const
         HX_SRV_FAIL("chat_template_kwargs", "'enable_thinking' must be a boolean");
     if (hx_srv_bool(root, "enable_thinking", &out->enable_thinking) < 0)
         HX_SRV_FAIL("enable_thinking", "'enable_thinking' must be a boolean");
+    if (hx_srv_bool(root, "return_token_ids", &out->return_token_ids) < 0)
+        HX_SRV_FAIL("return_token_ids", "'return_token_ids' must be a boolean");
     bool lp = false;
     if (hx_srv_bool(root, "logprobs", &lp) < 0 || lp) HX_SRV_FAIL("logprobs", "logprobs are not supported");
     return true;
@@ -378,6 +380,14 @@ static json_t *hx_srv_hx(const struct hx_srv_result *r)
                      "generation_tokens_per_s", r->gen_tps);
 }
 
+static void hx_srv_set_ids(json_t *choice, const struct hx_srv_result *r)
+{
+    if (!r->with_ids) return;
+    json_t *a = json_array();
+    for (int64_t i = 0; i < r->n_ids; i++) json_array_append_new(a, json_integer(r->ids[i]));
+    json_object_set_new(choice, "token_ids", a);
+}
+
 static json_t *hx_srv_head(const struct hx_srv_result *r, const char *object)
 {
     return json_pack("{sssssIss}", "id", r->id, "object", object, "created", (json_int_t)r->created,
@@ -401,6 +411,7 @@ char *hx__srv_response_json(enum hx_srv_kind kind, const struct hx_srv_result *r
     }
     json_object_set_new(choice, "logprobs", json_null());
     json_object_set_new(choice, "finish_reason", json_string(r->finish_reason));
+    hx_srv_set_ids(choice, r);
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     json_object_set_new(root, "usage", hx_srv_usage(r));
     json_object_set_new(root, "hx", hx_srv_hx(r));
@@ -435,6 +446,7 @@ char *hx__srv_chunk_json(enum hx_srv_kind kind, enum hx_srv_chunk what,
         json_object_set_new(c, "finish_reason", what == HX_SRV_CHUNK_FINISH
                                                     ? json_string(r->finish_reason)
                                                     : json_null());
+        if (what == HX_SRV_CHUNK_FINISH) hx_srv_set_ids(c, r);
         json_array_append_new(choices, c);
     }
     json_object_set_new(root, "choices", choices);

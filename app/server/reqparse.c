@@ -91,6 +91,9 @@ static int hx_srv_on_headers(http_parser *p)
     rp->req.keep_alive = http_should_keep_alive(p) != 0;
     rp->req.url = rp->url.data ? rp->url.data : (char *)"";
     if (rp->url.failed || rp->value.failed) return hx_srv_rp_fail(rp, 500, "out of memory");
+    /* 400, not 505: anything a client sends gets a 4xx */
+    if (p->http_major != 1 || p->http_minor > 1)
+        return hx_srv_rp_fail(rp, 400, "unsupported HTTP version (HTTP/1.0 and HTTP/1.1 only)");
     if (p->flags & F_CHUNKED)
         return hx_srv_rp_fail(rp, 411, "chunked request bodies are not supported; send Content-Length");
     if (p->content_length != ULLONG_MAX && p->content_length > HX_SRV_MAX_BODY_BYTES)

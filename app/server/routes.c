@@ -75,7 +75,8 @@ static void hx_srv_metrics(struct hx_srv_conn *c)
     int64_t queued = 0, active = 0;
     hx__srv_sched_counts(&queued, &active);
     char *dev = hx__srv_sched_device_lines();
-    char *text = hx__srv_metrics_render(queued, active, hx__srv_cfg.loading, dev);
+    char *text =
+        hx__srv_metrics_render(queued, active, hx__srv_cfg.in_flight, hx__srv_cfg.loading, dev);
     free(dev);
     if (!text) {
         hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
@@ -116,6 +117,7 @@ static void hx_srv_generate(struct hx_srv_conn *c, enum hx_srv_kind kind)
     c->kind = kind;
     c->stream = req.stream;
     c->include_usage = req.include_usage;
+    c->return_ids = req.return_token_ids;
     c->created = (int64_t)time(NULL);
     hx_srv_make_id(c, kind == HX_SRV_CHAT ? "chatcmpl-" : "cmpl-");
     c->job = hx__srv_sched_submit(&req, c);
@@ -185,6 +187,9 @@ static void hx_srv_result_of(struct hx_srv_conn *c, const struct hx_srv_event *e
     if (ev) {
         r->prompt_tps = ev->prompt_tps;
         r->gen_tps = ev->gen_tps;
+        r->with_ids = c->return_ids && ev->type == HX_SRV_EV_DONE;
+        r->ids = ev->ids;
+        r->n_ids = ev->n_ids;
     }
 }
 
@@ -235,10 +240,10 @@ static void hx_srv_on_error(struct hx_srv_conn *c, struct hx_srv_event *ev)
     const char *msg = ev->text ? ev->text : "generation failed";
     c->job = NULL;
     if (!c->headers_sent) {
-        hx__srv_respond_error(c, ev->status, msg, NULL, NULL, NULL);
+        hx__srv_respond_error(c, ev->status, msg, NULL, ev->code, NULL);
         return;
     }
-    hx_srv_sse_json(c, hx__srv_error_json(ev->status, msg, NULL, NULL));
+    hx_srv_sse_json(c, hx__srv_error_json(ev->status, msg, NULL, ev->code));
     hx__srv_stream_end(c);
 }
 
@@ -253,6 +258,15 @@ static void hx_srv_on_done(struct hx_srv_conn *c, struct hx_srv_event *ev)
     }
     struct hx_srv_result r;
     hx_srv_result_of(c, ev, &r);
+    if (r.with_ids && r.n_ids < 0) { /* the ids could not be kept */
+        if (!c->headers_sent) {
+            hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
+            return;
+        }
+        hx_srv_sse_json(c, hx__srv_error_json(500, "out of memory", NULL, NULL));
+        hx__srv_stream_end(c);
+        return;
+    }
     if (!c->stream) {
         char *body = hx__srv_response_json(c->kind, &r, c->text.data, c->text.len);
         if (!body) hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
@@ -271,9 +285,12 @@ void hx__srv_route_event(struct hx_srv_event *ev)
 {
     struct hx_srv_conn *c = ev->job ? hx__srv_job_owner(ev->job) : NULL;
     bool terminal = ev->type == HX_SRV_EV_ERROR || ev->type == HX_SRV_EV_DONE;
-    if (ev->type == HX_SRV_EV_DONE && ev->finish_reason && strcmp(ev->finish_reason, "cancelled")) {
-        hx__srv_metrics_tokens(ev->prompt_tokens, ev->completion_tokens, ev->prompt_tps, ev->gen_tps);
-        if (ev->ttft_s >= 0) hx__srv_metrics_ttft(ev->ttft_s);
+    if (ev->type == HX_SRV_EV_DONE) { /* cancelled work counts as done work, without speeds */
+        bool cancelled = ev->finish_reason && !strcmp(ev->finish_reason, "cancelled");
+        hx__srv_metrics_tokens(ev->prompt_tokens, ev->completion_tokens,
+                               cancelled ? 0 : ev->prompt_tps, cancelled ? 0 : ev->gen_tps);
+        if (cancelled) hx__srv_metrics_cancelled();
+        else if (ev->ttft_s >= 0) hx__srv_metrics_ttft(ev->ttft_s);
     }
     if (c) {
         switch (ev->type) {
@@ -289,6 +306,7 @@ void hx__srv_route_event(struct hx_srv_event *ev)
         hx__srv_cfg.in_flight--;
     }
     free(ev->text);
+    free(ev->ids);
     free(ev);
 }
 
@@ -301,6 +319,6 @@ void hx__srv_route_conn_closed(struct hx_srv_conn *c)
 
 void hx__srv_route_keepalive(struct hx_srv_conn *c)
 {
-    if (hx__srv_now_s() - c->last_write_s < 3.0) return;
+    if (hx__srv_now_s() - c->last_write_s < hx__srv_cfg.keepalive_s) return;
     hx_srv_send_chunk(c, ": keep-alive\n\n");
 }

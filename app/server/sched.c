@@ -36,6 +36,9 @@ struct hx_srv_job {
     int64_t n_prompt, n_prefilled, n_gen, max_gen;
     int slot;
     hx_token last;
+    hx_token *ids; /* generated ids, kept only for return_token_ids */
+    int64_t ids_cap;
+    bool ids_failed;
     struct hx_sampler *smp;
     struct hx_detok *dt;
     struct hx_srv_stopper stop;
@@ -65,6 +68,7 @@ static struct {
     struct hx_context *ctx;
     int n_seq;
     int64_t n_ctx, n_vocab;
+    size_t max_piece_bytes; /* longest token text: no token covers more input bytes */
     struct hx_srv_job **slots;
     struct hx_srv_job *wait_head, *wait_tail;
     int rr; /* prefill round-robin start */
@@ -148,6 +152,8 @@ static void hx_srv_job_release_engine(struct hx_srv_job *job)
     job->dt = NULL;
     free(job->prompt);
     job->prompt = NULL;
+    free(job->ids);
+    job->ids = NULL;
     hx__srv_stopper_free(&job->stop);
     if (job->slot >= 0) {
         hx_kv_truncate(hx_srv_s.ctx, job->slot, 0);
@@ -156,16 +162,23 @@ static void hx_srv_job_release_engine(struct hx_srv_job *job)
     }
 }
 
-static void hx_srv_job_error(struct hx_srv_job *job, int status, const char *fmt, const char *detail)
+static void hx_srv_job_error_code(struct hx_srv_job *job, int status, const char *code,
+                                  const char *fmt, const char *detail)
 {
     hx_srv_job_release_engine(job);
     struct hx_srv_event *ev = hx_srv_ev_term(HX_SRV_EV_ERROR, job);
     ev->status = status;
+    ev->code = code;
     size_t n = strlen(fmt) + (detail ? strlen(detail) : 0) + 1;
     ev->text = malloc(n);
     if (ev->text) snprintf(ev->text, n, fmt, detail ? detail : "");
     snprintf(ev->devices, sizeof ev->devices, "%s", hx_context_devices(hx_srv_s.ctx));
     hx_srv_emit(ev);
+}
+
+static void hx_srv_job_error(struct hx_srv_job *job, int status, const char *fmt, const char *detail)
+{
+    hx_srv_job_error_code(job, status, NULL, fmt, detail);
 }
 
 static void hx_srv_job_done(struct hx_srv_job *job, const char *reason)
@@ -191,6 +204,11 @@ static void hx_srv_job_done(struct hx_srv_job *job, const char *reason)
     if (job->n_gen > 1 && now > job->t_first)
         ev->gen_tps = (double)(job->n_gen - 1) / (now - job->t_first);
     snprintf(ev->devices, sizeof ev->devices, "%s", hx_context_devices(hx_srv_s.ctx));
+    if (job->req.return_token_ids && strcmp(reason, "cancelled")) {
+        ev->ids = job->ids; /* n_ids -1 after an allocation failure: the loop answers 500 */
+        ev->n_ids = job->ids_failed ? -1 : job->n_gen;
+        job->ids = NULL;
+    }
     hx_srv_job_release_engine(job);
     hx_srv_emit(ev);
 }
@@ -219,6 +237,17 @@ static bool hx_srv_job_tokenize(struct hx_srv_job *job)
         text = rendered;
     }
     size_t len = strlen(text);
+    /* Each token covers at most max_piece_bytes of input, so a text this long cannot fit in
+     * the context: refuse it without spending the worker's time (the other streams') on it. */
+    if (len / 2 > (size_t)hx_srv_s.n_ctx * hx_srv_s.max_piece_bytes) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%zu bytes cannot fit in %lld tokens", len,
+                 (long long)hx_srv_s.n_ctx);
+        hx_free(rendered);
+        hx_srv_job_error_code(job, 400, "context_length_exceeded", "the prompt is too long: %s",
+                              msg);
+        return false;
+    }
     bool add_special = hx_vocab_add_bos(hx_srv_s.model);
     hx_token bos = hx_vocab_bos(hx_srv_s.model);
     const char *bos_text = bos != HX_TOKEN_NULL ? hx_vocab_text(hx_srv_s.model, bos) : NULL;
@@ -247,7 +276,7 @@ static bool hx_srv_job_tokenize(struct hx_srv_job *job)
 static bool hx_srv_job_prepare(struct hx_srv_job *job)
 {
     if (!hx_srv_job_tokenize(job)) return false;
-    char msg[160];
+    char msg[256];
     if (job->n_prompt == 0) {
         hx_srv_job_error(job, 400, "the prompt is empty%s", "");
         return false;
@@ -255,11 +284,22 @@ static bool hx_srv_job_prepare(struct hx_srv_job *job)
     if (job->n_prompt >= hx_srv_s.n_ctx) {
         snprintf(msg, sizeof msg, "%lld tokens; the context holds %lld per sequence",
                  (long long)job->n_prompt, (long long)hx_srv_s.n_ctx);
-        hx_srv_job_error(job, 400, "the prompt is too long: %s", msg);
+        hx_srv_job_error_code(job, 400, "context_length_exceeded", "the prompt is too long: %s",
+                              msg);
         return false;
     }
     int64_t room = hx_srv_s.n_ctx - job->n_prompt;
-    job->max_gen = job->req.max_tokens > 0 && job->req.max_tokens < room ? job->req.max_tokens : room;
+    if (job->req.max_tokens > room) { /* OpenAI's rule: prompt + max_tokens must fit */
+        snprintf(msg, sizeof msg,
+                 "%lld tokens per sequence; you requested %lld (%lld in the prompt, %lld to "
+                 "generate): reduce the prompt or max_tokens",
+                 (long long)hx_srv_s.n_ctx, (long long)(job->n_prompt + job->req.max_tokens),
+                 (long long)job->n_prompt, (long long)job->req.max_tokens);
+        hx_srv_job_error_code(job, 400, "context_length_exceeded",
+                              "the maximum context length is %s", msg);
+        return false;
+    }
+    job->max_gen = job->req.max_tokens > 0 ? job->req.max_tokens : room;
     struct hx_sampler_params sp = job->req.sp;
     if (!job->req.seed_set) sp.seed = hx_srv_rand();
     if (hx_sampler_new(&sp, hx_srv_s.n_vocab, &job->smp) != HX_OK ||
@@ -279,6 +319,25 @@ static bool hx_srv_job_prepare(struct hx_srv_job *job)
     return true;
 }
 
+/* Remember a generated id; on allocation failure drop them all (DONE then reports n_ids -1). */
+static void hx_srv_job_keep_id(struct hx_srv_job *job, hx_token tok)
+{
+    if (job->ids_failed) return;
+    if (job->n_gen == job->ids_cap) {
+        int64_t cap = job->ids_cap ? job->ids_cap * 2 : 64;
+        hx_token *p = realloc(job->ids, (size_t)cap * sizeof *p);
+        if (!p) {
+            free(job->ids);
+            job->ids = NULL;
+            job->ids_failed = true;
+            return;
+        }
+        job->ids = p;
+        job->ids_cap = cap;
+    }
+    job->ids[job->n_gen] = tok;
+}
+
 /* A sampled token: release its text; finish on EOG, a stop string or the length limit. */
 static void hx_srv_job_token(struct hx_srv_job *job, hx_token tok)
 {
@@ -287,6 +346,7 @@ static void hx_srv_job_token(struct hx_srv_job *job, hx_token tok)
         hx_srv_job_done(job, "stop");
         return;
     }
+    if (job->req.return_token_ids) hx_srv_job_keep_id(job, tok);
     job->n_gen++;
     hx_sampler_accept(job->smp, tok);
     const char *piece = NULL;
@@ -499,6 +559,12 @@ static int hx_srv_load(void)
     hx_srv_s.n_seq = hx_context_n_seq(hx_srv_s.ctx);
     hx_srv_s.n_ctx = hx_context_n_ctx(hx_srv_s.ctx);
     hx_srv_s.n_vocab = hx_vocab_n_tokens(hx_srv_s.model);
+    hx_srv_s.max_piece_bytes = 16;
+    for (hx_token t = 0; t < (hx_token)hx_srv_s.n_vocab; t++) {
+        const char *piece = hx_vocab_text(hx_srv_s.model, t);
+        size_t n = piece ? strlen(piece) : 0;
+        if (n > hx_srv_s.max_piece_bytes) hx_srv_s.max_piece_bytes = n;
+    }
     hx_srv_s.slots = calloc((size_t)hx_srv_s.n_seq, sizeof *hx_srv_s.slots);
     if (!hx_srv_s.slots || hx_srv_s.n_seq < 1) return HX_E_NOMEM;
     const char *pol = hx_context_policy(hx_srv_s.ctx);
@@ -613,6 +679,14 @@ void hx__srv_sched_stop(void)
         hx_srv_s.thread_started = false;
         uv_close((uv_handle_t *)&hx_srv_s.async, NULL);
     }
+    /* Events the loop will never see (LOADED after a signal during loading): free them. */
+    for (struct hx_srv_event *ev = hx_srv_s.ev_head, *next; ev; ev = next) {
+        next = ev->next;
+        free(ev->text);
+        free(ev->ids);
+        free(ev);
+    }
+    hx_srv_s.ev_head = hx_srv_s.ev_tail = NULL;
     hx_context_free(hx_srv_s.ctx);
     hx_model_free(hx_srv_s.model);
     free(hx_srv_s.slots);

@@ -61,6 +61,8 @@ static void hx_srv_test_parser(void)
         {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 411},
         {"POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n", 413},
         {"GARBAGE\r\n\r\n", 400},
+        {"GET / HTTP/9.9\r\n\r\n", 400},
+        {"GET / HTTP/2.0\r\n\r\n", 400},
         {"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400},
         {"GET /\x01 HTTP/1.1\r\n\r\n", 400},
     };
@@ -142,6 +144,8 @@ static void hx_srv_test_json(void)
     HX_SRV_CHECK(!hx_srv_try(HX_SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":3}]}", "messages"));
     HX_SRV_CHECK(!hx_srv_try(HX_SRV_CHAT, "{\"messages\":\"hi\"}", "messages"));
     HX_SRV_CHECK(!hx_srv_try(HX_SRV_CHAT, "{\"model\":3,\"messages\":[]}", "model"));
+    HX_SRV_CHECK(!hx_srv_try(HX_SRV_COMPLETION, "{\"prompt\":\"x\",\"return_token_ids\":1}",
+                             "return_token_ids"));
 
     /* responses are valid JSON, even for invalid UTF-8 text */
     struct hx_srv_result res = {.id = "chatcmpl-1", .model = "m", .devices = "cpu", .policy = "single",
@@ -157,6 +161,21 @@ static void hx_srv_test_json(void)
     HX_SRV_CHECK(json_is_object(json_object_get(j, "hx")));
     json_decref(j);
     free(s);
+    /* token_ids only when asked for, on the finish chunk of a stream */
+    static const hx_token ids[] = {5, 7};
+    res.with_ids = true;
+    res.ids = ids;
+    res.n_ids = 2;
+    s = hx__srv_chunk_json(HX_SRV_COMPLETION, HX_SRV_CHUNK_FINISH, &res, NULL, 0);
+    j = s ? json_loads(s, 0, &e) : NULL;
+    json_t *tids = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "token_ids");
+    HX_SRV_CHECK(json_array_size(tids) == 2 && json_integer_value(json_array_get(tids, 1)) == 7);
+    json_decref(j);
+    free(s);
+    s = hx__srv_chunk_json(HX_SRV_COMPLETION, HX_SRV_CHUNK_TEXT, &res, "t", 1);
+    HX_SRV_CHECK(s && !strstr(s, "token_ids"));
+    free(s);
+    res.with_ids = false;
     s = hx__srv_chunk_json(HX_SRV_CHAT, HX_SRV_CHUNK_USAGE, &res, NULL, 0);
     j = s ? json_loads(s, 0, &e) : NULL;
     HX_SRV_CHECK(j && json_array_size(json_object_get(j, "choices")) == 0);

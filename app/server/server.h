@@ -89,6 +89,7 @@ struct hx_srv_gen_req {
     int n_stops;
     bool stream, include_usage;
     bool enable_thinking;
+    bool return_token_ids; /* extension: the generated ids in choices[0].token_ids */
 };
 
 /* Parse and validate a JSON body. On failure returns false with *status (400/...), *param
@@ -106,6 +107,9 @@ struct hx_srv_result {
     const char *id, *model, *devices, *policy, *finish_reason;
     int64_t created, prompt_tokens, completion_tokens;
     double prompt_tps, gen_tps;
+    bool with_ids;       /* write choices[0].token_ids = ids[0..n_ids) */
+    const hx_token *ids;
+    int64_t n_ids;
 };
 /* Whole (non-streamed) response body; malloc'ed. */
 char *hx__srv_response_json(enum hx_srv_kind kind, const struct hx_srv_result *r,
@@ -141,9 +145,10 @@ void hx__srv_metrics_request(const char *route, int status);
 void hx__srv_metrics_tokens(int64_t prompt, int64_t completion, double prompt_tps,
                             double gen_tps);
 void hx__srv_metrics_ttft(double seconds);
+void hx__srv_metrics_cancelled(void); /* a generation cancelled (client gone, shutdown) */
 /* Prometheus text; devices_text: pre-rendered per-device lines from the scheduler. */
-char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, bool loading,
-                             const char *device_lines);
+char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, int64_t in_flight,
+                             bool loading, const char *device_lines);
 
 /* ---- scheduler (sched.c) -------------------------------------------------------------------- */
 
@@ -165,7 +170,10 @@ struct hx_srv_event {
     char *text; /* TEXT: text; ERROR/LOAD_FAILED: message; malloc'ed */
     size_t text_len;
     int status;                /* ERROR: HTTP status */
+    const char *code;          /* ERROR: OpenAI error code or NULL (static) */
     const char *finish_reason; /* DONE: "stop", "length", "cancelled" (static) */
+    hx_token *ids;             /* DONE with return_token_ids: generated ids (malloc'ed) */
+    int64_t n_ids;
     int64_t prompt_tokens, completion_tokens;
     double ttft_s, prompt_tps, gen_tps;
     char devices[64];
@@ -227,7 +235,7 @@ struct hx_srv_conn {
     /* generation */
     struct hx_srv_job *job;
     enum hx_srv_kind kind;
-    bool stream, include_usage, headers_sent;
+    bool stream, include_usage, return_ids, headers_sent;
     char id[48];
     int64_t created;
     struct hx_srv_buf text; /* non-streamed text so far */
@@ -270,6 +278,7 @@ struct hx_srv_config {
     int n_parallel, n_queue;
     bool loading, draining;
     int64_t in_flight; /* submitted jobs whose terminal event has not arrived */
+    double keepalive_s; /* SSE comment after this long without a write */
 };
 extern struct hx_srv_config hx__srv_cfg;
 void hx__srv_route(struct hx_srv_conn *c);
