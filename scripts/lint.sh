@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# lint.sh — the checks style.md asks of every change, in one command:
+#
+#   1. warnings as errors: the whole tree built with gcc and with clang, -DHX_WERROR=ON, in
+#      build-lint-gcc/ and build-lint-clang/ (a compiler that is not installed is reported
+#      and skipped);
+#   2. formatting: `clang-format --dry-run` over the C sources against .clang-format, reporting
+#      how many files (and lines) would change; nothing is rewritten;
+#   3. banned calls in core/ and backends/ (style.md §9, like curl's checksrc): printf,
+#      fprintf, malloc, calloc, realloc, free, exit, abort, strcpy, atoi. Library code goes
+#      through hx_malloc/hx_free and HX_LOG_*; core/alloc.c (the allocator hooks) and
+#      core/log.c (the default log sink and the assert handler) are the only exceptions.
+#
+# Usage: scripts/lint.sh [--no-build] [--format-strict] [--files] [-j N]
+#   --no-build       skip 1 (formatting and banned calls only; a few seconds)
+#   --format-strict  formatting differences fail the run (default: reported only, because
+#                    the tree predates .clang-format)
+#   --files          list every file clang-format would change
+#   -j N             ninja jobs (default 1: the build machines are shared)
+# Exit status: 0 clean, 1 if a build, the banned-call check, or (strict) formatting failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+build=1 strict=0 list=0 jobs=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --no-build) build=0 ;;
+    --format-strict) strict=1 ;;
+    --files) list=1 ;;
+    -j) jobs="${2:?-j needs a number}"; shift ;;
+    -j*) jobs="${1#-j}" ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "lint: unknown option $1 (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+fail=0
+note() { printf 'lint: %s\n' "$*"; }
+
+# C sources of the tree: tracked and new (not ignored) files; generated tables excluded.
+# C sources of the tree: tracked and new (not ignored) files, or every file outside build*/
+# when this is not a git checkout; the generated Unicode tables are excluded.
+c_sources() {
+    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        { git ls-files -- '*.c' '*.h'; git ls-files --others --exclude-standard -- '*.c' '*.h'; }
+    else
+        find . -path './build*' -prune -o -type f \( -name '*.c' -o -name '*.h' \) -print |
+            sed 's|^\./||'
+    fi | sort -u | grep -v -e '^core/unicode-data\.c$' -e '^build' |
+        while read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done
+}
+
+# ---- 1. gcc and clang, -Werror -------------------------------------------------------------
+lint_build() {
+    local cc=$1 cxx=$2 dir=build-lint-$1
+    if ! command -v "$cc" >/dev/null 2>&1; then
+        note "$cc: not installed, skipped"
+        return 0
+    fi
+    local log=$dir/lint.log
+    mkdir -p "$dir"
+    if ! cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHX_WERROR=ON \
+        -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" >"$log" 2>&1; then
+        note "$cc: configure FAILED (see $log)"
+        tail -n 20 "$log"
+        return 1
+    fi
+    if ! ninja -C "$dir" -j "$jobs" >>"$log" 2>&1; then
+        note "$cc: build with -Werror FAILED (see $log); first errors:"
+        grep -E 'error|warning' "$log" | head -n 20
+        return 1
+    fi
+    note "$cc: clean with -Werror ($("$cc" --version | head -n 1))"
+}
+
+if [ "$build" = 1 ]; then
+    lint_build gcc g++ || fail=1
+    lint_build clang clang++ || fail=1
+fi
+
+# ---- 2. clang-format ------------------------------------------------------------------------
+if command -v clang-format >/dev/null 2>&1; then
+    total=0 changed=0 lines=0 changed_files=""
+    while read -r f; do
+        total=$((total + 1))
+        n=$(clang-format --style=file "$f" | diff -- "$f" - | grep -c '^[<>]')
+        if [ "$n" -gt 0 ]; then
+            changed=$((changed + 1)) lines=$((lines + n))
+            changed_files="$changed_files $f($n)"
+        fi
+    done < <(c_sources)
+    note "clang-format ($(clang-format --version | sed 's/.*version //')): $changed of $total C files would change ($lines diff lines); nothing was rewritten"
+    if [ "$list" = 1 ] && [ -n "$changed_files" ]; then
+        printf '  %s\n' $changed_files
+    fi
+    if [ "$changed" -gt 0 ]; then
+        note "  see one: clang-format --style=file FILE | diff FILE -"
+        [ "$strict" = 1 ] && fail=1
+    fi
+else
+    note "clang-format not installed: formatting not checked (apt-get install clang-format)"
+    [ "$strict" = 1 ] && fail=1
+fi
+
+# ---- 3. banned calls in library code --------------------------------------------------------
+banned='printf|fprintf|malloc|calloc|realloc|free|exit|abort|strcpy|atoi'
+# Strip comments and string literals first (so "call abort()" in a message is fine), then
+# look for a banned name called as a function, not as a member or part of a longer name.
+hits=$(c_sources | grep -E '^(core|backends)/.*\.[ch]$' |
+    grep -v -e '^core/alloc\.c$' -e '^core/log\.c$' |
+    while read -r f; do
+        sed -e 's://.*$::' -e 's:/\*.*\*/::g' -e 's:"\([^"\\]\|\\.\)*":"":g' "$f" |
+            grep -nE "(^|[^A-Za-z0-9_.>])($banned)[[:space:]]*\(" |
+            grep -vE '^[0-9]+:[[:space:]]*\*' | cut -d: -f1 |
+            while read -r n; do printf '%s:%s: %s\n' "$f" "$n" "$(sed -n "${n}p" "$f" | sed 's/^[[:space:]]*//')"; done
+    done)
+if [ -n "$hits" ]; then
+    note "banned calls in core/ or backends/ (use hx_malloc/hx_free, HX_LOG_*, return a status):"
+    printf '%s\n' "$hits" | sed 's/^/  /'
+    fail=1
+else
+    note "banned calls: none in core/ and backends/"
+fi
+
+if [ "$fail" = 0 ]; then note "OK"; else note "FAILED"; fi
+exit "$fail"
