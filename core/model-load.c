@@ -278,7 +278,7 @@ static int hx__fuse(struct hx_loader *L, const struct hx_weight *const *parts, i
     char *buf = hx__model_own(L->m, total);
     char *nm = hx__model_own(L->m, strlen(name) + 1);
     if (!buf || !nm) return HX_E_NOMEM;
-    strcpy(nm, name);
+    memcpy(nm, name, strlen(name) + 1);
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         memcpy(buf + off, parts[i]->data, parts[i]->nbytes);

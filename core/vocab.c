@@ -278,7 +278,7 @@ static int hx_load_model_kind(struct hx_gguf *g, struct hx_vocab *v)
     if (st) return st;
     if (!found) {
         HX_LOG_WARN("vocab: no tokenizer.ggml.pre; using the 'default' pre-tokenizer");
-        strcpy(v->pre_name, "default");
+        memcpy(v->pre_name, "default", sizeof "default");
     }
     for (size_t i = 0; i < HX_ARRAY_LEN(hx_pre_names); i++) {
         if (strcmp(v->pre_name, hx_pre_names[i].name)) continue;

@@ -201,17 +201,21 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
     char *panels = hx_malloc(pb * (size_t)nt);
     /* 2 MiB aligned and backed by huge pages where the kernel allows: decode streams the
      * whole buffer, and 4 KiB pages would cost a TLB walk every 4 KiB of it. */
-    const size_t huge = (size_t)2 << 20, alloc = (total + huge - 1) / huge * huge;
-    x->raw = aligned_alloc(huge, alloc);
+    /* An anonymous mapping 2 MiB larger than needed: the part before the aligned start is
+     * never touched, so it costs address space only. */
+    const size_t huge = (size_t)2 << 20;
+    x->map_bytes = (total + 2 * huge - 1) / huge * huge;
+    void *map = mmap(NULL, x->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    x->raw = map == MAP_FAILED ? NULL : map;
     if (!x->raw || !panels) {
         hx_free(panels);
         hx__x16_free(x);
         return NULL;
     }
+    x->data = (uint8_t *)(((uintptr_t)x->raw + huge - 1) & ~(uintptr_t)(huge - 1));
 #ifdef MADV_HUGEPAGE
-    madvise(x->raw, alloc, MADV_HUGEPAGE);
+    madvise(x->data, total, MADV_HUGEPAGE);
 #endif
-    x->data = x->raw;
 #pragma omp parallel for schedule(dynamic, 16) num_threads(nt)
     for (int64_t tt = 0; tt < x->n_tiles; tt++) {
         int tid = 0;
@@ -236,7 +240,7 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
 void hx__x16_free(struct hx_cpu_x16 *x)
 {
     if (!x) return;
-    free(x->raw);
+    if (x->raw) munmap(x->raw, x->map_bytes);
     hx_free(x);
 }
 

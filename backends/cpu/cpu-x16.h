@@ -43,8 +43,9 @@ struct hx_cpu_x16 {
     enum hx_dtype type;
     int64_t n, k, n_tiles;
     size_t tile_bytes;
-    uint8_t *data;             /* n_tiles × tile_bytes, 64-byte aligned */
-    void *raw;
+    uint8_t *data;             /* n_tiles × tile_bytes, 2 MiB aligned */
+    void *raw;                 /* the anonymous mapping holding data */
+    size_t map_bytes;
 };
 #define HX_X16_MAGIC 0x36317848u /* "Hx16" */
 
