@@ -14,7 +14,7 @@
  *    falls back to the CPU from a failing npu-sim;
  *  - the manifest and instruction files generated at build time, and bad ones (syntax,
  *    shape rules, xclbin mismatch, instruction files of the wrong size);
- *  - TXN stream validation and the JSON reader;
+ *  - TXN stream validation and the manifest's JSON (parsed by jansson);
  *  - whole models (stories260K, the Qwen3 test models): greedy ids equal ref's for 16 tokens,
  *    or the first flip is a near-tie explained by the measured logit error (both printed).
  *
@@ -522,6 +522,10 @@ static void hx_t_rmdir(const char *dir)
 TEST(generated_manifest_matches_builtin)
 {
     if (!hx_t_is_sim()) SKIP("simulator only");
+#if !HX_NPU_HAVE_JANSSON
+    ASSERT_TRUE(hx_t_open_dir("/tmp") == NULL && strstr(hx_last_error(), "without jansson"));
+    SKIP("built without jansson: no kernel folders (the built-in kernels only)");
+#endif
     hx__npu_sim_configure("");
     struct hx_device *a = hx_t_open_dir(NULL), *b = hx_t_open_dir(hx_t_kernels_dir());
     ASSERT_TRUE(a && b);
@@ -565,6 +569,9 @@ static void hx_t_bad_kernels(const char *what, const char *file, const char *tex
 TEST(bad_kernel_folders_are_reported)
 {
     if (!hx_t_is_sim()) SKIP("simulator only");
+#if !HX_NPU_HAVE_JANSSON
+    SKIP("built without jansson: no kernel folders");
+#endif
     hx__npu_sim_configure("");
     int failures = 0;
     struct hx_device *dev = hx_t_open_dir("/nonexistent-kernels");
@@ -660,22 +667,53 @@ TEST(kernel_rules)
     }
 }
 
-TEST(json_reader)
+/* The manifest's JSON (parsed by jansson): escapes and integral reals accepted; syntax errors
+ * reported with line and column; valid JSON of the wrong type or range names the field. */
+TEST(manifest_json)
 {
-    const char *s = " {\"a\": [1, -2.5e3, true, false, null], \"s\": \"x\\u00e9\\ud83d\\ude00\\n\"} ";
-    struct hx_json *j = NULL;
-    char err[128];
-    ASSERT_OK(hx__json_parse(s, strlen(s), &j, err, sizeof err));
-    const struct hx_json *a = hx__json_get(j, "a"), *t = hx__json_get(j, "s");
-    ASSERT_TRUE(a && a->type == HX_JSON_ARR && a->child->num == 1 && a->child->next->num == -2500);
-    ASSERT_STREQ(t->str, "x\xc3\xa9\xf0\x9f\x98\x80\n");
-    hx__json_free(j);
+#if !HX_NPU_HAVE_JANSSON
+    SKIP("built without jansson: no kernel manifests");
+#else
+    static struct hx_npu_manifest man;
+    char err[400], text[1024];
+    const char *head = "{\"format\": \"hx-npu-kernels\", \"version\": 1.0, \"device_generation\": 4,\n"
+                       " \"description\": \"x\\u00e9\\ud83d\\ude00\\n\", \"kernels\": [{\"name\": \"t\","
+                       " \"xclbin\": \"a.xclbin\", \"insts\": \"a.bin\", \"K\": 256, \"N\": 256, \"m\": 16,"
+                       " \"k\": 64, \"n\": 32, \"dtype_in\": \"i8\", \"dtype_out\": \"i32\", ";
+    snprintf(text, sizeof text, "%s\"M\": 128e0, \"columns\": 8, \"b_layout\": \"col_major\"}]}", head);
+    ASSERT_OK(hx__npu_manifest_parse(text, strlen(text), "/k", &man, err, sizeof err));
+    ASSERT_TRUE(man.n_kernels == 1 && man.dev_gen == 4 && man.k[0].d.M == 128 && man.k[0].d.b_col_maj);
+    ASSERT_STREQ(man.description, "x\xc3\xa9\xf0\x9f\x98\x80\n");
+    ASSERT_STREQ(man.k[0].xclbin, "/k/a.xclbin");
+    static char deep[2 * 2100 + 2];
+    memset(deep, '[', 2100), deep[2100] = '1', memset(deep + 2101, ']', 2100);
     static const char *const bad[] = {"{", "[1,]", "{\"a\" 1}", "\"\\ud800\"", "01", "1 2",
-                                      "\"a\tb\"", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"};
+                                      "\"a\tb\"", "{\"a\": 1, \"a\": 2}", "\"\\u0000\"", "\"\xff\"", deep};
     for (size_t i = 0; i < HX_ARRAY_LEN(bad); i++) {
-        ASSERT_EQ(hx__json_parse(bad[i], strlen(bad[i]), &j, err, sizeof err), HX_E_FORMAT);
-        ASSERT_TRUE(j == NULL && strstr(err, "line 1") != NULL);
+        int st = hx__npu_manifest_parse(bad[i], strlen(bad[i]), "/k", &man, err, sizeof err);
+        fprintf(stderr, "  syntax %-2zu -> %s\n", i, err);
+        ASSERT_EQ(st, HX_E_FORMAT);
+        ASSERT_TRUE(strstr(err, "line 1 col ") != NULL);
     }
+    static const struct { const char *members, *expect; } inv[] = {
+        {"\"M\": 128.5, \"columns\": 8", "\"M\" missing or not an integer"},
+        {"\"M\": \"128\", \"columns\": 8", "\"M\" missing or not an integer"},
+        {"\"M\": 128, \"columns\": 4294967304", "columns 4294967304"},
+        {"\"M\": 128, \"columns\": 8, \"b_layout\": 1", "layouts are"},
+        {"\"M\": 128, \"columns\": 8, \"ninstr\": null", "\"ninstr\" is"},
+        {"\"M\": 128, \"columns\": 8, \"device_generation\": 4294967300", "bad \"device_generation\""},
+        {"\"M\": 64, \"columns\": 8", "must be even"},
+    };
+    for (size_t i = 0; i < HX_ARRAY_LEN(inv); i++) {
+        snprintf(text, sizeof text, "%s%s}]}", head, inv[i].members);
+        int st = hx__npu_manifest_parse(text, strlen(text), "/k", &man, err, sizeof err);
+        fprintf(stderr, "  field %zu -> %s\n", i, err);
+        ASSERT_EQ(st, HX_E_FORMAT);
+        ASSERT_TRUE(strstr(err, inv[i].expect) != NULL);
+    }
+    ASSERT_EQ(hx__npu_manifest_parse("[]", 2, "/k", &man, err, sizeof err), HX_E_FORMAT);
+    ASSERT_TRUE(strstr(err, "top level is not an object") != NULL);
+#endif
 }
 
 /* ---- the pipeline -------------------------------------------------------------------------------- */

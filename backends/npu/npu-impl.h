@@ -1,7 +1,7 @@
 /*
  * npu-impl.h — private declarations of the NPU backend (npu, npu-sim): the kernel manifest,
- * per-device state, prepared weights, the TXN instruction-stream helpers, the small JSON
- * reader, the simulator's test hooks and the debug knobs (get_extension "hx.npu.debug").
+ * per-device state, prepared weights, the TXN instruction-stream helpers, the simulator's
+ * test hooks and the debug knobs (get_extension "hx.npu.debug").
  *
  * Invariants: a device is usable only if every manifest kernel opened and its instruction
  * stream validated at init; BOs are allocated once per kernel (2 A, 2 C, 1 instruction) or
@@ -21,25 +21,6 @@
 #define HX_NPU_MAX_KERNELS 32
 #define HX_NPU_MAX_K 131071             /* |acc| <= K * 127 * 128 < 2^31 */
 #define HX_NPU_DEFAULT_TIMEOUT_MS 5000
-
-/* ---- small JSON reader (npu-json.c) ----------------------------------------------------- */
-
-enum hx_json_type { HX_JSON_NULL, HX_JSON_BOOL, HX_JSON_NUM, HX_JSON_STR, HX_JSON_ARR, HX_JSON_OBJ };
-
-struct hx_json {
-    enum hx_json_type type;
-    char *key;                   /* member name inside an object, else NULL */
-    char *str;                   /* HX_JSON_STR (UTF-8, NUL-terminated) */
-    double num;
-    bool b;
-    struct hx_json *child;       /* first element / member */
-    struct hx_json *next;        /* next sibling */
-};
-
-/* Parse len bytes. HX_E_FORMAT with "line L col C: what" in err on bad input; *out NULL. */
-int hx__json_parse(const char *text, size_t len, struct hx_json **out, char *err, size_t n);
-void hx__json_free(struct hx_json *j);
-const struct hx_json *hx__json_get(const struct hx_json *obj, const char *key);
 
 /* ---- manifest (npu-manifest.c) ---------------------------------------------------------- */
 
@@ -61,14 +42,20 @@ struct hx_npu_manifest {
 };
 
 /* Load DIR/manifest.json: HX_E_IO / HX_E_FORMAT with the reason in err. Kernels are
- * validated (hx__npu_kernel_validate); the first bad one fails the whole manifest. */
+ * validated (hx__npu_kernel_validate); the first bad one fails the whole manifest. The JSON is
+ * parsed by jansson; a build without it returns HX_E_UNSUPPORTED saying so. */
 int hx__npu_manifest_load(const char *dir, struct hx_npu_manifest *out, char *err, size_t n);
+/* Parse len bytes of manifest text (relative paths resolved against dir). HX_E_FORMAT with
+ * "line L col C: what" in err for a JSON syntax error, else the rule or field that failed. */
+int hx__npu_manifest_parse(const char *text, size_t len, const char *dir,
+                           struct hx_npu_manifest *out, char *err, size_t n);
 /* The built-in synthetic manifest: Qwen3-0.6B GEMM shapes plus two small tile kernels. */
 void hx__npu_manifest_builtin(struct hx_npu_manifest *out);
 /* Check a kernel against the §2.5 rules of its generation; err[] names the rule. */
 int hx__npu_kernel_validate(const struct hx_npu_kernel_desc *d, char *err, size_t n);
-/* Write DIR/manifest.json, simulator placeholder xclbins and insts_*.bin for the built-in
- * kernels (DIR is created). HX_E_IO with err on failure. */
+/* Write DIR/manifest.json (jansson: one top-level member and one kernel per line),
+ * simulator placeholder xclbins and insts_*.bin for the built-in kernels (DIR is created).
+ * HX_E_IO with err on failure; HX_E_UNSUPPORTED in a build without jansson. */
 int hx__npu_write_synthetic_kernels(const char *dir, char *err, size_t n);
 /* Canonical artifact suffix "128x1024x4096_16x64x64_8c" of a kernel. */
 void hx__npu_kernel_suffix(const struct hx_npu_kernel_desc *d, char *out, size_t n);

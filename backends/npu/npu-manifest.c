@@ -12,6 +12,10 @@
  *                    "m": 16, "k": 64, "n": 64, "columns": 8, "dtype_in": "i8",
  *                    "dtype_out": "i32", "b_layout": "col_major", "c_layout": "row_major",
  *                    "device_generation": 4, "ninstr": "words" } ] }
+ *
+ * jansson parses and writes the JSON; this file checks every field's presence, type and range
+ * and the shape rules. A build without jansson keeps the built-in set only: loading and
+ * writing manifests return HX_E_UNSUPPORTED with the reason.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +23,10 @@
 #include <sys/stat.h>
 
 #include "npu-impl.h"
+
+#if HX_NPU_HAVE_JANSSON
+#include <jansson.h>
+#endif
 
 #define HX_NPU_MANIFEST_MAX_BYTES (1u << 20)
 
@@ -113,6 +121,8 @@ void hx__npu_manifest_builtin(struct hx_npu_manifest *out)
 
 /* ---- loading ----------------------------------------------------------------------------- */
 
+#if HX_NPU_HAVE_JANSSON
+
 static int hx_npu_read_text(const char *path, char **out, size_t *len, char *err, size_t n)
 {
     FILE *f = fopen(path, "rb");
@@ -135,18 +145,30 @@ static int hx_npu_read_text(const char *path, char **out, size_t *len, char *err
     return HX_OK;
 }
 
-static bool hx_npu_jnum(const struct hx_json *o, const char *key, int64_t *out)
+/* An integer member: a JSON integer, or a number with an integral value in range (128.0, 1e2). */
+static bool hx_npu_jnum(const json_t *o, const char *key, int64_t *out)
 {
-    const struct hx_json *v = hx__json_get(o, key);
-    if (!v || v->type != HX_JSON_NUM || v->num != (double)(int64_t)v->num) return false;
-    *out = (int64_t)v->num;
+    const json_t *v = json_object_get(o, key);
+    if (json_is_integer(v)) return *out = (int64_t)json_integer_value(v), true;
+    if (!json_is_real(v)) return false;
+    double d = json_real_value(v);
+    if (!(d >= -0x1p63 && d < 0x1p63) || d != (double)(int64_t)d) return false;
+    *out = (int64_t)d;
     return true;
 }
 
-static const char *hx_npu_jstr(const struct hx_json *o, const char *key)
+/* A string member, NULL if absent or not a string. */
+static const char *hx_npu_jstr(const json_t *o, const char *key)
 {
-    const struct hx_json *v = hx__json_get(o, key);
-    return v && v->type == HX_JSON_STR ? v->str : NULL;
+    return json_string_value(json_object_get(o, key));
+}
+
+/* An optional string member: *out NULL when absent; false when present but not a string. */
+static bool hx_npu_jstr_opt(const json_t *o, const char *key, const char **out)
+{
+    const json_t *v = json_object_get(o, key);
+    *out = json_string_value(v);
+    return !v || *out;
 }
 
 static int hx_npu_path(const char *dir, const char *rel, char *out, size_t n, char *err, size_t en)
@@ -170,15 +192,17 @@ static int hx_npu_dtype_bytes(const char *s, bool in)
     return -1;
 }
 
-static int hx_npu_layout(const char *s, bool *col_maj)
+static int hx_npu_layout(const json_t *o, const char *key, bool *col_maj)
 {
+    const char *s;
+    if (!hx_npu_jstr_opt(o, key, &s)) return HX_E_FORMAT;
     if (!s || !strcmp(s, "row_major")) return *col_maj = false, HX_OK;
     if (!strcmp(s, "col_major")) return *col_maj = true, HX_OK;
     return HX_E_FORMAT;
 }
 
-static int hx_npu_parse_kernel(const struct hx_json *o, const char *dir, int gen,
-                               struct hx_npu_kernel *k, char *err, size_t n)
+static int hx_npu_parse_kernel(const json_t *o, const char *dir, int gen, struct hx_npu_kernel *k,
+                               char *err, size_t n)
 {
     const char *name = hx_npu_jstr(o, "name"), *xb = hx_npu_jstr(o, "xclbin"),
                *in = hx_npu_jstr(o, "insts");
@@ -198,8 +222,12 @@ static int hx_npu_parse_kernel(const struct hx_json *o, const char *dir, int gen
         if (!hx_npu_jnum(o, keys[i], &v[i]))
             return snprintf(err, n, "kernel %s: \"%s\" missing or not an integer", name, keys[i]),
                    HX_E_FORMAT;
+    if (v[6] != (int)v[6])
+        return snprintf(err, n, "kernel %s: columns %lld (1, 2, 4 or 8)", name, (long long)v[6]),
+               HX_E_FORMAT;
     int64_t g = gen;
-    if (hx__json_get(o, "device_generation") && !hx_npu_jnum(o, "device_generation", &g))
+    if (json_object_get(o, "device_generation") &&
+        (!hx_npu_jnum(o, "device_generation", &g) || g != (int)g))
         return snprintf(err, n, "kernel %s: bad \"device_generation\"", name), HX_E_FORMAT;
     if (g == 0)
         return snprintf(err, n, "kernel %s: no \"device_generation\" (3 = NPU1, 4 = NPU2) in the "
@@ -214,12 +242,12 @@ static int hx_npu_parse_kernel(const struct hx_json *o, const char *dir, int gen
     k->d = (struct hx_npu_kernel_desc){.M = v[0], .K = v[1], .N = v[2], .m = v[3], .k = v[4],
                                        .n = v[5], .cols = (int)v[6], .dev_gen = (int)g,
                                        .in_bytes = ib, .out_bytes = ob};
-    if (hx_npu_layout(hx_npu_jstr(o, "b_layout"), &k->d.b_col_maj) ||
-        hx_npu_layout(hx_npu_jstr(o, "c_layout"), &k->d.c_col_maj))
+    if (hx_npu_layout(o, "b_layout", &k->d.b_col_maj) ||
+        hx_npu_layout(o, "c_layout", &k->d.c_col_maj))
         return snprintf(err, n, "kernel %s: layouts are \"row_major\" or \"col_major\"", name),
                HX_E_FORMAT;
-    const char *ni = hx_npu_jstr(o, "ninstr");
-    if (ni && strcmp(ni, "words") && strcmp(ni, "bytes"))
+    const char *ni;
+    if (!hx_npu_jstr_opt(o, "ninstr", &ni) || (ni && strcmp(ni, "words") && strcmp(ni, "bytes")))
         return snprintf(err, n, "kernel %s: \"ninstr\" is \"words\" or \"bytes\"", name), HX_E_FORMAT;
     k->ninstr_bytes = ni && !strcmp(ni, "bytes");
     if ((st = hx__npu_kernel_validate(&k->d, sub, sizeof sub)))
@@ -230,8 +258,8 @@ static int hx_npu_parse_kernel(const struct hx_json *o, const char *dir, int gen
     return HX_OK;
 }
 
-static int hx_npu_parse_manifest(const struct hx_json *root, const char *dir,
-                                 struct hx_npu_manifest *out, char *err, size_t n)
+static int hx_npu_parse_manifest(const json_t *root, const char *dir, struct hx_npu_manifest *out,
+                                 char *err, size_t n)
 {
     const char *fmt = hx_npu_jstr(root, "format");
     int64_t ver = 0, gen = 0;
@@ -239,29 +267,55 @@ static int hx_npu_parse_manifest(const struct hx_json *root, const char *dir,
         return snprintf(err, n, "\"format\" must be \"hx-npu-kernels\""), HX_E_FORMAT;
     if (!hx_npu_jnum(root, "version", &ver) || ver != 1)
         return snprintf(err, n, "unsupported manifest \"version\" (this engine reads 1)"), HX_E_FORMAT;
-    if (hx__json_get(root, "device_generation") &&
+    if (json_object_get(root, "device_generation") &&
         (!hx_npu_jnum(root, "device_generation", &gen) || (gen != 3 && gen != 4)))
         return snprintf(err, n, "\"device_generation\" must be 3 (NPU1) or 4 (NPU2)"), HX_E_FORMAT;
-    const char *desc = hx_npu_jstr(root, "description");
+    const char *desc;
+    if (!hx_npu_jstr_opt(root, "description", &desc))
+        return snprintf(err, n, "\"description\" must be a string"), HX_E_FORMAT;
     snprintf(out->description, sizeof out->description, "%s", desc ? desc : "");
-    const struct hx_json *ks = hx__json_get(root, "kernels");
-    if (!ks || ks->type != HX_JSON_ARR || !ks->child)
+    const json_t *ks = json_object_get(root, "kernels");
+    if (!json_is_array(ks) || json_array_size(ks) == 0)
         return snprintf(err, n, "\"kernels\" must be a non-empty array"), HX_E_FORMAT;
-    for (const struct hx_json *e = ks->child; e; e = e->next) {
+    for (size_t i = 0; i < json_array_size(ks); i++) {
+        const json_t *e = json_array_get(ks, i);
         if (out->n_kernels >= HX_NPU_MAX_KERNELS)
             return snprintf(err, n, "more than %d kernels", HX_NPU_MAX_KERNELS), HX_E_FORMAT;
-        if (e->type != HX_JSON_OBJ) return snprintf(err, n, "a kernel entry is not an object"), HX_E_FORMAT;
+        if (!json_is_object(e)) return snprintf(err, n, "a kernel entry is not an object"), HX_E_FORMAT;
         struct hx_npu_kernel *k = &out->k[out->n_kernels];
         int st = hx_npu_parse_kernel(e, dir, (int)gen, k, err, n);
         if (st) return st;
-        for (int i = 0; i < out->n_kernels; i++)
-            if (!strcmp(out->k[i].name, k->name))
+        for (int j = 0; j < out->n_kernels; j++)
+            if (!strcmp(out->k[j].name, k->name))
                 return snprintf(err, n, "kernel name '%s' appears twice", k->name), HX_E_FORMAT;
         gen = k->d.dev_gen;
         out->n_kernels++;
     }
     out->dev_gen = (int)gen;
     return HX_OK;
+}
+
+/* jansson parses (strict RFC 8259: UTF-8 checked, no NUL in strings, no duplicate member
+ * names, depth <= 2048); the checks above validate every field's type and range. */
+int hx__npu_manifest_parse(const char *text, size_t len, const char *dir,
+                           struct hx_npu_manifest *out, char *err, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+#if JANSSON_VERSION_HEX >= 0x020b00
+        if (json_error_code(&je) == json_error_out_of_memory)
+            return snprintf(err, n, "out of memory"), HX_E_NOMEM;
+#endif
+        if (je.line > 0) snprintf(err, n, "line %d col %d: %s", je.line, je.column, je.text);
+        else snprintf(err, n, "%s", je.text);
+        return HX_E_FORMAT;
+    }
+    int st = json_is_object(root) ? hx_npu_parse_manifest(root, dir, out, err, n)
+                                  : (snprintf(err, n, "top level is not an object"), HX_E_FORMAT);
+    json_decref(root);
+    return st;
 }
 
 int hx__npu_manifest_load(const char *dir, struct hx_npu_manifest *out, char *err, size_t n)
@@ -275,20 +329,42 @@ int hx__npu_manifest_load(const char *dir, struct hx_npu_manifest *out, char *er
     size_t len = 0;
     int st = hx_npu_read_text(path, &text, &len, err, n);
     if (st) return st;
-    struct hx_json *root = NULL;
-    char jerr[200];
-    st = hx__json_parse(text, len, &root, jerr, sizeof jerr);
-    hx_free(text);
-    if (st) return snprintf(err, n, "%s: %s", path, jerr), st;
     char sub[400] = "";
-    st = root->type == HX_JSON_OBJ ? hx_npu_parse_manifest(root, dir, out, sub, sizeof sub)
-                                   : (snprintf(sub, sizeof sub, "top level is not an object"), HX_E_FORMAT);
-    hx__json_free(root);
+    st = hx__npu_manifest_parse(text, len, dir, out, sub, sizeof sub);
+    hx_free(text);
+    snprintf(out->source, sizeof out->source, "%s", path);
     if (st) snprintf(err, n, "%s: %s", path, sub);
     return st;
 }
 
+#else /* no jansson: the built-in kernels only */
+
+static int hx_npu_no_jansson(char *err, size_t n)
+{
+    snprintf(err, n, "this engine was built without jansson (libjansson-dev), so it reads and "
+             "writes no kernel manifests; npu-sim still has its built-in kernels");
+    return HX_E_UNSUPPORTED;
+}
+
+int hx__npu_manifest_parse(const char *text, size_t len, const char *dir,
+                           struct hx_npu_manifest *out, char *err, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    return hx_npu_no_jansson(err, n);
+}
+
+int hx__npu_manifest_load(const char *dir, struct hx_npu_manifest *out, char *err, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->source, sizeof out->source, "%s/manifest.json", dir);
+    return hx_npu_no_jansson(err, n);
+}
+
+#endif
+
 /* ---- writing the synthetic set --------------------------------------------------------------- */
+
+#if HX_NPU_HAVE_JANSSON
 
 static int hx_npu_write_file(const char *path, const void *data, size_t len, char *err, size_t n)
 {
@@ -336,44 +412,101 @@ static int hx_npu_write_kernel(const char *dir, const struct hx_npu_kernel *k, c
     return hx_npu_write_file(path, bytes, nw * 4, err, n);
 }
 
+static int hx_npu_sb_sink(const char *buf, size_t size, void *data)
+{
+    hx__sb_append(data, buf, size);
+    return 0;
+}
+
+static void hx_npu_sb_dump(struct hx_strbuf *sb, const json_t *v, size_t flags)
+{
+    if (!v || json_dump_callback(v, hx_npu_sb_sink, sb, flags | JSON_ENCODE_ANY)) sb->failed = true;
+}
+
+/* The manifest as jansson writes it, one top-level member and one array element per line: an
+ * object per line is what tests/npu/run.sh's shape listing reads. */
+static void hx_npu_dump_manifest(json_t *root, struct hx_strbuf *sb)
+{
+    const char *key;
+    json_t *v;
+    bool first = true;
+    hx__sb_append(sb, "{", 1);
+    json_object_foreach(root, key, v) {
+        hx__sb_printf(sb, "%s\n  ", first ? "" : ",");
+        first = false;
+        json_t *jk = json_string(key);
+        hx_npu_sb_dump(sb, jk, 0);
+        json_decref(jk);
+        hx__sb_append(sb, ": ", 2);
+        if (!json_is_array(v) || json_array_size(v) == 0) {
+            hx_npu_sb_dump(sb, v, 0);
+            continue;
+        }
+        hx__sb_append(sb, "[", 1);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            hx__sb_printf(sb, "%s\n    ", i ? "," : "");
+            hx_npu_sb_dump(sb, json_array_get(v, i), 0);
+        }
+        hx__sb_append(sb, "\n  ]", 4);
+    }
+    hx__sb_append(sb, "\n}\n", 3);
+}
+
 int hx__npu_write_synthetic_kernels(const char *dir, char *err, size_t n)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return snprintf(err, n, "cannot create %s: %s", dir, strerror(errno)), HX_E_IO;
     struct hx_npu_manifest man;
     hx__npu_manifest_builtin(&man);
-    struct hx_strbuf sb;
-    hx__sb_init(&sb);
-    hx__sb_printf(&sb, "{\n  \"format\": \"hx-npu-kernels\",\n  \"version\": 1,\n"
-                  "  \"device_generation\": %d,\n  \"description\": \"%s (generated; the "
-                  "xclbins are simulator descriptors)\",\n  \"kernels\": [\n",
-                  man.dev_gen, man.description);
-    int st = HX_OK;
+    char desc[300];
+    snprintf(desc, sizeof desc, "%s (generated; the xclbins are simulator descriptors)",
+             man.description);
+    json_t *root = json_pack("{s:s, s:i, s:i, s:s}", "format", "hx-npu-kernels", "version", 1,
+                             "device_generation", man.dev_gen, "description", desc);
+    json_t *ks = json_array();
+    int st = root && ks && !json_object_set(root, "kernels", ks) ? HX_OK : HX_E_NOMEM;
     for (int i = 0; i < man.n_kernels && st == HX_OK; i++) {
         const struct hx_npu_kernel *k = &man.k[i];
         char xb[128], in[128];
         st = hx_npu_write_kernel(dir, k, xb, in, sizeof xb, err, n);
-        hx__sb_printf(&sb,
-                      "    {\"name\": \"%s\", \"xclbin\": \"%s\", \"insts\": \"%s\",\n"
-                      "     \"M\": %lld, \"K\": %lld, \"N\": %lld, \"m\": %lld, \"k\": %lld, "
-                      "\"n\": %lld, \"columns\": %d,\n"
-                      "     \"dtype_in\": \"i8\", \"dtype_out\": \"i32\", \"b_layout\": "
-                      "\"col_major\", \"c_layout\": \"row_major\",\n"
-                      "     \"device_generation\": %d, \"ninstr\": \"words\"}%s\n",
-                      k->name, xb, in, (long long)k->d.M, (long long)k->d.K, (long long)k->d.N,
-                      (long long)k->d.m, (long long)k->d.k, (long long)k->d.n, k->d.cols,
-                      k->d.dev_gen, i + 1 < man.n_kernels ? "," : "");
+        if (st) break;
+        json_t *e = json_pack(
+            "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s, s:s, s:i, s:s}",
+            "name", k->name, "xclbin", xb, "insts", in, "M", (json_int_t)k->d.M,
+            "K", (json_int_t)k->d.K, "N", (json_int_t)k->d.N, "m", (json_int_t)k->d.m,
+            "k", (json_int_t)k->d.k, "n", (json_int_t)k->d.n, "columns", k->d.cols,
+            "dtype_in", k->dtype_in, "dtype_out", k->dtype_out,
+            "b_layout", k->d.b_col_maj ? "col_major" : "row_major",
+            "c_layout", k->d.c_col_maj ? "col_major" : "row_major",
+            "device_generation", k->d.dev_gen, "ninstr", k->ninstr_bytes ? "bytes" : "words");
+        if (json_array_append_new(ks, e)) st = HX_E_NOMEM;
     }
-    hx__sb_printf(&sb, "  ]\n}\n");
+    struct hx_strbuf sb;
+    hx__sb_init(&sb);
+    if (st == HX_OK) hx_npu_dump_manifest(root, &sb);
     if (st == HX_OK && sb.failed) st = HX_E_NOMEM;
+    if (st == HX_E_NOMEM) snprintf(err, n, "out of memory writing %s/manifest.json", dir);
     if (st == HX_OK) {
         char path[600];
         snprintf(path, sizeof path, "%s/manifest.json", dir);
         st = hx_npu_write_file(path, sb.data, sb.len, err, n);
     }
     hx__sb_free(&sb);
+    json_decref(ks);
+    json_decref(root);
     return st;
 }
+
+#else
+
+int hx__npu_write_synthetic_kernels(const char *dir, char *err, size_t n)
+{
+    snprintf(err, n, "this engine was built without jansson (libjansson-dev), so it writes no "
+             "kernel manifests");
+    return HX_E_UNSUPPORTED;
+}
+
+#endif
 
 /* ---- choosing a kernel ------------------------------------------------------------------------- */
 
