@@ -1,18 +1,33 @@
 /*
- * hip-compat.h — lets the HIP sources of backends/hip build with hipcc (AMD) and with nvcc
- * (NVIDIA, the .hip files compiled as CUDA with -x cu). Only the runtime names the module uses
- * are mapped; device helpers (dp4a, warp shuffles) get hx_hip_ wrappers so kernels never test
- * the platform themselves.
+ * hip-compat.h — lets the sources of backends/hip build three ways from one text:
+ *
+ *   hipcc (AMD, ROCm)   the HIP runtime as is;
+ *   nvcc  (NVIDIA)      the .hip file compiled as CUDA (-x cu); the runtime names the module
+ *                       uses are mapped to CUDA's here, as HIP's own NVIDIA platform does;
+ *   host C++ (HX_HIP_EMU) hip-emu.h supplies the runtime and runs kernels on the CPU.
+ *
+ * Only names the module uses are mapped. Device helpers that differ per vendor get hx_hip_
+ * wrappers (integer dot product, warp shuffle), so kernels never test the platform. Kernels
+ * are launched through hx_hip_launch (hipLaunchKernel / cudaLaunchKernel), which returns the
+ * launch error directly, instead of <<<>>>, which only the GPU compilers parse.
  */
 #pragma once
 
-#if defined(__CUDACC__) && !defined(__HIP__)
+#include <stdint.h>
+
+#if defined(HX_HIP_EMU)
+#include "hip-emu.h"
+#define HX_HIP_RUNTIME "emu"
+
+#elif defined(__CUDACC__) && !defined(__HIP__)
 #include <cuda_runtime.h>
 #define HX_HIP_RUNTIME "cuda"
 #define hipError_t cudaError_t
 #define hipSuccess cudaSuccess
 #define hipErrorNoDevice cudaErrorNoDevice
 #define hipErrorOutOfMemory cudaErrorMemoryAllocation
+#define hipErrorInsufficientDriver cudaErrorInsufficientDriver
+#define hipErrorNoBinaryForGpu cudaErrorNoKernelImageForDevice
 #define hipGetErrorName cudaGetErrorName
 #define hipGetErrorString cudaGetErrorString
 #define hipGetLastError cudaGetLastError
@@ -21,9 +36,13 @@
 #define hipDeviceProp_t cudaDeviceProp
 #define hipGetDeviceProperties cudaGetDeviceProperties
 #define hipDriverGetVersion cudaDriverGetVersion
+#define hipRuntimeGetVersion cudaRuntimeGetVersion
 #define hipMemGetInfo cudaMemGetInfo
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree
+#define hipHostMalloc(p, n, f) cudaHostAlloc((p), (n), (f))
+#define hipHostMallocDefault cudaHostAllocDefault
+#define hipHostFree cudaFreeHost
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipMemsetAsync cudaMemsetAsync
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
@@ -34,39 +53,92 @@
 #define hipStreamNonBlocking cudaStreamNonBlocking
 #define hipStreamDestroy cudaStreamDestroy
 #define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamWaitEvent cudaStreamWaitEvent
 #define hipEvent_t cudaEvent_t
 #define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventDefault cudaEventDefault
 #define hipEventDisableTiming cudaEventDisableTiming
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
 #define hipEventDestroy cudaEventDestroy
+#define hipLaunchKernel cudaLaunchKernel
 
-static __device__ __forceinline__ int hx_hip_dp4a(int a, int b, int c) { return __dp4a(a, b, c); }
+/* Signed 8-bit 4-way dot product with 32-bit accumulate (sm_61+). */
+static __device__ __forceinline__ int hx_hip_dp4a(int a, int b, int c)
+{
+    return __dp4a(a, b, c);
+}
 static __device__ __forceinline__ float hx_hip_shfl_xor(float v, int m)
 {
     return __shfl_xor_sync(0xffffffffu, v, m, 32);
 }
+
 #else
 #include <hip/hip_runtime.h>
 #define HX_HIP_RUNTIME "rocm"
 
-/* Signed 8-bit 4-way dot product with 32-bit accumulate: v_dot4_i32_i8 on RDNA2 / CDNA,
- * v_dot4_i32_iu8 (both operands signed) on RDNA3, a scalar fallback elsewhere. */
+/* Signed 8-bit 4-way dot product with 32-bit accumulate: v_dot4_i32_i8 where the ISA has it
+ * (dot1-insts: gfx906/908/90a, gfx1011/1012, RDNA2), v_dot4_i32_iu8 with both operands
+ * signed on RDNA3 (dot8-insts), a scalar fallback elsewhere. */
 static __device__ __forceinline__ int hx_hip_dp4a(int a, int b, int c)
 {
-#if defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) || defined(__gfx1103__)
+#if defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) ||                        \
+    defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__)
     return __builtin_amdgcn_sudot4(true, a, true, b, c, false);
-#elif defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || \
-    defined(__gfx1011__) || defined(__gfx1012__) || defined(__gfx1030__) || defined(__gfx1031__) || \
-    defined(__gfx1032__) || defined(__gfx1033__) || defined(__gfx1034__) || defined(__gfx1035__) || \
-    defined(__gfx1036__)
+#elif defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx1011__) || \
+    defined(__gfx1012__) || defined(__gfx1030__) || defined(__gfx1031__) ||                        \
+    defined(__gfx1032__) || defined(__gfx1033__) || defined(__gfx1034__) ||                        \
+    defined(__gfx1035__) || defined(__gfx1036__)
     return __builtin_amdgcn_sdot4(a, b, c, false);
 #else
-    for (int i = 0; i < 4; i++) c += (int)(signed char)(a >> 8 * i) * (int)(signed char)(b >> 8 * i);
+    for (int i = 0; i < 4; i++)
+        c += (int)(int8_t)(uint32_t)(a >> 8 * i) * (int)(int8_t)(uint32_t)(b >> 8 * i);
     return c;
 #endif
 }
 /* Width 32 everywhere: on wave64 hardware this reduces within each half, which the kernels
  * (written for 32-lane groups) expect. */
-static __device__ __forceinline__ float hx_hip_shfl_xor(float v, int m) { return __shfl_xor(v, m, 32); }
+static __device__ __forceinline__ float hx_hip_shfl_xor(float v, int m)
+{
+    return __shfl_xor(v, m, 32);
+}
 #endif
+
+#define HX_HIP_WARP 32
+
+#if defined(HX_HIP_EMU)
+#define HX_HIP_UNROLL
+#else
+#define HX_HIP_UNROLL _Pragma("unroll")
+#endif
+
+/* ---- kernel launch ------------------------------------------------------------------------ */
+
+template <typename T> struct hx_hip_same {
+    typedef T type;
+};
+
+/* Launch with the kernel's exact parameter types (arguments converted first), so the argument
+ * array hipLaunchKernel reads holds objects of the right size. Returns the launch error. */
+template <typename... P>
+static inline hipError_t hx_hip_launch_exact(void (*k)(P...), dim3 g, dim3 b, hipStream_t s,
+                                             typename hx_hip_same<P>::type... a)
+{
+#if defined(HX_HIP_EMU)
+    (void)s;
+    auto body = [&]() { k(a...); };
+    return hx_emu_launch(
+        g, b, [](void *f) { (*(decltype(body) *)f)(); }, &body);
+#else
+    void *args[sizeof...(P) + 1] = {((void *)&a)..., NULL};
+    return hipLaunchKernel((const void *)k, g, b, args, 0, s);
+#endif
+}
+
+template <typename... P, typename... A>
+static inline hipError_t hx_hip_launch(void (*k)(P...), dim3 g, dim3 b, hipStream_t s, A... a)
+{
+    static_assert(sizeof...(P) == sizeof...(A), "kernel argument count");
+    return hx_hip_launch_exact<P...>(k, g, b, s, static_cast<P>(a)...);
+}

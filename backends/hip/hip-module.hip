@@ -1,24 +1,52 @@
 /*
- * hip-module.hip — the device module: runtime calls (one stream and one completion event per
- * device), buffers, weight upload, and run(), which enqueues a split's kernels asynchronously.
- * Built by hipcc as libhx-hip-amd.so and by nvcc (-x cu, hip-compat.h) as libhx-hip-cuda.so.
- * Every runtime failure is returned as HX_E_DEVICE / HX_E_NOMEM with the native error name.
+ * hip-module.hip — the HIP device module: device enumeration (with the reason when none is
+ * usable), buffers, weight upload, and run(), which checks a split and enqueues its kernels
+ * on the device's compute stream. One source, three builds (hip-module.h): hipcc for AMD,
+ * nvcc -x cu for NVIDIA (hip-compat.h), the host compiler for the emulator (hip-emu.h).
+ *
+ * Streams: `stream` runs splits and activation transfers in order, so buffer reads and
+ * writes are ordered after the kernels that touch them; `xfer` uploads weights through two
+ * pinned staging buffers, the host copy of one chunk overlapping the DMA of the other.
+ * Timing: events around the splits since the last synchronize give device time
+ * (get_extension "hx.timing"). Every runtime failure is returned as HX_E_DEVICE or
+ * HX_E_NOMEM with the call and its native error name; nothing here prints or aborts.
  */
+#include <dlfcn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "hip-kernels.h"
 #include "hip-module.h"
+#include "hip-ops.h"
+
+#ifndef HX_HIP_TARGETS
+#define HX_HIP_TARGETS "unknown"
+#endif
+
+#define HX_HIP_MAX_DEVICES 16
+#define HX_HIP_STAGE_BYTES ((size_t)8 << 20)
+#define HX_HIP_GEMV_ROWS_MAX (4 * HX_HIP_GEMV_MAX_ROWS) /* beyond this: the tiled GEMM */
 
 static struct hx_hip_host hx_hip_h;
 
+/* Cleanup and best-effort calls whose error has nowhere better to go. */
+#define HX_HIP_IGNORE(call) ((void)(call))
+
 struct hx_hip_dev {
-    int idx;
-    hipStream_t stream;
-    hipEvent_t done;
-    void *scratch;          /* row metadata + int8 activations */
+    int idx; /* runtime device ordinal */
+    hipStream_t stream, xfer;
+    hipEvent_t ev_start, ev_stop;
+    bool timing_open; /* ev_start recorded, not yet read by synchronize */
+    void *scratch;    /* row metadata + int8 activations */
     size_t scratch_bytes;
+    void *stage[2]; /* pinned upload buffers (NULL: upload from pageable memory) */
+    hipEvent_t staged[2];
+    bool stage_busy[2];
+    struct hx_timing_stats timing;
 };
+
 struct hx_hip_weight {
     void *d;
     enum hx_dtype type;
@@ -27,65 +55,302 @@ struct hx_hip_weight {
     float scale;
 };
 
+/* ---- errors --------------------------------------------------------------------------------- */
+
 static int hx_hip_fail(hipError_t e, const char *what, char *err, size_t len)
 {
     snprintf(err, len, "%s: %s (%s)", what, hipGetErrorName(e), hipGetErrorString(e));
     return e == hipErrorOutOfMemory ? HX_E_NOMEM : HX_E_DEVICE;
 }
-#define HX_HIP_CHECK(call)                                                                   \
-    do {                                                                                     \
-        hipError_t hx_e_ = (call);                                                           \
-        if (hx_e_ != hipSuccess) return hx_hip_fail(hx_e_, #call, err, len);                 \
+#define HX_HIP_TRY(call, what)                                                                     \
+    do {                                                                                           \
+        hipError_t hx_e_ = (call);                                                                 \
+        if (hx_e_ != hipSuccess) return hx_hip_fail(hx_e_, (what), err, len);                      \
     } while (0)
+
+static int hx_hip_inval(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int hx_hip_inval(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return HX_E_INVAL;
+}
+
+static double hx_hip_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* ---- types on the host ------------------------------------------------------------------------ */
+
+static bool hx_hip_type_ok(int t)
+{
+    return t >= 0 && t < HX_DTYPE_COUNT;
+}
+
+static int64_t hx_hip_block_elems(enum hx_dtype t)
+{
+    switch (t) {
+    case HX_DTYPE_Q8_0: return hx_hip_blk<HX_DTYPE_Q8_0>::E;
+    case HX_DTYPE_Q4_0: return hx_hip_blk<HX_DTYPE_Q4_0>::E;
+    case HX_DTYPE_Q4_K: return hx_hip_blk<HX_DTYPE_Q4_K>::E;
+    case HX_DTYPE_Q6_K: return hx_hip_blk<HX_DTYPE_Q6_K>::E;
+    case HX_DTYPE_TQ1_0: return hx_hip_blk<HX_DTYPE_TQ1_0>::E;
+    case HX_DTYPE_TQ2_0: return hx_hip_blk<HX_DTYPE_TQ2_0>::E;
+    case HX_DTYPE_Q1_0: return hx_hip_blk<HX_DTYPE_Q1_0>::E;
+    default: return 1;
+    }
+}
+
+static size_t hx_hip_block_bytes(enum hx_dtype t)
+{
+    switch (t) {
+    case HX_DTYPE_F32: return 4;
+    case HX_DTYPE_F16:
+    case HX_DTYPE_BF16: return 2;
+    case HX_DTYPE_Q8_0: return hx_hip_blk<HX_DTYPE_Q8_0>::B;
+    case HX_DTYPE_Q4_0: return hx_hip_blk<HX_DTYPE_Q4_0>::B;
+    case HX_DTYPE_Q4_K: return hx_hip_blk<HX_DTYPE_Q4_K>::B;
+    case HX_DTYPE_Q6_K: return hx_hip_blk<HX_DTYPE_Q6_K>::B;
+    case HX_DTYPE_TQ1_0: return hx_hip_blk<HX_DTYPE_TQ1_0>::B;
+    case HX_DTYPE_TQ2_0: return hx_hip_blk<HX_DTYPE_TQ2_0>::B;
+    case HX_DTYPE_Q1_0: return hx_hip_blk<HX_DTYPE_Q1_0>::B;
+    default: return 0;
+    }
+}
+
+static bool hx_hip_is_float(enum hx_dtype t)
+{
+    return t == HX_DTYPE_F32 || t == HX_DTYPE_F16 || t == HX_DTYPE_BF16;
+}
+
+/* ---- enumeration ---------------------------------------------------------------------------- */
+
+/* Does the module carry code this device can run? */
+static bool hx_hip_has_code(const hipDeviceProp_t *p, char *arch, size_t arch_len)
+{
+#if defined(HX_HIP_EMU)
+    (void)p;
+    snprintf(arch, arch_len, "emu");
+    return true;
+#elif defined(__CUDACC__) && !defined(__HIP__)
+    /* sm_XY runs on X.Y' with Y' >= Y; compute_XY (PTX) is JIT-compiled for any cc >= XY. */
+    const int cc = p->major * 10 + p->minor;
+    snprintf(arch, arch_len, "sm_%d", cc);
+    char list[128];
+    snprintf(list, sizeof list, "%s", HX_HIP_TARGETS);
+    for (char *save = NULL, *t = strtok_r(list, ",;", &save); t; t = strtok_r(NULL, ",;", &save)) {
+        int v = 0;
+        if (sscanf(t, "sm_%d", &v) == 1 && v / 10 == p->major && v % 10 <= p->minor) return true;
+        if (sscanf(t, "compute_%d", &v) == 1 && v <= cc) return true;
+    }
+    return false;
+#else
+    /* "gfx1030:sramecc-:xnack-" → "gfx1030"; code objects are per target. */
+    size_t n = strcspn(p->gcnArchName, ":");
+    snprintf(arch, arch_len, "%.*s", (int)n, p->gcnArchName);
+    char list[256];
+    snprintf(list, sizeof list, "%s", HX_HIP_TARGETS);
+    for (char *save = NULL, *t = strtok_r(list, ",;", &save); t; t = strtok_r(NULL, ",;", &save))
+        if (!strcmp(t, arch)) return true;
+    return false;
+#endif
+}
+
+struct hx_hip_enum {
+    int status;
+    int n;                           /* usable devices */
+    int ordinal[HX_HIP_MAX_DEVICES]; /* usable index → runtime ordinal */
+    char why[320];
+};
+
+/* Why there is no runtime to ask, before asking it (so the runtime never logs). */
+static bool hx_hip_precheck(char *why, size_t len)
+{
+#if defined(HX_HIP_EMU)
+    (void)why, (void)len;
+    return true;
+#elif defined(__CUDACC__) && !defined(__HIP__)
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(why, len, "NVIDIA driver not installed (libcuda.so.1 not found)");
+        return false;
+    }
+    return true; /* the CUDA runtime uses it; never unloaded */
+#else
+    if (access("/dev/kfd", F_OK) != 0) {
+        snprintf(why, len, "no /dev/kfd: the amdgpu kernel driver is not loaded (no AMD GPU)");
+        return false;
+    }
+    if (access("/dev/kfd", R_OK | W_OK) != 0) {
+        snprintf(why, len, "no permission on /dev/kfd (add the user to the 'render' group)");
+        return false;
+    }
+    return true;
+#endif
+}
+
+static void hx_hip_enumerate(struct hx_hip_enum *en)
+{
+    memset(en, 0, sizeof *en);
+    if (!hx_hip_precheck(en->why, sizeof en->why)) return;
+    int n = 0;
+    hipError_t e = hipGetDeviceCount(&n);
+    if (e == hipErrorNoDevice || (e == hipSuccess && n <= 0)) {
+        snprintf(en->why, sizeof en->why, "the %s runtime finds no GPU (%s)", HX_HIP_RUNTIME,
+                 e == hipSuccess ? "0 devices" : hipGetErrorName(e));
+        HX_HIP_IGNORE(hipGetLastError());
+        return;
+    }
+    if (e != hipSuccess) {
+        en->status = HX_E_DEVICE;
+        snprintf(en->why, sizeof en->why, "driver error: hipGetDeviceCount: %s (%s)",
+                 hipGetErrorName(e), hipGetErrorString(e));
+        HX_HIP_IGNORE(hipGetLastError());
+        return;
+    }
+    size_t wl = 0;
+    for (int i = 0; i < n && en->n < HX_HIP_MAX_DEVICES; i++) {
+        hipDeviceProp_t p;
+        char arch[64];
+        if ((e = hipGetDeviceProperties(&p, i)) != hipSuccess) {
+            wl += (size_t)snprintf(en->why + wl, sizeof en->why - HX_MIN(wl, sizeof en->why),
+                                   "%sdevice %d: hipGetDeviceProperties: %s", wl ? "; " : "", i,
+                                   hipGetErrorName(e));
+            continue;
+        }
+        if (!hx_hip_has_code(&p, arch, sizeof arch)) {
+            wl += (size_t)snprintf(en->why + wl, sizeof en->why - HX_MIN(wl, sizeof en->why),
+                                   "%s'%s' (%s) has no code in this module (built for %s)",
+                                   wl ? "; " : "", p.name, arch, HX_HIP_TARGETS);
+            continue;
+        }
+        en->ordinal[en->n++] = i;
+    }
+}
+
+static const struct hx_hip_enum *hx_hip_devices(void)
+{
+    static struct hx_hip_enum en;
+    static bool done = false; /* the loader calls in under its own once-lock */
+    if (!done) hx_hip_enumerate(&en), done = true;
+    return &en;
+}
 
 static int hx_hip_device_count(int *n, char *err, size_t len)
 {
-    *n = 0;
-    hipError_t e = hipGetDeviceCount(n);
-    if (e == hipErrorNoDevice || (e == hipSuccess && *n == 0)) {
-        *n = 0;
-        snprintf(err, len, "no device");
-        return HX_OK;
-    }
-    if (e != hipSuccess) {
-        *n = 0;
-        return hx_hip_fail(e, "hipGetDeviceCount", err, len);
-    }
-    return HX_OK;
+    const struct hx_hip_enum *en = hx_hip_devices();
+    *n = en->n;
+    snprintf(err, len, "%s", en->why);
+    return en->status;
+}
+
+static void hx_hip_version(char *out, size_t len)
+{
+    int drv = 0, rt = 0;
+    HX_HIP_IGNORE(hipDriverGetVersion(&drv));
+    HX_HIP_IGNORE(hipRuntimeGetVersion(&rt));
+#if defined(__CUDACC__) && !defined(__HIP__)
+    snprintf(out, len, "CUDA runtime %d.%d, driver %d.%d", rt / 1000, rt % 1000 / 10, drv / 1000,
+             drv % 1000 / 10);
+#elif defined(HX_HIP_EMU)
+    (void)drv, (void)rt;
+    snprintf(out, len, "host emulation");
+#else
+    snprintf(out, len, "HIP %d.%d.%d", rt / 10000000, rt / 100000 % 100, rt % 100000);
+#endif
 }
 
 static int hx_hip_device_info(int idx, struct hx_device_info *out, char *err, size_t len)
 {
+    const struct hx_hip_enum *en = hx_hip_devices();
+    if (idx < 0 || idx >= en->n) {
+        snprintf(err, len, "no HIP device %d", idx);
+        return HX_E_NOTFOUND;
+    }
     hipDeviceProp_t p;
-    HX_HIP_CHECK(hipGetDeviceProperties(&p, idx));
-    snprintf(out->name, sizeof out->name, "%s", p.name);
-    snprintf(out->description, sizeof out->description, "%s, cc %d.%d, %d CUs, %.0f GiB",
-             HX_HIP_RUNTIME, p.major, p.minor, p.multiProcessorCount,
-             (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
-    out->kind = p.integrated ? HX_DEVICE_IGPU : HX_DEVICE_GPU;
-    out->memory_total_bytes = p.totalGlobalMem;
-    out->alignment_bytes = 256;
-    out->unified_memory = p.integrated != 0;
-    out->weight_types = (1u << HX_DTYPE_COUNT) - 1;
+    HX_HIP_TRY(hipGetDeviceProperties(&p, en->ordinal[idx]), "hipGetDeviceProperties");
+    char arch[64], ver[96];
+    hx_hip_has_code(&p, arch, sizeof arch);
+    hx_hip_version(ver, sizeof ver);
+    uint32_t ss = out->struct_size ? out->struct_size : (uint32_t)sizeof *out;
+    struct hx_device_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = ss;
+    snprintf(info.name, sizeof info.name, "%.127s", p.name);
+    snprintf(info.description, sizeof info.description, "%s, %s, %d CUs/SMs, module code %s", ver,
+             arch, p.multiProcessorCount, HX_HIP_TARGETS);
+    info.kind = p.integrated ? HX_DEVICE_IGPU : HX_DEVICE_GPU;
+    info.memory_total_bytes = p.totalGlobalMem;
+    info.alignment_bytes = 256;
+    info.unified_memory = p.integrated != 0;
+    info.weight_types = (1u << HX_DTYPE_COUNT) - 1u;
+#if defined(HX_HIP_EMU)
+    info.simulated = true;
+#endif
+    memcpy(out, &info, HX_MIN((size_t)ss, sizeof info));
     return HX_OK;
+}
+
+/* ---- device ---------------------------------------------------------------------------------- */
+
+static void hx_hip_release(struct hx_hip_dev *d)
+{
+    for (int i = 0; i < 2; i++) {
+        if (d->staged[i]) HX_HIP_IGNORE(hipEventDestroy(d->staged[i]));
+        if (d->stage[i]) HX_HIP_IGNORE(hipHostFree(d->stage[i]));
+    }
+    if (d->scratch) HX_HIP_IGNORE(hipFree(d->scratch));
+    if (d->ev_start) HX_HIP_IGNORE(hipEventDestroy(d->ev_start));
+    if (d->ev_stop) HX_HIP_IGNORE(hipEventDestroy(d->ev_stop));
+    if (d->xfer) HX_HIP_IGNORE(hipStreamDestroy(d->xfer));
+    if (d->stream) HX_HIP_IGNORE(hipStreamDestroy(d->stream));
+    hx_hip_h.free_fn(d);
 }
 
 static int hx_hip_init(int idx, void **mdev, char *err, size_t len)
 {
     *mdev = NULL;
+    const struct hx_hip_enum *en = hx_hip_devices();
+    if (idx < 0 || idx >= en->n) {
+        snprintf(err, len, "no HIP device %d", idx);
+        return HX_E_NOTFOUND;
+    }
     struct hx_hip_dev *d = (struct hx_hip_dev *)hx_hip_h.malloc_fn(sizeof *d);
     if (!d) return HX_E_NOMEM;
     memset(d, 0, sizeof *d);
-    d->idx = idx;
-    hipError_t e = hipSetDevice(idx);
-    if (e == hipSuccess) e = hipStreamCreateWithFlags(&d->stream, hipStreamNonBlocking);
-    if (e == hipSuccess) e = hipEventCreateWithFlags(&d->done, hipEventDisableTiming);
+    d->idx = en->ordinal[idx];
+    const char *what = "hipSetDevice";
+    hipError_t e = hipSetDevice(d->idx);
+    if (e == hipSuccess)
+        what = "hipStreamCreateWithFlags",
+        e = hipStreamCreateWithFlags(&d->stream, hipStreamNonBlocking);
+    if (e == hipSuccess) e = hipStreamCreateWithFlags(&d->xfer, hipStreamNonBlocking);
+    if (e == hipSuccess)
+        what = "hipEventCreateWithFlags",
+        e = hipEventCreateWithFlags(&d->ev_start, hipEventDefault);
+    if (e == hipSuccess) e = hipEventCreateWithFlags(&d->ev_stop, hipEventDefault);
+    for (int i = 0; i < 2 && e == hipSuccess; i++)
+        e = hipEventCreateWithFlags(&d->staged[i], hipEventDisableTiming);
     if (e != hipSuccess) {
-        int st = hx_hip_fail(e, "init", err, len);
-        if (d->stream) hipStreamDestroy(d->stream);
-        hx_hip_h.free_fn(d);
+        int st = hx_hip_fail(e, what, err, len);
+        hx_hip_release(d);
         return st;
     }
+    /* Pinned staging is an optimization: without it, uploads copy from pageable memory. */
+    for (int i = 0; i < 2; i++)
+        if (hipHostMalloc(&d->stage[i], HX_HIP_STAGE_BYTES, hipHostMallocDefault) != hipSuccess) {
+            d->stage[i] = NULL;
+            HX_HIP_IGNORE(hipGetLastError());
+        }
+#if defined(HX_HIP_EMU)
+    d->timing.device_modelled = true; /* host time of emulated kernels, not a GPU's */
+#endif
     *mdev = d;
     return HX_OK;
 }
@@ -94,180 +359,410 @@ static void hx_hip_fini(void *mdev)
 {
     struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
     if (!d) return;
-    hipSetDevice(d->idx);
-    hipStreamSynchronize(d->stream);
-    if (d->scratch) hipFree(d->scratch);
-    hipEventDestroy(d->done);
-    hipStreamDestroy(d->stream);
-    hx_hip_h.free_fn(d);
+    HX_HIP_IGNORE(hipSetDevice(d->idx));
+    HX_HIP_IGNORE(hipStreamSynchronize(d->stream));
+    HX_HIP_IGNORE(hipStreamSynchronize(d->xfer));
+    hx_hip_release(d);
+}
+
+/* ---- buffers ------------------------------------------------------------------------------- */
+
+static int hx_hip_alloc(struct hx_hip_dev *d, size_t nbytes, void **dptr, const char *what,
+                        char *err, size_t len)
+{
+    *dptr = NULL;
+    HX_HIP_TRY(hipSetDevice(d->idx), "hipSetDevice");
+    hipError_t e = hipMalloc(dptr, nbytes ? nbytes : 1);
+    if (e == hipSuccess) return HX_OK;
+    *dptr = NULL;
+    size_t fr = 0, tot = 0;
+    HX_HIP_IGNORE(hipGetLastError());
+    HX_HIP_IGNORE(hipMemGetInfo(&fr, &tot));
+    snprintf(err, len, "%s: hipMalloc of %zu bytes: %s (%s); %zu of %zu bytes free", what, nbytes,
+             hipGetErrorName(e), hipGetErrorString(e), fr, tot);
+    return e == hipErrorOutOfMemory ? HX_E_NOMEM : HX_E_DEVICE;
 }
 
 static int hx_hip_buffer_alloc(void *mdev, size_t nbytes, void **dptr, char *err, size_t len)
 {
-    hipSetDevice(((struct hx_hip_dev *)mdev)->idx);
-    HX_HIP_CHECK(hipMalloc(dptr, nbytes ? nbytes : 1));
-    return HX_OK;
+    return hx_hip_alloc((struct hx_hip_dev *)mdev, nbytes, dptr, "buffer", err, len);
 }
+
 static void hx_hip_buffer_free(void *mdev, void *dptr)
 {
-    if (dptr) hipFree(dptr);
+    struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
+    if (!dptr) return;
+    HX_HIP_IGNORE(hipSetDevice(d->idx));
+    HX_HIP_IGNORE(hipStreamSynchronize(d->stream));
+    HX_HIP_IGNORE(hipFree(dptr));
 }
+
 static int hx_hip_buffer_write(void *mdev, void *dptr, size_t off, const void *src, size_t n,
                                char *err, size_t len)
 {
     struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
-    HX_HIP_CHECK(hipMemcpyAsync((char *)dptr + off, src, n, hipMemcpyHostToDevice, d->stream));
-    HX_HIP_CHECK(hipStreamSynchronize(d->stream));
+    HX_HIP_TRY(hipSetDevice(d->idx), "hipSetDevice");
+    HX_HIP_TRY(hipMemcpyAsync((char *)dptr + off, src, n, hipMemcpyHostToDevice, d->stream),
+               "hipMemcpyAsync (write)");
+    HX_HIP_TRY(hipStreamSynchronize(d->stream), "hipStreamSynchronize (write)");
     return HX_OK;
 }
+
 static int hx_hip_buffer_read(void *mdev, const void *dptr, size_t off, void *dst, size_t n,
                               char *err, size_t len)
 {
     struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
-    HX_HIP_CHECK(hipMemcpyAsync(dst, (const char *)dptr + off, n, hipMemcpyDeviceToHost, d->stream));
-    HX_HIP_CHECK(hipStreamSynchronize(d->stream));
+    HX_HIP_TRY(hipSetDevice(d->idx), "hipSetDevice");
+    HX_HIP_TRY(hipMemcpyAsync(dst, (const char *)dptr + off, n, hipMemcpyDeviceToHost, d->stream),
+               "hipMemcpyAsync (read)");
+    HX_HIP_TRY(hipStreamSynchronize(d->stream), "hipStreamSynchronize (read)");
     return HX_OK;
 }
+
 static int hx_hip_copy(void *mdev, void *dst, const void *src, size_t n, char *err, size_t len)
 {
     struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
-    HX_HIP_CHECK(hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToDevice, d->stream));
+    HX_HIP_TRY(hipSetDevice(d->idx), "hipSetDevice");
+    HX_HIP_TRY(hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToDevice, d->stream),
+               "hipMemcpyAsync (copy)");
+    HX_HIP_TRY(hipStreamSynchronize(d->stream), "hipStreamSynchronize (copy)");
+    return HX_OK;
+}
+
+/* ---- weights ------------------------------------------------------------------------------- */
+
+/* Host bytes → device, through the two pinned buffers when there are some. */
+static int hx_hip_upload(struct hx_hip_dev *d, void *dst, const void *src, size_t n, char *err,
+                         size_t len)
+{
+    if (!d->stage[0] || !d->stage[1]) {
+        HX_HIP_TRY(hipMemcpyAsync(dst, src, n, hipMemcpyHostToDevice, d->xfer),
+                   "hipMemcpyAsync (weight)");
+        HX_HIP_TRY(hipStreamSynchronize(d->xfer), "hipStreamSynchronize (weight)");
+        return HX_OK;
+    }
+    int slot = 0;
+    for (size_t off = 0; off < n; off += HX_HIP_STAGE_BYTES, slot ^= 1) {
+        const size_t c = HX_MIN(n - off, HX_HIP_STAGE_BYTES);
+        if (d->stage_busy[slot])
+            HX_HIP_TRY(hipEventSynchronize(d->staged[slot]), "hipEventSynchronize (weight)");
+        d->stage_busy[slot] = false;
+        memcpy(d->stage[slot], (const char *)src + off, c);
+        HX_HIP_TRY(
+            hipMemcpyAsync((char *)dst + off, d->stage[slot], c, hipMemcpyHostToDevice, d->xfer),
+            "hipMemcpyAsync (weight)");
+        HX_HIP_TRY(hipEventRecord(d->staged[slot], d->xfer), "hipEventRecord (weight)");
+        d->stage_busy[slot] = true;
+    }
+    HX_HIP_TRY(hipStreamSynchronize(d->xfer), "hipStreamSynchronize (weight)");
+    d->stage_busy[0] = d->stage_busy[1] = false;
     return HX_OK;
 }
 
 static int hx_hip_weight_prepare(void *mdev, const struct hx_weight *w, void **handle, char *err,
                                  size_t len)
 {
+    struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
+    *handle = NULL;
+    const char *name = w->name ? w->name : "?";
+    if (!hx_hip_type_ok((int)w->type) || w->n_rows <= 0 || w->n_cols <= 0 ||
+        w->n_cols % hx_hip_block_elems(w->type) != 0) {
+        snprintf(err, len, "weight %s: type %d with %lld x %lld elements is not supported", name,
+                 (int)w->type, (long long)w->n_rows, (long long)w->n_cols);
+        return HX_E_UNSUPPORTED;
+    }
+    const size_t rb =
+        (size_t)(w->n_cols / hx_hip_block_elems(w->type)) * hx_hip_block_bytes(w->type);
+    size_t total;
+    if (__builtin_mul_overflow(rb, (size_t)w->n_rows, &total) || total > w->nbytes || !w->data) {
+        snprintf(err, len, "weight %s: %lld rows of %zu bytes do not fit its %zu bytes", name,
+                 (long long)w->n_rows, rb, w->nbytes);
+        return HX_E_INVAL;
+    }
     struct hx_hip_weight *h = (struct hx_hip_weight *)hx_hip_h.malloc_fn(sizeof *h);
     if (!h) return HX_E_NOMEM;
     memset(h, 0, sizeof *h);
-    h->type = w->type, h->n_rows = w->n_rows, h->n_cols = w->n_cols, h->scale = w->scale;
-    h->row_bytes = w->n_rows ? w->nbytes / (size_t)w->n_rows : 0;
-    int st = hx_hip_buffer_alloc(mdev, w->nbytes, &h->d, err, len);
-    if (st == HX_OK) st = hx_hip_buffer_write(mdev, h->d, 0, w->data, w->nbytes, err, len);
+    h->type = w->type, h->n_rows = w->n_rows, h->n_cols = w->n_cols, h->row_bytes = rb,
+    h->scale = w->scale;
+    char what[96];
+    snprintf(what, sizeof what, "weight %.80s", name);
+    int st = hx_hip_alloc(d, total, &h->d, what, err, len);
+    if (st == HX_OK) st = hx_hip_upload(d, h->d, w->data, total, err, len);
     if (st != HX_OK) {
-        if (h->d) hipFree(h->d);
+        if (h->d) HX_HIP_IGNORE(hipFree(h->d));
         hx_hip_h.free_fn(h);
         return st;
     }
     *handle = h;
     return HX_OK;
 }
+
 static void hx_hip_weight_release(void *mdev, void *handle)
 {
+    struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
     struct hx_hip_weight *h = (struct hx_hip_weight *)handle;
     if (!h) return;
-    hipFree(h->d);
+    HX_HIP_IGNORE(hipSetDevice(d->idx));
+    HX_HIP_IGNORE(hipStreamSynchronize(d->stream));
+    HX_HIP_IGNORE(hipFree(h->d));
     hx_hip_h.free_fn(h);
 }
+
+/* ---- supports ------------------------------------------------------------------------------ */
 
 static bool hx_hip_supports(const struct hx_op_desc *op)
 {
     switch (op->kind) {
     case HX_OP_MATMUL:
+        return hx_hip_type_ok((int)op->wtype) && op->n_in > 0 && op->n_out > 0 &&
+               op->n_in % hx_hip_block_elems(op->wtype) == 0;
     case HX_OP_EMBED:
-        return op->wtype < HX_DTYPE_COUNT;
+        return hx_hip_type_ok((int)op->wtype) && op->n_out > 0 &&
+               op->n_out % hx_hip_block_elems(op->wtype) == 0;
     case HX_OP_RMS_NORM:
-        return op->p.norm.group > 0 && op->n_in % op->p.norm.group == 0;
+        return op->wtype == HX_DTYPE_F32 && op->p.norm.group >= 0 && op->n_in > 0 &&
+               (op->p.norm.group == 0 || op->n_in % op->p.norm.group == 0);
     case HX_OP_ROPE:
-        return op->p.rope.n_rot % 2 == 0 && op->p.rope.n_rot <= op->p.rope.head_dim;
+        return op->p.rope.n_head > 0 && op->p.rope.head_dim > 0 && op->p.rope.n_rot > 0 &&
+               op->p.rope.n_rot % 2 == 0 && op->p.rope.n_rot <= op->p.rope.head_dim;
     case HX_OP_ATTN:
-        return op->p.attn.head_dim <= HX_HIP_HD_MAX && op->p.attn.n_head_kv > 0 &&
-               op->p.attn.n_head % op->p.attn.n_head_kv == 0;
-    default:
-        return op->kind < HX_OP_KIND_COUNT;
+        return op->p.attn.head_dim > 0 && op->p.attn.head_dim <= HX_HIP_HD_MAX &&
+               op->p.attn.n_head_kv > 0 && op->p.attn.n_head % op->p.attn.n_head_kv == 0 &&
+               op->p.attn.n_ctx > 0 && op->p.attn.n_seq > 0;
+    case HX_OP_SWIGLU:
+    case HX_OP_RELU2_GLU:
+    case HX_OP_ADD: return true;
+    default: return false;
     }
 }
 
-/* ---- run ------------------------------------------------------------------------------- */
+/* ---- run: checks --------------------------------------------------------------------------- */
 
 #define HX_HIP_PTR(t) ((float *)((char *)(t).buf->ctx + (t).offset_bytes))
 #define HX_HIP_STRIDE(t) ((int64_t)((t).row_stride_bytes / sizeof(float)))
-#define HX_HIP_DISPATCH(type, F)                                                              \
-    switch (type) {                                                                           \
-    case HX_DTYPE_F32: F(HX_DTYPE_F32); break;                                                \
-    case HX_DTYPE_F16: F(HX_DTYPE_F16); break;                                                \
-    case HX_DTYPE_BF16: F(HX_DTYPE_BF16); break;                                              \
-    case HX_DTYPE_Q8_0: F(HX_DTYPE_Q8_0); break;                                              \
-    case HX_DTYPE_Q4_0: F(HX_DTYPE_Q4_0); break;                                              \
-    case HX_DTYPE_Q4_K: F(HX_DTYPE_Q4_K); break;                                              \
-    case HX_DTYPE_Q6_K: F(HX_DTYPE_Q6_K); break;                                              \
-    case HX_DTYPE_TQ1_0: F(HX_DTYPE_TQ1_0); break;                                            \
-    case HX_DTYPE_TQ2_0: F(HX_DTYPE_TQ2_0); break;                                            \
-    case HX_DTYPE_Q1_0: F(HX_DTYPE_Q1_0); break;                                              \
-    default: break;                                                                           \
+
+/* The tensor lies inside its buffer, float-aligned, with at least `rows` rows. */
+static bool hx_hip_ref_ok(const struct hx_tensor_ref *t, int64_t rows)
+{
+    if (!t->buf || !t->buf->ctx || t->n_rows < rows || t->n_cols < 0) return false;
+    if (t->offset_bytes % 4 || t->row_stride_bytes % 4) return false;
+    if (t->n_rows == 0 || t->n_cols == 0) return true;
+    if ((size_t)t->n_cols * 4 > t->row_stride_bytes && t->n_rows > 1) return false;
+    const size_t last =
+        t->offset_bytes + (size_t)(t->n_rows - 1) * t->row_stride_bytes + (size_t)t->n_cols * 4;
+    return last <= t->buf->nbytes;
+}
+
+static const char *const hx_hip_op_names[HX_OP_KIND_COUNT] = {
+    "EMBED", "RMS_NORM", "MATMUL", "ROPE", "ATTN", "SWIGLU", "RELU2_GLU", "ADD"};
+
+static int hx_hip_check_op(const struct hx_split *sp, const struct hx_op *op, char *err, size_t len)
+{
+    const int64_t n = op->dst.n_rows;
+    if (!hx_hip_ref_ok(&op->dst, n) || n > sp->n_rows)
+        return hx_hip_inval(err, len, "destination (%lld rows) outside its buffer or batch (%lld)",
+                            (long long)n, (long long)sp->n_rows);
+    const struct hx_hip_weight *w = (const struct hx_hip_weight *)op->weight_handle;
+    switch (op->desc.kind) {
+    case HX_OP_MATMUL:
+        if (!w) return hx_hip_inval(err, len, "matmul weight not prepared on this device");
+        if (!hx_hip_ref_ok(&op->src[0], n) || op->src[0].n_cols < w->n_cols ||
+            op->dst.n_cols < w->n_rows)
+            return hx_hip_inval(err, len,
+                                "matmul operands do not match the weight (K %lld, N %lld)",
+                                (long long)w->n_cols, (long long)w->n_rows);
+        return HX_OK;
+    case HX_OP_EMBED:
+        if (!w || !sp->tokens)
+            return hx_hip_inval(err, len, "embed without a prepared table or tokens");
+        if (op->dst.n_cols < w->n_cols)
+            return hx_hip_inval(err, len, "embed destination has %lld columns, the table %lld",
+                                (long long)op->dst.n_cols, (long long)w->n_cols);
+        for (int64_t r = 0; r < n; r++)
+            if (sp->tokens[r] < 0 || sp->tokens[r] >= w->n_rows)
+                return hx_hip_inval(err, len, "embed: token %lld out of range (vocabulary %lld)",
+                                    (long long)sp->tokens[r], (long long)w->n_rows);
+        return HX_OK;
+    case HX_OP_RMS_NORM: {
+        const int64_t g = op->desc.p.norm.group > 0 ? op->desc.p.norm.group : op->src[0].n_cols;
+        if (!hx_hip_ref_ok(&op->src[0], n) || g <= 0 || op->src[0].n_cols % g ||
+            op->dst.n_cols < op->src[0].n_cols)
+            return hx_hip_inval(err, len, "rms norm of %lld columns in groups of %lld",
+                                (long long)op->src[0].n_cols, (long long)g);
+        if (op->weight && (!w || w->type != HX_DTYPE_F32 || w->n_rows * w->n_cols < g))
+            return hx_hip_inval(err, len,
+                                "rms norm gain not prepared or shorter than the group (%lld)",
+                                (long long)g);
+        return HX_OK;
+    }
+    case HX_OP_ROPE: {
+        const int64_t width = (int64_t)op->desc.p.rope.n_head * op->desc.p.rope.head_dim;
+        if (!hx_hip_ref_ok(&op->src[0], n) || op->src[0].n_cols < width ||
+            op->dst.n_cols < op->src[0].n_cols || !sp->pos)
+            return hx_hip_inval(err, len, "rope over %lld columns of %lld", (long long)width,
+                                (long long)op->src[0].n_cols);
+        const struct hx_hip_weight *f = (const struct hx_hip_weight *)op->aux_handle;
+        if (op->aux &&
+            (!f || f->type != HX_DTYPE_F32 || f->n_rows * f->n_cols < op->desc.p.rope.n_rot / 2))
+            return hx_hip_inval(
+                err, len, "rope frequency factors not prepared or shorter than n_rot / 2 (%lld)",
+                (long long)(op->desc.p.rope.n_rot / 2));
+        return HX_OK;
+    }
+    case HX_OP_ATTN: {
+        const struct hx_op_desc *de = &op->desc;
+        const int64_t wq = (int64_t)de->p.attn.n_head * de->p.attn.head_dim,
+                      wkv = (int64_t)de->p.attn.n_head_kv * de->p.attn.head_dim;
+        const int64_t rows = de->p.attn.n_ctx * de->p.attn.n_seq;
+        if (!hx_hip_ref_ok(&op->src[0], n) || !hx_hip_ref_ok(&op->src[1], n) ||
+            !hx_hip_ref_ok(&op->src[2], n) || op->src[0].n_cols < wq || op->src[1].n_cols < wkv ||
+            op->src[2].n_cols < wkv || op->dst.n_cols < wq)
+            return hx_hip_inval(err, len, "attention operands narrower than %lld / %lld columns",
+                                (long long)wq, (long long)wkv);
+        if (!hx_hip_ref_ok(&op->k_cache, rows) || !hx_hip_ref_ok(&op->v_cache, rows) ||
+            op->k_cache.n_cols < wkv || op->v_cache.n_cols < wkv)
+            return hx_hip_inval(err, len, "KV cache smaller than %lld rows of %lld",
+                                (long long)rows, (long long)wkv);
+        if (!sp->pos || !sp->seq) return hx_hip_inval(err, len, "attention without positions");
+        for (int64_t r = 0; r < n; r++) {
+            if (sp->pos[r] < 0 || sp->pos[r] >= de->p.attn.n_ctx)
+                return hx_hip_inval(err, len, "attention: position %lld outside the context (%lld)",
+                                    (long long)sp->pos[r], (long long)de->p.attn.n_ctx);
+            if (sp->seq[r] < 0 || sp->seq[r] >= de->p.attn.n_seq)
+                return hx_hip_inval(err, len, "attention: sequence %lld outside the cache (%lld)",
+                                    (long long)sp->seq[r], (long long)de->p.attn.n_seq);
+        }
+        return HX_OK;
+    }
+    case HX_OP_SWIGLU:
+    case HX_OP_RELU2_GLU:
+    case HX_OP_ADD:
+        if (!hx_hip_ref_ok(&op->src[0], n) || !hx_hip_ref_ok(&op->src[1], n) ||
+            op->src[0].n_cols < op->dst.n_cols || op->src[1].n_cols < op->dst.n_cols)
+            return hx_hip_inval(err, len, "element-wise operands narrower than %lld columns",
+                                (long long)op->dst.n_cols);
+        return HX_OK;
+    default: return hx_hip_inval(err, len, "unknown op kind %lld", (long long)op->desc.kind);
+    }
+}
+
+/* ---- run: launches ---------------------------------------------------------------------------- */
+
+#define HX_HIP_DISPATCH(type, F)                                                                   \
+    switch (type) {                                                                                \
+    case HX_DTYPE_F32: F(HX_DTYPE_F32); break;                                                     \
+    case HX_DTYPE_F16: F(HX_DTYPE_F16); break;                                                     \
+    case HX_DTYPE_BF16: F(HX_DTYPE_BF16); break;                                                   \
+    case HX_DTYPE_Q8_0: F(HX_DTYPE_Q8_0); break;                                                   \
+    case HX_DTYPE_Q4_0: F(HX_DTYPE_Q4_0); break;                                                   \
+    case HX_DTYPE_Q4_K: F(HX_DTYPE_Q4_K); break;                                                   \
+    case HX_DTYPE_Q6_K: F(HX_DTYPE_Q6_K); break;                                                   \
+    case HX_DTYPE_TQ1_0: F(HX_DTYPE_TQ1_0); break;                                                 \
+    case HX_DTYPE_TQ2_0: F(HX_DTYPE_TQ2_0); break;                                                 \
+    case HX_DTYPE_Q1_0: F(HX_DTYPE_Q1_0); break;                                                   \
+    default: break;                                                                                \
     }
 
-static bool hx_hip_is_float(enum hx_dtype t)
+struct hx_hip_ctx {
+    struct hx_hip_dev *d;
+    const int32_t *tok, *pos, *seq; /* device copies of the split's row metadata */
+    int8_t *aq;                     /* int8 activations */
+    float2 *ad;
+    int n_launch;
+};
+
+static unsigned hx_hip_rows_grid(int64_t n)
 {
-    return t == HX_DTYPE_F32 || t == HX_DTYPE_F16 || t == HX_DTYPE_BF16;
+    return (unsigned)HX_MIN((int64_t)HX_HIP_ROWS_MAX, n);
 }
 
 template <int T>
-static void hx_hip_launch_gemv_q(hipStream_t s, const hx_hip_weight *w, hx_hip_act a, float *y,
-                                 int64_t ys)
+static hipError_t hx_hip_gemv_q_launch(hipStream_t s, const hx_hip_weight *w, hx_hip_act a,
+                                       float *y, int64_t ys)
 {
-    dim3 g((unsigned)((w->n_rows + HX_HIP_GEMV_WARPS - 1) / HX_HIP_GEMV_WARPS)), b(32 * HX_HIP_GEMV_WARPS);
+    const dim3 g((unsigned)((w->n_rows + HX_HIP_GEMV_WARPS - 1) / HX_HIP_GEMV_WARPS)),
+        b(32 * HX_HIP_GEMV_WARPS);
     const uint8_t *W = (const uint8_t *)w->d;
-    int64_t rb = (int64_t)w->row_bytes, N = w->n_rows;
-    if (a.n <= 1) hx_hip_gemv_q<T, 1><<<g, b, 0, s>>>(W, rb, N, a, y, ys, w->scale);
-    else if (a.n <= 2) hx_hip_gemv_q<T, 2><<<g, b, 0, s>>>(W, rb, N, a, y, ys, w->scale);
-    else if (a.n <= 4) hx_hip_gemv_q<T, 4><<<g, b, 0, s>>>(W, rb, N, a, y, ys, w->scale);
-    else hx_hip_gemv_q<T, 8><<<g, b, 0, s>>>(W, rb, N, a, y, ys, w->scale);
+    const int64_t rb = (int64_t)w->row_bytes, N = w->n_rows;
+    if (a.n <= 1) return hx_hip_launch(hx_hip_gemv_q<T, 1>, g, b, s, W, rb, N, a, y, ys, w->scale);
+    if (a.n <= 2) return hx_hip_launch(hx_hip_gemv_q<T, 2>, g, b, s, W, rb, N, a, y, ys, w->scale);
+    if (a.n <= 4) return hx_hip_launch(hx_hip_gemv_q<T, 4>, g, b, s, W, rb, N, a, y, ys, w->scale);
+    return hx_hip_launch(hx_hip_gemv_q<T, 8>, g, b, s, W, rb, N, a, y, ys, w->scale);
 }
+
 template <int T, bool V>
-static void hx_hip_launch_gemv_f(hipStream_t s, const hx_hip_weight *w, const float *x, int64_t xs,
-                                 int n, float *y, int64_t ys)
+static hipError_t hx_hip_gemv_f_launch(hipStream_t s, const hx_hip_weight *w, const float *x,
+                                       int64_t xs, int n, float *y, int64_t ys)
 {
-    dim3 g((unsigned)((w->n_rows + HX_HIP_GEMV_WARPS - 1) / HX_HIP_GEMV_WARPS)), b(32 * HX_HIP_GEMV_WARPS);
+    const dim3 g((unsigned)((w->n_rows + HX_HIP_GEMV_WARPS - 1) / HX_HIP_GEMV_WARPS)),
+        b(32 * HX_HIP_GEMV_WARPS);
     const uint8_t *W = (const uint8_t *)w->d;
-    int64_t rb = (int64_t)w->row_bytes, N = w->n_rows, K = w->n_cols;
-    if (n <= 1) hx_hip_gemv_f<T, 1, V><<<g, b, 0, s>>>(W, rb, N, K, x, xs, n, y, ys, w->scale);
-    else if (n <= 2) hx_hip_gemv_f<T, 2, V><<<g, b, 0, s>>>(W, rb, N, K, x, xs, n, y, ys, w->scale);
-    else if (n <= 4) hx_hip_gemv_f<T, 4, V><<<g, b, 0, s>>>(W, rb, N, K, x, xs, n, y, ys, w->scale);
-    else hx_hip_gemv_f<T, 8, V><<<g, b, 0, s>>>(W, rb, N, K, x, xs, n, y, ys, w->scale);
+    const int64_t rb = (int64_t)w->row_bytes, N = w->n_rows, K = w->n_cols;
+    if (n <= 1)
+        return hx_hip_launch(hx_hip_gemv_f<T, 1, V>, g, b, s, W, rb, N, K, x, xs, n, y, ys,
+                             w->scale);
+    if (n <= 2)
+        return hx_hip_launch(hx_hip_gemv_f<T, 2, V>, g, b, s, W, rb, N, K, x, xs, n, y, ys,
+                             w->scale);
+    if (n <= 4)
+        return hx_hip_launch(hx_hip_gemv_f<T, 4, V>, g, b, s, W, rb, N, K, x, xs, n, y, ys,
+                             w->scale);
+    return hx_hip_launch(hx_hip_gemv_f<T, 8, V>, g, b, s, W, rb, N, K, x, xs, n, y, ys, w->scale);
 }
 
-#define HX_HIP_GEMV_MAX_ROWS 8
-
-static size_t hx_hip_scratch_need(const struct hx_split *sp)
+template <int T>
+static hipError_t hx_hip_gemv_f_any(hipStream_t s, const hx_hip_weight *w, const float *x,
+                                    int64_t xs, int n, float *y, int64_t ys)
 {
-    size_t need = 3 * (size_t)sp->n_rows * sizeof(int32_t) + 256, q8 = 0;
-    for (int64_t i = 0; i < sp->n_ops; i++) {
-        const struct hx_op *op = &sp->ops[i];
-        if (op->desc.kind != HX_OP_MATMUL || hx_hip_is_float(op->weight->type)) continue;
-        size_t n = (size_t)HX_MIN(op->src[0].n_rows, HX_HIP_GEMV_MAX_ROWS), K = (size_t)op->weight->n_cols;
-        q8 = HX_MAX(q8, n * K + n * (K / 32) * sizeof(float2) + 256);
-    }
-    return need + q8;
+    const bool vec =
+        w->n_cols % 8 == 0 && w->row_bytes % 16 == 0 && (uintptr_t)x % 16 == 0 && xs % 4 == 0;
+    return vec ? hx_hip_gemv_f_launch<T, true>(s, w, x, xs, n, y, ys)
+               : hx_hip_gemv_f_launch<T, false>(s, w, x, xs, n, y, ys);
 }
 
-static void hx_hip_matmul(struct hx_hip_dev *d, const struct hx_op *op, int8_t *aq, float2 *ad)
+static hipError_t hx_hip_matmul(struct hx_hip_ctx *c, const struct hx_op *op)
 {
     const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
     const float *x = HX_HIP_PTR(op->src[0]);
     float *y = HX_HIP_PTR(op->dst);
-    const int64_t xs = HX_HIP_STRIDE(op->src[0]), ys = HX_HIP_STRIDE(op->dst), n = op->src[0].n_rows;
-    const int64_t K = w->n_cols;
-    hipStream_t s = d->stream;
-    for (int64_t r0 = 0; n <= HX_HIP_GEMV_MAX_ROWS * 4 && r0 < n; r0 += HX_HIP_GEMV_MAX_ROWS) {
-        const int nr = (int)HX_MIN(n - r0, HX_HIP_GEMV_MAX_ROWS);
-        const float *xr = x + r0 * xs;
-        float *yr = y + r0 * ys;
-        if (hx_hip_is_float(w->type)) {
-            bool vec = K % 8 == 0 && w->row_bytes % 16 == 0 && ((uintptr_t)xr % 16) == 0 && xs % 4 == 0;
-#define HX_HIP_F(T) (vec ? hx_hip_launch_gemv_f<T, true>(s, w, xr, xs, nr, yr, ys) \
-                         : hx_hip_launch_gemv_f<T, false>(s, w, xr, xs, nr, yr, ys))
-            if (w->type == HX_DTYPE_F32) HX_HIP_F(HX_DTYPE_F32);
-            else if (w->type == HX_DTYPE_F16) HX_HIP_F(HX_DTYPE_F16);
-            else HX_HIP_F(HX_DTYPE_BF16);
-#undef HX_HIP_F
-            continue;
+    const int64_t xs = HX_HIP_STRIDE(op->src[0]), ys = HX_HIP_STRIDE(op->dst), n = op->dst.n_rows,
+                  K = w->n_cols;
+    hipStream_t s = c->d->stream;
+    hipError_t e = hipSuccess;
+    if (n > HX_HIP_GEMV_ROWS_MAX) {
+        const dim3 g((unsigned)((w->n_rows + HX_HIP_BN - 1) / HX_HIP_BN),
+                     (unsigned)((n + HX_HIP_BM - 1) / HX_HIP_BM));
+        const uint8_t *W = (const uint8_t *)w->d;
+        const int kvec = K % 8 == 0;
+#define HX_HIP_G(T)                                                                                \
+    e = hx_hip_launch(hx_hip_gemm<T>, g, dim3(256), s, W, (int64_t)w->row_bytes, w->n_rows, K, x,  \
+                      xs, n, y, ys, w->scale, kvec)
+        HX_HIP_DISPATCH(w->type, HX_HIP_G)
+#undef HX_HIP_G
+        c->n_launch++;
+        return e;
+    }
+    if (hx_hip_is_float(w->type)) {
+        for (int64_t r0 = 0; r0 < n && e == hipSuccess; r0 += HX_HIP_GEMV_MAX_ROWS, c->n_launch++) {
+            const int nr = (int)HX_MIN(n - r0, (int64_t)HX_HIP_GEMV_MAX_ROWS);
+            if (w->type == HX_DTYPE_F32)
+                e = hx_hip_gemv_f_any<HX_DTYPE_F32>(s, w, x + r0 * xs, xs, nr, y + r0 * ys, ys);
+            else if (w->type == HX_DTYPE_F16)
+                e = hx_hip_gemv_f_any<HX_DTYPE_F16>(s, w, x + r0 * xs, xs, nr, y + r0 * ys, ys);
+            else
+                e = hx_hip_gemv_f_any<HX_DTYPE_BF16>(s, w, x + r0 * xs, xs, nr, y + r0 * ys, ys);
         }
-        dim3 qg((unsigned)((K / 32 + 7) / 8), (unsigned)nr);
-        hx_hip_quantize_q8<<<qg, 256, 0, s>>>(xr, xs, K, nr, aq, ad);
-        hx_hip_act a = {aq, ad, K, nr};
-#define HX_HIP_Q(T) hx_hip_launch_gemv_q<T>(s, w, a, yr, ys)
+        return e;
+    }
+    /* Quantize all n rows once, then one GEMV per group of up to 8 rows. */
+    const dim3 qg((unsigned)((K / 32 + 7) / 8), (unsigned)n);
+    e = hx_hip_launch(hx_hip_quantize_q8, qg, dim3(256), s, x, xs, K, (int)n, c->aq, c->ad);
+    c->n_launch++;
+    for (int64_t r0 = 0; r0 < n && e == hipSuccess; r0 += HX_HIP_GEMV_MAX_ROWS, c->n_launch++) {
+        const hx_hip_act a = {c->aq + r0 * K, c->ad + r0 * (K / 32), K,
+                              (int)HX_MIN(n - r0, (int64_t)HX_HIP_GEMV_MAX_ROWS)};
+        float *yr = y + r0 * ys;
+#define HX_HIP_Q(T) e = hx_hip_gemv_q_launch<T>(s, w, a, yr, ys)
         switch (w->type) {
         case HX_DTYPE_Q8_0: HX_HIP_Q(HX_DTYPE_Q8_0); break;
         case HX_DTYPE_Q4_0: HX_HIP_Q(HX_DTYPE_Q4_0); break;
@@ -280,140 +775,285 @@ static void hx_hip_matmul(struct hx_hip_dev *d, const struct hx_op *op, int8_t *
         }
 #undef HX_HIP_Q
     }
-    if (n <= HX_HIP_GEMV_MAX_ROWS * 4) return;
-    dim3 g((unsigned)((w->n_rows + HX_HIP_BN - 1) / HX_HIP_BN), (unsigned)((n + HX_HIP_BM - 1) / HX_HIP_BM));
-    const uint8_t *W = (const uint8_t *)w->d;
-#define HX_HIP_G(T) hx_hip_gemm<T><<<g, 256, 0, s>>>(W, (int64_t)w->row_bytes, w->n_rows, K, x, xs, n, y, ys, w->scale)
-    HX_HIP_DISPATCH(w->type, HX_HIP_G)
-#undef HX_HIP_G
+    return e;
 }
 
-static void hx_hip_op(struct hx_hip_dev *d, const struct hx_split *sp, const struct hx_op *op,
-                      const int32_t *tok, const int32_t *pos, const int32_t *seq, int8_t *aq,
-                      float2 *ad)
+static hipError_t hx_hip_rope_op(struct hx_hip_ctx *c, const struct hx_op *op)
 {
-    hipStream_t s = d->stream;
+    const struct hx_op_desc *de = &op->desc;
+    hipStream_t s = c->d->stream;
     const int64_t n = op->dst.n_rows;
-    const unsigned ny = (unsigned)HX_MIN(n, 65535);
+    float *y = HX_HIP_PTR(op->dst);
+    const int64_t ys = HX_HIP_STRIDE(op->dst);
+    hipError_t e = hipSuccess;
+    if (y != HX_HIP_PTR(op->src[0]) || ys != HX_HIP_STRIDE(op->src[0])) {
+        const int64_t cols = op->src[0].n_cols;
+        e = hx_hip_launch(
+            hx_hip_copy_rows,
+            dim3((unsigned)HX_MIN((cols + 255) / 256, (int64_t)1024), hx_hip_rows_grid(n)),
+            dim3(256), s, (const float *)HX_HIP_PTR(op->src[0]), HX_HIP_STRIDE(op->src[0]), y, ys,
+            n, cols);
+        c->n_launch++;
+    }
+    const hx_hip_weight *f = (const hx_hip_weight *)op->aux_handle;
+    const float theta_scale =
+        powf(de->p.rope.base, -2.0f / (float)de->p.rope.n_rot); /* host powf, as ref.c */
+    const int pairs = de->p.rope.n_rot / 2;
+    if (e == hipSuccess)
+        e = hx_hip_launch(hx_hip_rope, dim3((unsigned)((pairs + 127) / 128), hx_hip_rows_grid(n)),
+                          dim3(128), s, y, ys, n, de->p.rope.n_head, de->p.rope.head_dim,
+                          de->p.rope.n_rot, theta_scale, de->p.rope.freq_scale,
+                          de->p.rope.mode == HX_ROPE_NEOX ? 1 : 0,
+                          (const float *)(op->aux && f ? f->d : NULL), c->pos);
+    c->n_launch++;
+    return e;
+}
+
+static hipError_t hx_hip_attn_op(struct hx_hip_ctx *c, const struct hx_op *op)
+{
+    const struct hx_op_desc *de = &op->desc;
+    hipStream_t s = c->d->stream;
+    const int64_t n = op->dst.n_rows, width = (int64_t)de->p.attn.n_head_kv * de->p.attn.head_dim;
+    hipError_t e = hx_hip_launch(
+        hx_hip_kv_store,
+        dim3((unsigned)HX_MIN((width + 255) / 256, (int64_t)1024), hx_hip_rows_grid(n)), dim3(256),
+        s, (const float *)HX_HIP_PTR(op->src[1]), HX_HIP_STRIDE(op->src[1]),
+        (const float *)HX_HIP_PTR(op->src[2]), HX_HIP_STRIDE(op->src[2]), HX_HIP_PTR(op->k_cache),
+        HX_HIP_STRIDE(op->k_cache), HX_HIP_PTR(op->v_cache), HX_HIP_STRIDE(op->v_cache), width, n,
+        c->pos, c->seq, (int64_t)de->p.attn.n_ctx);
+    c->n_launch += 2;
+    if (e != hipSuccess) return e;
+    return hx_hip_launch(hx_hip_attn, dim3((unsigned)de->p.attn.n_head, hx_hip_rows_grid(n)),
+                         dim3(32 * HX_HIP_ATTN_WARPS), s, (const float *)HX_HIP_PTR(op->src[0]),
+                         HX_HIP_STRIDE(op->src[0]), (const float *)HX_HIP_PTR(op->k_cache),
+                         HX_HIP_STRIDE(op->k_cache), (const float *)HX_HIP_PTR(op->v_cache),
+                         HX_HIP_STRIDE(op->v_cache), HX_HIP_PTR(op->dst), HX_HIP_STRIDE(op->dst),
+                         de->p.attn.n_head, de->p.attn.n_head_kv, de->p.attn.head_dim,
+                         de->p.attn.scale, (int64_t)de->p.attn.n_ctx, n, c->pos, c->seq);
+}
+
+static hipError_t hx_hip_op(struct hx_hip_ctx *c, const struct hx_op *op)
+{
+    hipStream_t s = c->d->stream;
+    const int64_t n = op->dst.n_rows;
+    if (n <= 0) return hipSuccess;
+    const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
+    hipError_t e = hipSuccess;
     switch (op->desc.kind) {
-    case HX_OP_MATMUL:
-        hx_hip_matmul(d, op, aq, ad);
-        break;
+    case HX_OP_MATMUL: return hx_hip_matmul(c, op);
     case HX_OP_EMBED: {
-        const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
-        dim3 g((unsigned)((w->n_cols + 255) / 256), (unsigned)n);
-#define HX_HIP_E(T) hx_hip_embed<T><<<g, 256, 0, s>>>((const uint8_t *)w->d, (int64_t)w->row_bytes, w->n_rows, w->n_cols, tok, HX_HIP_PTR(op->dst), HX_HIP_STRIDE(op->dst))
+        const dim3 g((unsigned)HX_MIN((w->n_cols + 2047) / 2048, (int64_t)1024),
+                     hx_hip_rows_grid(n));
+#define HX_HIP_E(T)                                                                                \
+    e = hx_hip_launch(hx_hip_embed<T>, g, dim3(256), s, (const uint8_t *)w->d,                     \
+                      (int64_t)w->row_bytes, w->n_cols, c->tok, n, HX_HIP_PTR(op->dst),            \
+                      HX_HIP_STRIDE(op->dst))
         HX_HIP_DISPATCH(w->type, HX_HIP_E)
 #undef HX_HIP_E
-        break;
+        c->n_launch++;
+        return e;
     }
     case HX_OP_RMS_NORM: {
-        const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
-        const int64_t g = op->desc.p.norm.group;
-        dim3 grid((unsigned)(op->src[0].n_cols / g), (unsigned)n);
-        hx_hip_rms_norm<<<grid, 256, 0, s>>>(HX_HIP_PTR(op->src[0]), HX_HIP_STRIDE(op->src[0]),
-                                             HX_HIP_PTR(op->dst), HX_HIP_STRIDE(op->dst),
-                                             (const float *)w->d, g, op->desc.p.norm.eps);
-        break;
+        const int64_t cols = op->src[0].n_cols,
+                      g = op->desc.p.norm.group > 0 ? op->desc.p.norm.group : cols;
+        c->n_launch++;
+        return hx_hip_launch(
+            hx_hip_rms_norm, dim3((unsigned)HX_MIN(cols / g, (int64_t)65535), hx_hip_rows_grid(n)),
+            dim3(256), s, (const float *)HX_HIP_PTR(op->src[0]), HX_HIP_STRIDE(op->src[0]),
+            HX_HIP_PTR(op->dst), HX_HIP_STRIDE(op->dst),
+            (const float *)(op->weight && w ? w->d : NULL), g, cols / g, n, op->desc.p.norm.eps);
     }
-    case HX_OP_ROPE: {
-        const struct hx_op_desc *de = &op->desc;
-        const hx_hip_weight *f = (const hx_hip_weight *)op->aux_handle;
-        int64_t tot = n * de->p.rope.n_head;
-        hx_hip_rope<<<(unsigned)((tot + 127) / 128), 128, 0, s>>>(
-            HX_HIP_PTR(op->src[0]), HX_HIP_STRIDE(op->src[0]), HX_HIP_PTR(op->dst),
-            HX_HIP_STRIDE(op->dst), n, de->p.rope.n_head, de->p.rope.head_dim, de->p.rope.n_rot,
-            de->p.rope.base, de->p.rope.freq_scale, de->p.rope.mode == HX_ROPE_NEOX,
-            (op->aux && f) ? (const float *)f->d : NULL, pos);
-        break;
-    }
-    case HX_OP_ATTN: {
-        const struct hx_op_desc *de = &op->desc;
-        const int64_t width = (int64_t)de->p.attn.n_head_kv * de->p.attn.head_dim;
-        dim3 g1((unsigned)((width + 255) / 256), (unsigned)n);
-        hx_hip_kv_store<<<g1, 256, 0, s>>>(HX_HIP_PTR(op->src[1]), HX_HIP_STRIDE(op->src[1]),
-                                           HX_HIP_PTR(op->src[2]), HX_HIP_STRIDE(op->src[2]),
-                                           HX_HIP_PTR(op->k_cache), HX_HIP_STRIDE(op->k_cache),
-                                           HX_HIP_PTR(op->v_cache), HX_HIP_STRIDE(op->v_cache),
-                                           width, pos, seq, de->p.attn.n_ctx);
-        dim3 g2((unsigned)de->p.attn.n_head, (unsigned)n);
-        hx_hip_attn<<<g2, 32 * HX_HIP_ATTN_WARPS, 0, s>>>(
-            HX_HIP_PTR(op->src[0]), HX_HIP_STRIDE(op->src[0]), HX_HIP_PTR(op->k_cache),
-            HX_HIP_STRIDE(op->k_cache), HX_HIP_PTR(op->v_cache), HX_HIP_STRIDE(op->v_cache),
-            HX_HIP_PTR(op->dst), HX_HIP_STRIDE(op->dst), de->p.attn.n_head, de->p.attn.n_head_kv,
-            de->p.attn.head_dim, de->p.attn.scale, de->p.attn.n_ctx, pos, seq);
-        break;
-    }
+    case HX_OP_ROPE: return hx_hip_rope_op(c, op);
+    case HX_OP_ATTN: return hx_hip_attn_op(c, op);
     case HX_OP_SWIGLU:
     case HX_OP_RELU2_GLU:
     case HX_OP_ADD: {
-        int kind = op->desc.kind == HX_OP_ADD ? HX_HIP_EW_ADD
-                   : op->desc.kind == HX_OP_SWIGLU ? HX_HIP_EW_SWIGLU : HX_HIP_EW_RELU2;
+        const int kind = op->desc.kind == HX_OP_ADD      ? HX_HIP_EW_ADD
+                         : op->desc.kind == HX_OP_SWIGLU ? HX_HIP_EW_SWIGLU
+                                                         : HX_HIP_EW_RELU2;
         const int64_t f = op->dst.n_cols;
-        dim3 g((unsigned)HX_MIN((f + 255) / 256, 1024), ny);
-        hx_hip_eltwise<<<g, 256, 0, s>>>(kind, HX_HIP_PTR(op->src[0]), HX_HIP_STRIDE(op->src[0]),
-                                         HX_HIP_PTR(op->src[1]), HX_HIP_STRIDE(op->src[1]),
-                                         HX_HIP_PTR(op->dst), HX_HIP_STRIDE(op->dst), n, f);
-        break;
+        c->n_launch++;
+        return hx_hip_launch(
+            hx_hip_eltwise,
+            dim3((unsigned)HX_MIN((f + 255) / 256, (int64_t)1024), hx_hip_rows_grid(n)), dim3(256),
+            s, kind, (const float *)HX_HIP_PTR(op->src[0]), HX_HIP_STRIDE(op->src[0]),
+            (const float *)HX_HIP_PTR(op->src[1]), HX_HIP_STRIDE(op->src[1]), HX_HIP_PTR(op->dst),
+            HX_HIP_STRIDE(op->dst), n, f);
     }
-    default:
-        break;
+    default: return hipSuccess; /* refused by hx_hip_check_op */
     }
-    (void)sp;
+}
+
+static size_t hx_hip_align(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+/* Scratch: tokens, positions, sequences, then the largest int8 activation set of the split. */
+static int hx_hip_scratch(struct hx_hip_dev *d, const struct hx_split *sp, struct hx_hip_ctx *c,
+                          char *err, size_t len)
+{
+    const size_t meta = hx_hip_align((size_t)sp->n_rows * sizeof(int32_t));
+    size_t q8 = 0;
+    for (int64_t i = 0; i < sp->n_ops; i++) {
+        const struct hx_op *op = &sp->ops[i];
+        const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
+        if (op->desc.kind != HX_OP_MATMUL || hx_hip_is_float(w->type) ||
+            op->dst.n_rows > HX_HIP_GEMV_ROWS_MAX)
+            continue;
+        const size_t rows = (size_t)op->dst.n_rows, K = (size_t)w->n_cols;
+        q8 = HX_MAX(q8, hx_hip_align(rows * K) + hx_hip_align(rows * (K / 32) * sizeof(float2)));
+    }
+    const size_t need = 3 * meta + q8;
+    if (need > d->scratch_bytes) {
+        HX_HIP_TRY(hipStreamSynchronize(d->stream), "hipStreamSynchronize (scratch)");
+        if (d->scratch) HX_HIP_IGNORE(hipFree(d->scratch));
+        d->scratch = NULL, d->scratch_bytes = 0;
+        int st = hx_hip_alloc(d, need, &d->scratch, "split scratch", err, len);
+        if (st != HX_OK) return st;
+        d->scratch_bytes = need;
+    }
+    char *base = (char *)d->scratch;
+    int32_t *tok = (int32_t *)base, *pos = (int32_t *)(base + meta),
+            *seq = (int32_t *)(base + 2 * meta);
+    const size_t nb = (size_t)sp->n_rows * sizeof(int32_t);
+    /* pageable sources: the copy has left the host array when the call returns */
+    if (sp->tokens && nb)
+        HX_HIP_TRY(hipMemcpyAsync(tok, sp->tokens, nb, hipMemcpyHostToDevice, d->stream),
+                   "hipMemcpyAsync (tokens)");
+    if (sp->pos && nb)
+        HX_HIP_TRY(hipMemcpyAsync(pos, sp->pos, nb, hipMemcpyHostToDevice, d->stream),
+                   "hipMemcpyAsync (positions)");
+    if (sp->seq && nb)
+        HX_HIP_TRY(hipMemcpyAsync(seq, sp->seq, nb, hipMemcpyHostToDevice, d->stream),
+                   "hipMemcpyAsync (sequences)");
+    c->tok = tok, c->pos = pos, c->seq = seq;
+    c->aq = (int8_t *)(base + 3 * meta);
+    c->ad = NULL;
+    return HX_OK;
 }
 
 static int hx_hip_run(void *mdev, const struct hx_split *sp, char *err, size_t len)
 {
     struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
-    HX_HIP_CHECK(hipSetDevice(d->idx));
-    size_t need = hx_hip_scratch_need(sp);
-    if (need > d->scratch_bytes) {
-        HX_HIP_CHECK(hipStreamSynchronize(d->stream));
-        if (d->scratch) hipFree(d->scratch);
-        d->scratch = NULL, d->scratch_bytes = 0;
-        HX_HIP_CHECK(hipMalloc(&d->scratch, need));
-        d->scratch_bytes = need;
+    const double t0 = hx_hip_now_us();
+    if (sp->n_rows < 0 || (sp->n_ops > 0 && !sp->ops))
+        return hx_hip_inval(err, len, "split of %lld ops and %lld rows", (long long)sp->n_ops,
+                            (long long)sp->n_rows);
+    for (int64_t i = 0; i < sp->n_ops; i++) {
+        const struct hx_op *op = &sp->ops[i];
+        if ((unsigned)op->desc.kind >= HX_OP_KIND_COUNT || !hx_hip_supports(&op->desc))
+            return hx_hip_inval(err, len, "op %lld (kind %lld) is not supported by the HIP kernels",
+                                (long long)i, (long long)op->desc.kind);
+        int st = hx_hip_check_op(sp, op, err, len);
+        if (st != HX_OK) {
+            char tmp[256];
+            snprintf(tmp, sizeof tmp, "%s", err);
+            snprintf(err, len, "op %lld (%s): %s", (long long)i, hx_hip_op_names[op->desc.kind],
+                     tmp);
+            return st;
+        }
     }
-    /* The split's host arrays stay valid until synchronize returns (hx-backend.h). */
-    const size_t nb = (size_t)sp->n_rows * sizeof(int32_t);
-    int32_t *tok = (int32_t *)d->scratch, *pos = tok + sp->n_rows, *seq = pos + sp->n_rows;
-    if (sp->tokens) HX_HIP_CHECK(hipMemcpyAsync(tok, sp->tokens, nb, hipMemcpyHostToDevice, d->stream));
-    if (sp->pos) HX_HIP_CHECK(hipMemcpyAsync(pos, sp->pos, nb, hipMemcpyHostToDevice, d->stream));
-    if (sp->seq) HX_HIP_CHECK(hipMemcpyAsync(seq, sp->seq, nb, hipMemcpyHostToDevice, d->stream));
-    int8_t *aq = (int8_t *)d->scratch + ((3 * nb + 255) & ~(size_t)255);
-    float2 *ad = NULL;
+    HX_HIP_TRY(hipSetDevice(d->idx), "hipSetDevice");
+    struct hx_hip_ctx c = {d, NULL, NULL, NULL, NULL, NULL, 0};
+    int st = hx_hip_scratch(d, sp, &c, err, len);
+    if (st != HX_OK) return st;
+    if (!d->timing_open) {
+        HX_HIP_TRY(hipEventRecord(d->ev_start, d->stream), "hipEventRecord");
+        d->timing_open = true;
+    }
     for (int64_t i = 0; i < sp->n_ops; i++) {
         const struct hx_op *op = &sp->ops[i];
         if (op->desc.kind == HX_OP_MATMUL) {
-            size_t nr = (size_t)HX_MIN(op->src[0].n_rows, HX_HIP_GEMV_MAX_ROWS);
-            ad = (float2 *)(aq + ((nr * (size_t)op->weight->n_cols + 255) & ~(size_t)255));
+            const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
+            const size_t rows = (size_t)HX_MIN(op->dst.n_rows, (int64_t)HX_HIP_GEMV_ROWS_MAX);
+            c.ad = (float2 *)((int8_t *)c.aq + hx_hip_align(rows * (size_t)w->n_cols));
         }
-        hx_hip_op(d, sp, op, tok, pos, seq, aq, ad);
-        HX_HIP_CHECK(hipGetLastError());
+        hipError_t e = hx_hip_op(&c, op);
+        if (e != hipSuccess) {
+            char what[96];
+            snprintf(what, sizeof what, "op %lld (%s): kernel launch", (long long)i,
+                     hx_hip_op_names[op->desc.kind]);
+            HX_HIP_IGNORE(hipGetLastError());
+            return hx_hip_fail(e, what, err, len);
+        }
     }
-    HX_HIP_CHECK(hipEventRecord(d->done, d->stream));
+    HX_HIP_TRY(hipEventRecord(d->ev_stop, d->stream), "hipEventRecord");
+    d->timing.n_calls += (uint64_t)c.n_launch;
+    d->timing.host_us += hx_hip_now_us() - t0;
     return HX_OK;
 }
 
 static int hx_hip_synchronize(void *mdev, char *err, size_t len)
 {
     struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
-    HX_HIP_CHECK(hipStreamSynchronize(d->stream));
+    const double t0 = hx_hip_now_us();
+    HX_HIP_TRY(hipSetDevice(d->idx), "hipSetDevice");
+    HX_HIP_TRY(hipStreamSynchronize(d->stream), "hipStreamSynchronize (a kernel failed)");
+    if (d->timing_open) {
+        float ms = 0.0f;
+        d->timing_open = false;
+        if (hipEventElapsedTime(&ms, d->ev_start, d->ev_stop) == hipSuccess)
+            d->timing.device_us += (double)ms * 1e3;
+        HX_HIP_IGNORE(hipGetLastError());
+    }
+    d->timing.host_us += hx_hip_now_us() - t0;
     return HX_OK;
 }
 
+static struct hx_timing_stats *hx_hip_timing(void *mdev)
+{
+    return &((struct hx_hip_dev *)mdev)->timing;
+}
+
+static void hx_hip_describe(void *mdev, char *out, size_t len)
+{
+    struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
+    char ver[96];
+    size_t fr = 0, tot = 0;
+    HX_HIP_IGNORE(hipSetDevice(d->idx));
+    hx_hip_version(ver, sizeof ver);
+    if (hipMemGetInfo(&fr, &tot) != hipSuccess) HX_HIP_IGNORE(hipGetLastError());
+    snprintf(out, len, "%s, module code %s, %.1f of %.1f GiB free, %s uploads", ver, HX_HIP_TARGETS,
+             (double)fr / 1073741824.0, (double)tot / 1073741824.0,
+             d->stage[0] ? "pinned double-buffered" : "pageable");
+}
+
 static const struct hx_hip_module_ops hx_hip_module = {
-    HX_HIP_MODULE_ABI, sizeof(struct hx_hip_module_ops), HX_HIP_RUNTIME,
-    hx_hip_device_count, hx_hip_device_info, hx_hip_init, hx_hip_fini,
-    hx_hip_buffer_alloc, hx_hip_buffer_free, hx_hip_buffer_write, hx_hip_buffer_read,
-    hx_hip_copy, hx_hip_weight_prepare, hx_hip_weight_release, hx_hip_supports,
-    hx_hip_run, hx_hip_synchronize,
+    HX_HIP_MODULE_ABI,
+    sizeof(struct hx_hip_module_ops),
+    HX_HIP_LAYOUT_INIT,
+    HX_HIP_RUNTIME,
+    HX_HIP_TARGETS,
+#if defined(HX_HIP_EMU)
+    true,
+#else
+    false,
+#endif
+    hx_hip_device_count,
+    hx_hip_device_info,
+    hx_hip_init,
+    hx_hip_fini,
+    hx_hip_buffer_alloc,
+    hx_hip_buffer_free,
+    hx_hip_buffer_write,
+    hx_hip_buffer_read,
+    hx_hip_copy,
+    hx_hip_weight_prepare,
+    hx_hip_weight_release,
+    hx_hip_supports,
+    hx_hip_run,
+    hx_hip_synchronize,
+    hx_hip_timing,
+    hx_hip_describe,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct hx_hip_module_ops *
 hx_hip_module_get_ops(uint32_t abi, const struct hx_hip_host *host)
 {
-    if (abi != HX_HIP_MODULE_ABI || !host || !host->malloc_fn || !host->free_fn) return NULL;
+    if (abi != HX_HIP_MODULE_ABI || !host || host->struct_size < sizeof(struct hx_hip_host) ||
+        !host->malloc_fn || !host->free_fn)
+        return NULL;
     hx_hip_h = *host;
     return &hx_hip_module;
 }

@@ -1,0 +1,167 @@
+/*
+ * hip-emu.h — a host emulation of the small part of HIP that backends/hip uses, so the same
+ * kernels and module code build with the host C++ compiler (HX_HIP_EMU) into hx-hip-emu.so
+ * and run on the CPU: test-backend-ops and the engine check every kernel's arithmetic, index
+ * math, shared-memory tiling and reductions on machines without a GPU.
+ *
+ * Execution model (hip-emu.cpp): a launch runs on the calling thread, one thread block at a
+ * time; every GPU thread of the block is a fiber with its own stack. __syncthreads() and warp
+ * shuffles are barriers: a fiber waits there until every live thread of its block (or warp)
+ * has arrived. A block whose threads wait at different barriers, a shuffle that reads an
+ * exited lane, or a block of more than 1024 threads fails the launch with
+ * hipErrorLaunchFailure and a message from hx_emu_last_message(), as a GPU would fault.
+ * `__shared__` variables are function statics: blocks never run concurrently, and launches
+ * are serialized by a process-wide lock. Device memory is host memory.
+ *
+ * Faults for tests, read once: HX_HIP_EMU_DEVICES=N devices (default 1; 0 = "no device"),
+ * HX_HIP_EMU_FAIL_MALLOC=N and HX_HIP_EMU_FAIL_LAUNCH=N make every hipMalloc / launch after
+ * the first N fail (out of memory / launch failure).
+ */
+#pragma once
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+struct uint3 {
+    unsigned x, y, z;
+};
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct alignas(8) float2 {
+    float x, y;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) int2 {
+    int x, y;
+};
+struct alignas(16) int4 {
+    int x, y, z, w;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+static inline float2 make_float2(float x, float y)
+{
+    return float2{x, y};
+}
+
+/* ---- device side ------------------------------------------------------------------------ */
+
+struct hx_emu_thread {
+    uint3 tid, bid;
+};
+extern hx_emu_thread *hx_emu_self; /* guarded by the launch lock */
+extern uint3 hx_emu_bdim, hx_emu_gdim;
+#define threadIdx (hx_emu_self->tid)
+#define blockIdx (hx_emu_self->bid)
+#define blockDim (hx_emu_bdim)
+#define gridDim (hx_emu_gdim)
+
+void hx_emu_syncthreads(void);
+float hx_emu_shfl_xor(float v, int mask, int width);
+/* A whole-warp xor-butterfly reduction (op 0: sum, 1: max) in one barrier instead of five
+ * shuffles; the same operations in the same order as the shuffle loop, so bit-identical. */
+float hx_emu_warp_butterfly(float v, int op);
+#define __syncthreads() hx_emu_syncthreads()
+
+static inline float __uint_as_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline uint32_t __float_as_uint(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static inline int hx_hip_dp4a(int a, int b, int c)
+{
+    for (int i = 0; i < 4; i++)
+        c += (int)(int8_t)(uint32_t)(a >> 8 * i) * (int)(int8_t)(uint32_t)(b >> 8 * i);
+    return c;
+}
+static inline float hx_hip_shfl_xor(float v, int m)
+{
+    return hx_emu_shfl_xor(v, m, 32);
+}
+
+/* ---- runtime ----------------------------------------------------------------------------- */
+
+enum hipError_t {
+    hipSuccess = 0,
+    hipErrorInvalidValue = 1,
+    hipErrorOutOfMemory = 2,
+    hipErrorNoDevice = 100,
+    hipErrorInvalidDevice = 101,
+    hipErrorNoBinaryForGpu = 209,
+    hipErrorInsufficientDriver = 35,
+    hipErrorLaunchFailure = 719,
+};
+enum hipMemcpyKind {
+    hipMemcpyHostToDevice = 1,
+    hipMemcpyDeviceToHost = 2,
+    hipMemcpyDeviceToDevice = 3,
+};
+struct hx_emu_stream;
+struct hx_emu_event;
+typedef hx_emu_stream *hipStream_t;
+typedef hx_emu_event *hipEvent_t;
+#define hipStreamNonBlocking 1u
+#define hipEventDefault 0u
+#define hipEventDisableTiming 2u
+#define hipHostMallocDefault 0u
+
+struct hipDeviceProp_t {
+    char name[256];
+    char gcnArchName[256];
+    size_t totalGlobalMem;
+    int major, minor;
+    int multiProcessorCount;
+    int integrated;
+    int warpSize;
+};
+
+hipError_t hipGetDeviceCount(int *n);
+hipError_t hipSetDevice(int idx);
+hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int idx);
+hipError_t hipDriverGetVersion(int *v);
+hipError_t hipRuntimeGetVersion(int *v);
+hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+hipError_t hipMalloc(void **p, size_t n);
+hipError_t hipFree(void *p);
+hipError_t hipHostMalloc(void **p, size_t n, unsigned flags);
+hipError_t hipHostFree(void *p);
+hipError_t hipMemcpyAsync(void *dst, const void *src, size_t n, hipMemcpyKind kind, hipStream_t s);
+hipError_t hipMemsetAsync(void *dst, int v, size_t n, hipStream_t s);
+hipError_t hipStreamCreateWithFlags(hipStream_t *s, unsigned flags);
+hipError_t hipStreamDestroy(hipStream_t s);
+hipError_t hipStreamSynchronize(hipStream_t s);
+hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t e, unsigned flags);
+hipError_t hipEventCreateWithFlags(hipEvent_t *e, unsigned flags);
+hipError_t hipEventRecord(hipEvent_t e, hipStream_t s);
+hipError_t hipEventSynchronize(hipEvent_t e);
+hipError_t hipEventElapsedTime(float *ms, hipEvent_t a, hipEvent_t b);
+hipError_t hipEventDestroy(hipEvent_t e);
+hipError_t hipGetLastError(void);
+const char *hipGetErrorName(hipError_t e);
+const char *hipGetErrorString(hipError_t e);
+
+/* Run fn(ctx) as grid x block GPU threads. */
+hipError_t hx_emu_launch(dim3 grid, dim3 block, void (*fn)(void *), void *ctx);
+/* Why the last failed launch failed ("threads of block (3,0,0) wait at different barriers"). */
+const char *hx_emu_last_message(void);

@@ -1,0 +1,200 @@
+/*
+ * hip-ops.h — the non-matmul kernels of the HIP module (docs/ops.md semantics, ref.c as the
+ * definition): embedding lookup, RMS norm (plain and per-head QK norm), RoPE in both pair
+ * conventions, the KV-cache store and causal GQA attention over the device-resident cache,
+ * SwiGLU, squared-ReLU GLU and add. Every kernel loops rows over gridDim.y, so a batch may
+ * exceed the 65535 grid limit. Indices that come from the host (tokens, positions,
+ * sequences) are validated by the module before launch.
+ */
+#pragma once
+
+#include "hip-kernels.h"
+
+#define HX_HIP_ATTN_WARPS 4
+#define HX_HIP_HD_MAX 256
+#define HX_HIP_ROWS_MAX 65535u
+
+/* dst[r] = row tokens[r] of W, decoded 8 elements per thread and step. */
+template <int T>
+__global__ void __launch_bounds__(256)
+    hx_hip_embed(const uint8_t *W, int64_t row_bytes, int64_t d, const int32_t *tokens, int64_t n,
+                 float *dst, int64_t dst_stride)
+{
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
+        const uint8_t *wr = W + (int64_t)tokens[r] * row_bytes;
+        float *y = dst + r * dst_stride;
+        for (int64_t k = 8 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x); k < d;
+             k += 8 * (int64_t)gridDim.x * blockDim.x) {
+            if (k + 8 <= d) {
+                float v[8];
+                hx_hip_dq8<T>(wr, k, v);
+                for (int i = 0; i < 8; i++) y[k + i] = v[i];
+            } else {
+                for (int64_t i = k; i < d; i++) y[i] = hx_hip_dq1<T>(wr, i);
+            }
+        }
+    }
+}
+
+/* One 256-thread block per (group, row): sum of squares in double (ref.c's order of
+ * operations for the scale), then y = x * scale * gain. */
+__global__ void __launch_bounds__(256)
+    hx_hip_rms_norm(const float *src, int64_t src_stride, float *dst, int64_t dst_stride,
+                    const float *gain, int64_t g, int64_t n_groups, int64_t n, float eps)
+{
+    __shared__ double part[256];
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y)
+        for (int64_t grp = blockIdx.x; grp < n_groups; grp += gridDim.x) {
+            const float *x = src + r * src_stride + grp * g;
+            double s = 0.0;
+            for (int64_t c = threadIdx.x; c < g; c += blockDim.x) s += (double)x[c] * (double)x[c];
+            part[threadIdx.x] = s;
+            __syncthreads();
+            for (int m = blockDim.x / 2; m > 0; m >>= 1) {
+                if ((int)threadIdx.x < m) part[threadIdx.x] += part[threadIdx.x + m];
+                __syncthreads();
+            }
+            const float scale = 1.0f / sqrtf((float)(part[0] / (double)g) + eps);
+            float *y = dst + r * dst_stride + grp * g;
+            for (int64_t c = threadIdx.x; c < g; c += blockDim.x)
+                y[c] = x[c] * scale * (gain ? gain[c] : 1.0f);
+            __syncthreads(); /* part[] is reused by the next group */
+        }
+}
+
+/* Rows of `cols` floats from src to dst (RoPE into a separate destination). */
+__global__ void __launch_bounds__(256)
+    hx_hip_copy_rows(const float *src, int64_t src_stride, float *dst, int64_t dst_stride,
+                     int64_t n, int64_t cols)
+{
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y)
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols;
+             c += (int64_t)gridDim.x * blockDim.x)
+            dst[r * dst_stride + c] = src[r * src_stride + c];
+}
+
+/* In place. One thread per rotation pair i, for every head of the row: theta is pos[r]
+ * multiplied by theta_scale i times, in the same order as ref.c (and ggml), so the angles
+ * are bit-identical to the reference; theta_scale = powf(base, -2 / n_rot) comes from the
+ * host for the same reason. */
+__global__ void __launch_bounds__(128)
+    hx_hip_rope(float *x, int64_t stride, int64_t n, int n_head, int head_dim, int n_rot,
+                float theta_scale, float freq_scale, int neox, const float *freqs,
+                const int32_t *pos)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_rot / 2) return;
+    const int ia = neox ? i : 2 * i, ib = neox ? i + n_rot / 2 : 2 * i + 1;
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
+        float theta = (float)pos[r];
+        for (int j = 0; j < i; j++) theta *= theta_scale;
+        const float t = (freqs ? theta / freqs[i] : theta) * freq_scale;
+        const float cs = cosf(t), sn = sinf(t);
+        float *v = x + r * stride;
+        for (int h = 0; h < n_head; h++, v += head_dim) {
+            const float a = v[ia], b = v[ib];
+            v[ia] = a * cs - b * sn;
+            v[ib] = a * sn + b * cs;
+        }
+    }
+}
+
+/* k_cache[seq * n_ctx + pos] = k[r], the same for v. */
+__global__ void __launch_bounds__(256)
+    hx_hip_kv_store(const float *k, int64_t k_stride, const float *v, int64_t v_stride, float *kc,
+                    int64_t kc_stride, float *vc, int64_t vc_stride, int64_t width, int64_t n,
+                    const int32_t *pos, const int32_t *seq, int64_t n_ctx)
+{
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
+        const int64_t dr = (int64_t)seq[r] * n_ctx + pos[r];
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < width;
+             c += (int64_t)gridDim.x * blockDim.x) {
+            kc[dr * kc_stride + c] = k[r * k_stride + c];
+            vc[dr * vc_stride + c] = v[r * v_stride + c];
+        }
+    }
+}
+
+/* One block per (head, row). Each 32-lane group runs an online softmax over its share of the
+ * positions 0 .. pos[r] of the row's sequence (lane owns dims lane + 32i), then the groups'
+ * (max, sum, accumulator) are merged through shared memory. */
+__global__ void __launch_bounds__(32 * HX_HIP_ATTN_WARPS)
+    hx_hip_attn(const float *q, int64_t q_stride, const float *kc, int64_t kc_stride,
+                const float *vc, int64_t vc_stride, float *dst, int64_t dst_stride, int n_head,
+                int n_head_kv, int hd, float scale, int64_t n_ctx, int64_t n, const int32_t *pos,
+                const int32_t *seq)
+{
+    __shared__ float sm[HX_HIP_ATTN_WARPS], sl[HX_HIP_ATTN_WARPS];
+    __shared__ float sacc[HX_HIP_ATTN_WARPS][HX_HIP_HD_MAX];
+    const int h = blockIdx.x, lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    const int kvh = h / (n_head / n_head_kv);
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
+        const int64_t row0 = (int64_t)seq[r] * n_ctx;
+        const int32_t p = pos[r];
+        const float *qr = q + r * q_stride + (int64_t)h * hd;
+        float qv[HX_HIP_HD_MAX / 32], acc[HX_HIP_HD_MAX / 32];
+        for (int i = 0; i < HX_HIP_HD_MAX / 32; i++) {
+            const int d = lane + 32 * i;
+            qv[i] = d < hd ? qr[d] : 0.0f;
+            acc[i] = 0.0f;
+        }
+        float m = -INFINITY, l = 0.0f;
+        for (int32_t t = w; t <= p; t += HX_HIP_ATTN_WARPS) {
+            const float *kr = kc + (row0 + t) * kc_stride + (int64_t)kvh * hd;
+            const float *vr = vc + (row0 + t) * vc_stride + (int64_t)kvh * hd;
+            float s = 0.0f;
+            for (int i = 0; i < HX_HIP_HD_MAX / 32; i++) {
+                const int d = lane + 32 * i;
+                if (d < hd) s += qv[i] * kr[d];
+            }
+            s = scale * hx_hip_warp_sum(s);
+            const float mn = fmaxf(m, s), corr = expf(m - mn), e = expf(s - mn);
+            l = l * corr + e;
+            for (int i = 0; i < HX_HIP_HD_MAX / 32; i++) {
+                const int d = lane + 32 * i;
+                acc[i] = acc[i] * corr + (d < hd ? e * vr[d] : 0.0f);
+            }
+            m = mn;
+        }
+        if (lane == 0) sm[w] = m, sl[w] = l;
+        for (int i = 0; i < HX_HIP_HD_MAX / 32; i++)
+            if (lane + 32 * i < hd) sacc[w][lane + 32 * i] = acc[i];
+        __syncthreads();
+        float M = -INFINITY;
+        for (int i = 0; i < HX_HIP_ATTN_WARPS; i++) M = fmaxf(M, sm[i]);
+        float L = 0.0f, f[HX_HIP_ATTN_WARPS];
+        for (int i = 0; i < HX_HIP_ATTN_WARPS; i++) {
+            f[i] = sl[i] > 0.0f ? expf(sm[i] - M) : 0.0f; /* a group with no positions adds 0 */
+            L += sl[i] * f[i];
+        }
+        float *o = dst + r * dst_stride + (int64_t)h * hd;
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float s = 0.0f;
+            for (int i = 0; i < HX_HIP_ATTN_WARPS; i++)
+                if (f[i] != 0.0f) s += sacc[i][d] * f[i];
+            o[d] = s / L;
+        }
+        __syncthreads(); /* shared state is reused by the next row */
+    }
+}
+
+enum { HX_HIP_EW_ADD, HX_HIP_EW_SWIGLU, HX_HIP_EW_RELU2 };
+
+__global__ void __launch_bounds__(256)
+    hx_hip_eltwise(int kind, const float *a, int64_t a_stride, const float *b, int64_t b_stride,
+                   float *y, int64_t y_stride, int64_t n, int64_t f)
+{
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y)
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < f;
+             c += (int64_t)gridDim.x * blockDim.x) {
+            const float g = a[r * a_stride + c], u = b[r * b_stride + c];
+            float v;
+            if (kind == HX_HIP_EW_ADD)
+                v = g + u;
+            else if (kind == HX_HIP_EW_SWIGLU)
+                v = g / (1.0f + expf(-g)) * u;
+            else
+                v = (g > 0.0f ? g * g : 0.0f) * u;
+            y[r * y_stride + c] = v;
+        }
+}

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh — the check on a real GPU, in under 10 minutes, for the HIP and Vulkan
+# backends: build for the GPU found (NVIDIA: nvcc for its compute capability; AMD: hipcc
+# for its gfx target; Vulkan whenever its SDK is there), `engine devices`, test-backend-ops
+# on each GPU backend, `engine diff` on the test models, the kernel benchmark (decode GEMV
+# bandwidth per weight type against the GPU's peak, prefill GEMM), and `engine bench` tg on
+# a Qwen3-0.6B-shaped TQ2_0 model. Every result lands in OUT; the summary ends with
+# "N passed, N failed, N skipped". Benchmarks never fail the run; tests do.
+#
+# usage: tests/gpu/run.sh [--backend hip|vulkan|all] [--build-only] [--prebuilt DIR]
+#                         [--build DIR] [--out DIR] [--data DIR] [--full]
+#   --build-only    configure and build for the target, run nothing; works without a GPU
+#                   (then HX_GPU_ARCH picks the target: sm_90 (default), gfx1100, ...)
+#   --prebuilt DIR  use an engine and modules built elsewhere (a GPU machine without the
+#                   toolchains): DIR holds engine, hx-hip-*.so and tests/test-backend-ops
+#   --full          test-backend-ops --full and more benchmark types (takes longer)
+#   --quick         one benchmark shape and type, no model benchmark (a smoke run; also how
+#                   the script itself is tried on the emulated device: HX_HIP_MODULE=hx-hip-emu.so)
+# environment: HX_GPU_ARCH (override the detected target), HX_GPU_JOBS (build jobs, default
+# all cores), HX_GPU_PEAK_GBS (peak memory bandwidth when the GPU is not in the table below),
+# HX_DATA (test models; default ../shared/data, then BUILD/data).
+set -u -o pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=$ROOT/build-gpu OUT="" DATA=${HX_DATA:-} WANT=all BUILD_ONLY=0 PREBUILT="" FULL=0 QUICK=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --backend) WANT=$2; shift ;;
+    --build) BUILD=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    --data) DATA=$2; shift ;;
+    --prebuilt) PREBUILT=$2; shift ;;
+    --build-only) BUILD_ONLY=1 ;;
+    --full) FULL=1 ;;
+    --quick) QUICK=1 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+case $WANT in hip | vulkan | all) ;; *) echo "run.sh: --backend hip|vulkan|all" >&2; exit 2 ;; esac
+OUT=${OUT:-$BUILD/gpu-results}
+mkdir -p "$OUT" || exit 2
+T0=$(date +%s) BUDGET=570
+pass=0 fail=0 skip=0
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+ok() { pass=$((pass + 1)); say "ok   $*"; }
+bad() { fail=$((fail + 1)); say "FAIL $*"; }
+skipped() { skip=$((skip + 1)); say "SKIP $*"; }
+elapsed() { echo $(($(date +%s) - T0)); }
+left() { echo $((BUDGET - $(elapsed))); }
+finish() {
+    say "---- $(elapsed) s in all; results in $OUT"
+    say "$pass passed, $fail failed, $skip skipped"
+    [ $fail -eq 0 ]
+    exit $?
+}
+# step NAME LIMIT_S CMD...: run with a time limit, output to OUT/NAME.txt (stdout alone to
+# OUT/NAME.out as well when STEP_OUT=1, for JSON); returns its status
+step() {
+    local name=$1 lim=$2 rc; shift 2
+    [ "$lim" -gt "$(left)" ] && lim=$(left)
+    if [ "$lim" -le 5 ]; then echo "(no time left)" > "$OUT/$name.txt"; return 124; fi
+    echo "== $name ($*)" >&2
+    if [ "${STEP_OUT:-0}" = 1 ]; then
+        timeout --kill-after=10 "$lim" "$@" > "$OUT/$name.out" 2> "$OUT/$name.txt"
+    else
+        timeout --kill-after=10 "$lim" "$@" > "$OUT/$name.txt" 2>&1
+    fi
+    rc=$?
+    [ $rc -eq 124 ] && echo "(timed out after ${lim}s)" >> "$OUT/$name.txt"
+    return $rc
+}
+
+# ---- the GPU ---------------------------------------------------------------------------------------
+GPU_VENDOR="" GPU_NAME="" GPU_ARCH=${HX_GPU_ARCH:-} PEAK=${HX_GPU_PEAK_GBS:-}
+if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then
+    GPU_VENDOR=nvidia
+    q=$(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+    GPU_NAME=$(echo "$q" | cut -d, -f1 | xargs)
+    cc=$(echo "$q" | cut -d, -f2 | tr -d ' .')
+    [ -z "$GPU_ARCH" ] && [ -n "$cc" ] && GPU_ARCH=sm_$cc
+    nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+elif [ -e /dev/kfd ] && ls /sys/class/kfd/kfd/topology/nodes/*/properties > /dev/null 2>&1; then
+    GPU_VENDOR=amd
+    for p in /sys/class/kfd/kfd/topology/nodes/*/properties; do
+        v=$(awk '$1 == "gfx_target_version" {print $2}' "$p")
+        [ -n "$v" ] && [ "$v" != 0 ] || continue
+        [ -z "$GPU_ARCH" ] && GPU_ARCH=$(printf 'gfx%d%d%x' $((v / 10000)) $((v / 100 % 100)) $((v % 100)))
+        break
+    done
+    GPU_NAME=$(command -v rocminfo > /dev/null && rocminfo 2>/dev/null | sed -n 's/^ *Marketing Name: *//p' | grep -v -i cpu | head -1)
+fi
+[ -z "$GPU_ARCH" ] && GPU_ARCH=sm_90   # --build-only without a GPU: the H200's target
+case $GPU_ARCH in sm_*) ARCH_KIND=nv ;; gfx*) ARCH_KIND=amd ;; *) echo "run.sh: bad HX_GPU_ARCH '$GPU_ARCH'" >&2; exit 2 ;; esac
+if [ -z "$PEAK" ]; then   # nominal peak memory bandwidth, GB/s
+    case $GPU_NAME in
+    *H200*) PEAK=4800 ;; *H100*SXM* | *H100\ 80GB\ HBM3*) PEAK=3350 ;; *H100*PCIe* | *H100*) PEAK=2000 ;;
+    *A100*80GB*) PEAK=2039 ;; *A100*) PEAK=1555 ;; *L40S* | *L40*) PEAK=864 ;; *RTX\ 4090*) PEAK=1008 ;;
+    *MI300X*) PEAK=5300 ;; *MI250*) PEAK=3277 ;; *7900\ XTX*) PEAK=960 ;; *) PEAK=0 ;;
+    esac
+fi
+say "# hx GPU check $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+say "GPU: ${GPU_VENDOR:-none found} ${GPU_NAME:-} target $GPU_ARCH, nominal peak ${PEAK} GB/s"
+
+# ---- build ---------------------------------------------------------------------------------------
+if [ -n "$PREBUILT" ]; then
+    BUILD=$PREBUILT
+    [ -x "$BUILD/engine" ] && ok "using the prebuilt engine in $BUILD" || { bad "no engine in $BUILD"; finish; }
+else
+    flags=(-DCMAKE_BUILD_TYPE=Release -DHX_HIP_EMU=OFF -DHX_SERVER=OFF)
+    if [ "$WANT" = vulkan ]; then
+        flags+=(-DHX_BACKEND_HIP=OFF)
+    elif [ $ARCH_KIND = nv ]; then
+        flags+=(-DHX_BACKEND_HIP=ON -DHX_HIP_NV=ON -DHX_HIP_AMD=OFF "-DHX_HIP_NV_ARCHS=${GPU_ARCH#sm_}")
+    else
+        flags+=(-DHX_BACKEND_HIP=ON -DHX_HIP_AMD=ON -DHX_HIP_NV=OFF "-DHX_HIP_AMD_TARGETS=$GPU_ARCH")
+    fi
+    [ "$WANT" = hip ] && flags+=(-DHX_BACKEND_VULKAN=OFF)
+    gen=(); command -v ninja > /dev/null && gen=(-G Ninja)
+    if step configure 300 cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" "${flags[@]}"; then
+        ok "configure for $GPU_ARCH ($(grep -E 'hx: (HIP|Vulkan)' "$OUT/configure.txt" | sed 's/^-- hx: //' | paste -sd';' -))"
+    else
+        bad "configure (see $OUT/configure.txt)"; tail -20 "$OUT/configure.txt"; finish
+    fi
+    tgts=(engine test-backend-ops)
+    grep -qE '^(amd|nv)_module=' "$BUILD/hx-hip-build.txt" 2>/dev/null && tgts+=(hx_hip_modules)
+    if step build 420 cmake --build "$BUILD" -j "${HX_GPU_JOBS:-$(nproc)}" --target "${tgts[@]}"; then
+        ok "build ${tgts[*]} in $(elapsed) s"
+    else
+        bad "build (see $OUT/build.txt)"; grep -E 'error|FAILED' "$OUT/build.txt" | head -20; finish
+    fi
+fi
+E=$BUILD/engine TBO=$BUILD/tests/test-backend-ops
+for so in "$BUILD"/hx-hip-*.so; do [ -f "$so" ] && say "module: $(basename "$so") $(stat -c %s "$so") bytes"; done
+[ $BUILD_ONLY = 1 ] && { say "build only: nothing run"; finish; }
+
+# ---- devices ------------------------------------------------------------------------------------
+step devices 60 "$E" devices
+sed 's/^/    /' "$OUT/devices.txt" | head -30 | tee -a "$SUMMARY"
+GPUB=()
+for b in hip vulkan; do
+    [ "$WANT" = all ] || [ "$WANT" = $b ] || continue
+    line=$(grep -E "^  $b " "$OUT/devices.txt")
+    if echo "$line" | grep -q 'available (score'; then
+        # vulkan on a CPU device only (lavapipe) is not a GPU check
+        if [ $b = vulkan ] && ! grep -A1 -E '^  vulkan ' "$OUT/devices.txt" | grep -qE '\] (GPU|iGPU)'; then
+            skipped "vulkan: no GPU device (${line#  })"; continue
+        fi
+        GPUB+=("$b"); ok "$b available: $(grep -A1 -E "^  $b " "$OUT/devices.txt" | tail -1 | xargs | cut -c1-160)"
+    else
+        [ $b = hip ] && [ -n "$GPU_VENDOR" ] && bad "hip on this $GPU_VENDOR GPU: ${line#  }" || skipped "$b: ${line#  }"
+    fi
+done
+[ ${#GPUB[@]} -eq 0 ] && { say "no GPU backend is usable here"; finish; }
+
+# ---- correctness -------------------------------------------------------------------------------
+for b in "${GPUB[@]}"; do
+    args=(--backend "$b"); [ $FULL = 1 ] && args+=(--full)
+    if [ -x "$TBO" ]; then
+        step test-backend-ops-$b 240 "$TBO" "${args[@]}"; rc=$?
+        last=$(tail -1 "$OUT/test-backend-ops-$b.txt")
+        [ $rc -eq 0 ] && ok "test-backend-ops --backend $b: $last" || { bad "test-backend-ops --backend $b (exit $rc): $last"; grep '^FAIL' "$OUT/test-backend-ops-$b.txt" | head -10 | tee -a "$SUMMARY"; }
+    else
+        skipped "no $TBO"
+    fi
+done
+[ -z "$DATA" ] && for d in "$ROOT/../shared/data" "$BUILD/data"; do [ -d "$d" ] && DATA=$d && break; done
+MODELS=(qwen3/qwen3-tern-tq2_0.gguf qwen3/qwen3-tern-f16.gguf qwen3/qwen3-micro-q8_0.gguf qwen3/qwen3-micro-f16.gguf
+        misc/llama-2-tiny-random.gguf stories260K/stories260K.gguf)
+have_diff=1; "$E" diff --help > /dev/null 2>&1 || have_diff=0
+for b in "${GPUB[@]}"; do
+    for m in "${MODELS[@]}"; do
+        n=$(basename "$m" .gguf)
+        [ -n "$DATA" ] && [ -f "$DATA/$m" ] || { skipped "diff $b $n: no $m (--data DIR)"; continue; }
+        if [ $have_diff = 1 ]; then
+            step diff-$b-$n 60 "$E" diff -m "$DATA/$m" --backend $b -n 16; rc=$?
+            s=$(grep -E 'greedy tokens|logits:' "$OUT/diff-$b-$n.txt" | paste -sd' ' - | cut -c1-170)
+            [ $rc -eq 0 ] && ok "engine diff $b $n: $s" || bad "engine diff $b $n (exit $rc): $s"
+        else
+            r=$("$E" run -m "$DATA/$m" -p "Once upon a time" -n 16 --temp 0 --ids --backend ref 2>/dev/null | xargs)
+            g=$("$E" run -m "$DATA/$m" -p "Once upon a time" -n 16 --temp 0 --ids --backend $b 2>/dev/null | xargs)
+            [ -n "$g" ] && [ "$g" = "$r" ] && ok "greedy ids $b = ref on $n" || bad "greedy ids $b '$g' vs ref '$r' on $n"
+        fi
+    done
+done
+
+# ---- performance (reported, never failing) --------------------------------------------------------
+report_kernels() { # json file → markdown with device-time bandwidth and share of the peak
+    python3 - "$1" "$PEAK" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1])); peak = float(sys.argv[2])
+print('| type | K×N | m | µs/call (host) | device µs | weight GB/s (device time) | % of peak | GFLOP/s |')
+print('|---|---|---|---|---|---|---|---|')
+for x in r['results']:
+    wbytes = x['gbs'] * x['median_us'] * 1e3            # bytes of the weight per call
+    dev = x.get('device_us') or 0
+    gbs = wbytes / (dev * 1e3) if dev > 0 else 0
+    pct = '%.0f%%' % (100 * gbs / peak) if peak > 0 and x['m'] == 1 and gbs else '—'
+    gfl = 2.0 * x['m'] * x['n'] * x['k'] / ((dev or x['median_us']) * 1e3)
+    print('| %s | %d×%d | %d | %.1f | %.1f%s | %.1f | %s | %.1f |' % (x['type'], x['k'], x['n'], x['m'],
+          x['median_us'], dev, ' (modelled)' if x.get('modelled') else '', gbs, pct, gfl))
+EOF
+}
+types=TQ2_0,TQ1_0,Q1_0,Q8_0,Q4_K,F16 shapes=qwen3 ms=1,512
+[ $FULL = 1 ] && types=F32,F16,BF16,Q8_0,Q4_0,Q4_K,Q6_K,TQ1_0,TQ2_0,Q1_0
+[ $QUICK = 1 ] && types=TQ2_0 shapes=1024x4096 ms=1
+for b in "${GPUB[@]}"; do
+    if STEP_OUT=1 step bench-kernels-$b 200 "$E" bench --kernels --backend "$b" --types $types --shapes $shapes -m $ms -r 5 -o json; then
+        mv "$OUT/bench-kernels-$b.out" "$OUT/bench-kernels-$b.json"
+        report_kernels "$OUT/bench-kernels-$b.json" > "$OUT/bench-kernels-$b.md" 2>&1
+        ok "kernel benchmark $b (device-time bandwidth, peak $PEAK GB/s):"
+        tee -a "$SUMMARY" < "$OUT/bench-kernels-$b.md"
+    else
+        skipped "kernel benchmark $b did not finish (see $OUT/bench-kernels-$b.txt)"
+    fi
+done
+VOCAB=${DATA:+$DATA/vocab/ggml-vocab-qwen2.gguf}
+QM=$BUILD/qwen3-0.6b-tq2_0.gguf
+if [ $QUICK = 1 ]; then
+    skipped "bench tg: --quick"
+elif [ -n "$VOCAB" ] && [ -f "$VOCAB" ]; then
+    [ -f "$QM" ] || step mkmodel 120 "$E" mkmodel --shape qwen3-0.6b --type TQ2_0 --vocab "$VOCAB" -o "$QM"
+    for b in "${GPUB[@]}"; do
+        [ -f "$QM" ] || { skipped "bench tg: no $QM"; break; }
+        if step bench-tg-$b 150 "$E" bench -m "$QM" -b $b -p 512 -n 128 -r 3; then
+            ok "engine bench -b $b, Qwen3-0.6B-shaped TQ2_0:"
+            grep -E '^\|' "$OUT/bench-tg-$b.txt" | tee -a "$SUMMARY"
+        else
+            skipped "engine bench -b $b did not finish (see $OUT/bench-tg-$b.txt)"
+        fi
+    done
+else
+    skipped "bench tg: no vocabulary file for mkmodel (--data DIR with vocab/ggml-vocab-qwen2.gguf)"
+fi
+finish

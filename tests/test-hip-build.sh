@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# test-hip-build.sh — the HIP backend builds, loads and computes, on a machine without a GPU:
+#  1. every GPU toolchain CMake found is built into its module for the configured targets
+#     (cmake --build, so a stale module is really recompiled), and every target's device code
+#     holds all 79 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
+#     per gfx target; the module exports only its entry point;
+#  2. `engine devices` exits 0 and says why HIP is unavailable: no module, no runtime library,
+#     no device, a driver error (the emulator module and a copy of the AMD module whose
+#     runtime dependency is renamed stand in for the machines that have those problems);
+#  3. hx-hip-emu.so (the same kernels built for the host CPU) passes test-backend-ops
+#     against ref, `engine run` on the test models gives the tokens of cpu or ref, `engine
+#     diff` passes, and an
+#     out-of-memory or a failing kernel launch is reported cleanly (or falls back to cpu).
+# Skips (exit 0) only when no GPU toolchain is installed, or the build disabled the backend.
+set -u
+B=${HX_BUILD:?} E=${HX_ENGINE:-${HX_BUILD:?}/engine} D=${HX_DATA:-}
+pass=0 fail=0 skip=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+skipped() { skip=$((skip + 1)); echo "SKIP $1"; }
+finish() { echo "$pass passed, $fail failed, $skip skipped"; [ $fail -eq 0 ]; exit $?; }
+
+hipcc=$(command -v hipcc || ls /opt/rocm/bin/hipcc 2>/dev/null || true)
+nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+cache_hip=$(sed -n 's/^HX_BACKEND_HIP:[A-Z]*=//p' "$B/CMakeCache.txt" 2>/dev/null)
+man=$B/hx-hip-build.txt
+if [ "$cache_hip" = "OFF" ]; then
+    skipped "HIP backend disabled in this build (HX_BACKEND_HIP=OFF)"
+    finish
+fi
+if [ -z "$hipcc" ] && [ -z "$nvcc" ] && [ ! -f "$man" ]; then
+    skipped "no GPU toolchain installed (neither hipcc nor nvcc): the HIP backend is not built"
+    finish
+fi
+if [ ! -f "$man" ]; then
+    bad "a GPU toolchain is installed (${hipcc:-} ${nvcc:-}) but $B has no HIP backend (no $man)"
+    finish
+fi
+get() { sed -n "s/^$1=//p" "$man"; }
+[ -n "$hipcc" ] && [ -z "$(get amd_module)" ] && bad "hipcc is installed ($hipcc) but no AMD module is configured: $(get amd_note)"
+[ -n "$nvcc" ] && [ -z "$(get nv_module)" ] && bad "nvcc is installed ($nvcc) but no NVIDIA module is configured"
+
+# ---- 1. build and inspect the modules ----------------------------------------------------------
+targets=""
+[ -n "$(get amd_module)$(get nv_module)" ] && targets="hx_hip_modules"
+[ -n "$(get emu_module)" ] && targets="$targets hx_hip_emu"
+log=$(mktemp)
+if cmake --build "$B" --target $targets > "$log" 2>&1; then
+    ok "cmake --build --target $targets"
+else
+    bad "building the HIP modules failed:"; tail -30 "$log"
+    rm -f "$log"; finish
+fi
+rm -f "$log"
+
+inspect() { # module, comma-separated targets
+    python3 - "$1" "$2" <<'EOF'
+import re, struct, sys
+path, want = sys.argv[1], sys.argv[2].split(',')
+def sections(d):
+    shoff, = struct.unpack_from('<Q', d, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from('<HHH', d, 0x3A)
+    secs = [struct.unpack_from('<IIQQQQIIQQ', d, shoff + i * shentsize) for i in range(shnum)]
+    so = secs[shstrndx][4]
+    name = lambda o: d[so + o:d.index(b'\0', so + o)].decode()
+    return [(name(s[0]),) + s for s in secs], shoff + shnum * shentsize
+def funcs(blob):
+    secs, _ = sections(blob)
+    out = set()
+    for s in secs:
+        if s[2] != 2: continue  # SHT_SYMTAB
+        so = secs[s[7]][5]
+        for i in range(s[6] // 24):
+            st_name, st_info = struct.unpack_from('<IB', blob, s[5] + i * 24)
+            if st_info & 0xf == 2: out.add(blob[so + st_name:blob.index(b'\0', so + st_name)].decode())
+    return out
+# the 79 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
+need = ['hx_hip_gemv_qILi%dELi%dE' % (t, c) for t in range(3, 10) for c in (1, 2, 4, 8)]
+need += ['hx_hip_gemv_fILi%dELi%dELb%dE' % (t, c, v) for t in range(3) for c in (1, 2, 4, 8) for v in (0, 1)]
+need += ['hx_hip_%sILi%dE' % (k, t) for k in ('gemm', 'embed') for t in range(10)]
+need += ['hx_hip_' + k for k in ('quantize_q8', 'rms_norm', 'copy_rows', 'rope', 'kv_store', 'attn', 'eltwise')]
+d = open(path, 'rb').read()
+secs, _ = sections(d)
+fat = [s for s in secs if s[0] in ('.nv_fatbin', '.hip_fatbin')]
+if not fat: sys.exit('%s: no device code section (.nv_fatbin / .hip_fatbin)' % path)
+sec = d[fat[0][5]:fat[0][5] + fat[0][6]]
+found, errors = {}, []
+for m in re.finditer(rb'\x7fELF\x02\x01', sec):
+    blob = sec[m.start():]
+    mach, = struct.unpack_from('<H', blob, 18)
+    flags, = struct.unpack_from('<I', blob, 0x30)
+    blob = blob[:sections(blob)[1]]
+    if mach == 190: arch = 'sm_%d' % ((flags >> 8) & 0xff)           # EM_CUDA
+    elif mach == 224:                                                 # EM_AMDGPU
+        a = re.search(rb'amdgcn-amd-amdhsa--(gfx[0-9a-f]+)', blob)
+        arch = a.group(1).decode() if a else '?'
+    else: continue
+    names = [f for f in funcs(blob) if 'hx_hip_' in f]
+    if names: found.setdefault(arch, set()).update(names)
+if fat[0][0] == '.nv_fatbin':  # fatbin container entries: kind 1 = PTX, arch in word 7
+    pos = 0
+    while pos + 16 <= len(sec):
+        magic, _, hs, size = struct.unpack_from('<IHHQ', sec, pos)
+        if magic != 0xBA55ED50: break
+        e = pos + hs
+        while e < pos + hs + size:
+            kind, _, ehs, psize = struct.unpack_from('<HHIQ', sec, e)
+            if kind == 1: found.setdefault('compute_%d' % struct.unpack_from('<I', sec, e + 28)[0], set()).add('ptx')
+            e += ehs + psize
+        pos = (pos + hs + size + 7) & ~7
+for t in want:
+    if t not in found: errors.append('%s: no device code' % t); continue
+    if t.startswith('compute_'): continue
+    missing = [n for n in need if not any(n in f for f in found[t])]
+    if missing: errors.append('%s: %d of %d kernels missing (%s ...)' % (t, len(missing), len(need), missing[0]))
+extra = sorted(set(found) - set(want))
+print('device code for %s, %d kernels each%s' % (','.join(sorted(found)), len(need),
+      ('; also ' + ','.join(extra)) if extra else ''))
+if errors: sys.exit('; '.join(errors))
+EOF
+}
+for kind in amd nv; do
+    so=$(get ${kind}_module) tg=$(get ${kind}_targets)
+    [ -n "$so" ] || continue
+    if [ ! -f "$so" ]; then bad "$so was not built"; continue; fi
+    if out=$(inspect "$so" "$tg" 2>&1); then ok "$(basename "$so"): $out"; else bad "$(basename "$so"): $out"; fi
+    exports=$(nm -D --defined-only "$so" 2>/dev/null | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^_' | tr '\n' ' ')
+    [ "$exports" = "hx_hip_module_get_ops " ] && ok "$(basename "$so") exports only hx_hip_module_get_ops" \
+        || bad "$(basename "$so") exports: $exports"
+done
+
+# ---- 2. why HIP is unavailable ------------------------------------------------------------------
+hipline() { # env assignments..., prints the `hip` line of engine devices; fails unless exit 0
+    local out rc
+    out=$(env "$@" "$E" devices 2>&1); rc=$?
+    echo "$out" | grep -E '^  hip ' || echo "(no hip line)"
+    return $rc
+}
+expect_why() { # name, regex, env...
+    local name=$1 re=$2 line; shift 2
+    if line=$(hipline "$@") && echo "$line" | grep -Eq "$re"; then ok "$name: ${line#  }"; else bad "$name (exit 0, /$re/): $line"; fi
+}
+line=$(hipline HX_HIP_MODULE=) && rc=0 || rc=$?
+if [ $rc -ne 0 ]; then bad "engine devices exited $rc"
+elif echo "$line" | grep -q 'unavailable: .'; then ok "engine devices on this machine: ${line#  }"
+elif echo "$line" | grep -q 'available'; then ok "engine devices finds a GPU here: ${line#  }"
+else bad "engine devices: $line"; fi
+expect_why "no module" 'unavailable: HX_HIP_MODULE=/nonexistent/hx-hip-nv.so: no such file' HX_HIP_MODULE=/nonexistent/hx-hip-nv.so
+amd=$(get amd_module)
+if [ -n "$amd" ] && [ -f "$amd" ] && grep -q 'libamdhip64.so.5' "$amd"; then
+    tmp=$(mktemp -d)
+    # the same module on a machine without ROCm: its libamdhip64.so.5 dependency cannot be found
+    python3 -c "import sys; d=open(sys.argv[1],'rb').read(); open(sys.argv[2],'wb').write(d.replace(b'libamdhip64.so.5', b'libamdhip64.so.X'))" "$amd" "$tmp/hx-hip-amd.so"
+    expect_why "no runtime library" 'unavailable: hx-hip-amd.so: ROCm HIP runtime not installed \(libamdhip64.so.X not found\)' HX_HIP_MODULE="$tmp/hx-hip-amd.so"
+    rm -rf "$tmp"
+fi
+emu=$(get emu_module)
+if [ -n "$emu" ]; then
+    expect_why "no device" 'unavailable: hx-hip-emu.so: the emu runtime finds no GPU' HX_HIP_MODULE="$emu" HX_HIP_EMU_DEVICES=0
+    expect_why "driver error" 'unavailable: hx-hip-emu.so: driver error: hipGetDeviceCount: hipErrorInsufficientDriver' HX_HIP_MODULE="$emu" HX_HIP_EMU_DRIVER_ERROR=1
+    expect_why "emulated device" 'available \(score 2\), 1 device' HX_HIP_MODULE="$emu"
+fi
+
+# ---- 3. the kernels, run on the host --------------------------------------------------------------
+if [ -z "$emu" ]; then
+    skipped "hx-hip-emu.so not configured (HX_HIP_EMU=OFF): kernels not run"
+    finish
+fi
+export HX_HIP_MODULE=$emu
+tbo=$B/tests/test-backend-ops
+if [ -x "$tbo" ]; then
+    out=$("$tbo" --backend hip -q 2>&1); rc=$?
+    last=$(echo "$out" | tail -1)
+    if [ $rc -eq 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed'; then ok "test-backend-ops --backend hip (emulated): $last"
+    else bad "test-backend-ops --backend hip (emulated), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
+else
+    skipped "no $tbo"
+fi
+if [ -n "$D" ] && [ -d "$D" ]; then
+    for m in qwen3/qwen3-tern-tq2_0.gguf qwen3/qwen3-tern-f16.gguf misc/llama-2-tiny-random.gguf stories260K/stories260K.gguf; do
+        [ -f "$D/$m" ] || { skipped "no $D/$m"; continue; }
+        run() { "$E" run -m "$D/$m" -p "Once upon a time" -n 12 --temp 0 --ids --backend "$1" 2>/dev/null | xargs; }
+        h=$(run hip) c=$(run cpu) r=$(run ref)
+        if [ -n "$h" ] && { [ "$h" = "$c" ] || [ "$h" = "$r" ]; }; then ok "engine run $m on hip (emulated) = $( [ "$h" = "$c" ] && echo cpu || echo ref): $h"
+        else bad "engine run $m: hip '$h', cpu '$c', ref '$r'"; fi
+    done
+    if "$E" diff --help > /dev/null 2>&1; then
+        for m in qwen3/qwen3-tern-tq2_0.gguf misc/llama-2-tiny-random.gguf; do
+            [ -f "$D/$m" ] || continue
+            out=$("$E" diff -m "$D/$m" --backend hip -n 8 2>&1); rc=$?
+            s=$(echo "$out" | grep -E 'greedy tokens' | xargs)
+            [ $rc -eq 0 ] && ok "engine diff $m --backend hip (emulated): $s" || bad "engine diff $m (exit $rc): $(echo "$out" | tail -3)"
+        done
+    fi
+    M=$D/qwen3/qwen3-tern-tq2_0.gguf
+    if [ -f "$M" ]; then
+        out=$(HX_HIP_EMU_FAIL_MALLOC=3 "$E" run -m "$M" -p Once -n 4 --temp 0 --ids --backend hip 2>&1); rc=$?
+        [ $rc -eq 1 ] && echo "$out" | grep -q 'hipMalloc of [0-9]* bytes: hipErrorOutOfMemory' \
+            && ok "out of device memory: exit 1, '$(echo "$out" | tail -1)'" || bad "out of device memory: exit $rc: $out"
+        out=$(HX_HIP_EMU_FAIL_LAUNCH=40 "$E" run -m "$M" -p Once -n 4 --temp 0 --ids --backend hip 2>&1); rc=$?
+        [ $rc -eq 1 ] && echo "$out" | grep -q 'kernel launch: hipErrorLaunchFailure' \
+            && ok "kernel launch failure: exit 1, '$(echo "$out" | tail -1)'" || bad "kernel launch failure: exit $rc: $out"
+        want=$("$E" run -m "$M" -p Once -n 4 --temp 0 --ids --backend cpu 2>/dev/null | xargs)
+        got=$(HX_HIP_EMU_FAIL_LAUNCH=40 "$E" run -m "$M" -p Once -n 4 --temp 0 --ids --backend hip --fallback cpu 2>/dev/null | xargs)
+        [ -n "$got" ] && [ "$got" = "$want" ] && ok "kernel launch failure with --fallback cpu: the cpu's tokens ($got)" \
+            || bad "launch failure with --fallback cpu: '$got', cpu '$want'"
+    fi
+else
+    skipped "no HX_DATA: engine runs skipped"
+fi
+finish
