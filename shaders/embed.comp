@@ -1,7 +1,8 @@
 #version 450
 // embed.comp — dst[r] = dequant(W row tokens[r]). The weight may be bound in row chunks
 // (a binding is at most maxStorageBufferRange bytes): rows [row0, row0 + nw) are bound, and
-// rows whose token lies elsewhere are left to another dispatch. Grid: (K / (4·WG), rows).
+// rows whose token lies elsewhere are left to another dispatch. One invocation per 32-element
+// chunk of a row. Grid: (ceil(K / 32 / WG), rows).
 #include "common.glsl"
 #include "dequant.glsl"
 
@@ -17,18 +18,26 @@ layout(push_constant) uniform P {
 void main()
 {
     uint r = gl_WorkGroupID.y;
+    uint c = gl_WorkGroupID.x * WG + gl_LocalInvocationID.x;
     uint tok = uint(meta[p.tok_off + r]);
-    if (tok < p.row0 || tok >= p.row0 + p.nw) return;
+    if (32u * c >= p.K || tok < p.row0 || tok >= p.row0 + p.nw) return;
     uint rb = p.w_off + (tok - p.row0) * p.w_row_bytes;
-    uint e = 4u * (gl_WorkGroupID.x * WG + gl_LocalInvocationID.x);
-    uint o = p.d_off + r * p.d_stride + e;
-    if (e + 3u < p.K) {
-        vec4 v = dq4(rb, e);
-        d[o] = v.x;
-        d[o + 1u] = v.y;
-        d[o + 2u] = v.z;
-        d[o + 3u] = v.w;
-    } else {
-        for (uint k = 0u; e + k < p.K; k++) d[o + k] = dq1(rb, e + k);
+    uint o = p.d_off + r * p.d_stride + 32u * c;
+#ifdef WFLOAT
+    for (uint e = 32u * c; e < min(p.K, 32u * c + 32u); e++) d[o + e - 32u * c] = wel(rb, e);
+#else
+    uint b = c / BC;
+    begin_block(rb + b * BB);
+    uint q[8];
+    vec2 fs;
+    float fm;
+    chunk(c - b * BC, q, fs, fm);
+    [[unroll]] for (uint k = 0u; k < 8u; k++) {
+        vec4 w = vec4(i8x4(q[k])) * (k < 4u ? fs.x : fs.y) + fm;
+        d[o + 4u * k] = w.x;
+        d[o + 4u * k + 1u] = w.y;
+        d[o + 4u * k + 2u] = w.z;
+        d[o + 4u * k + 3u] = w.w;
     }
+#endif
 }

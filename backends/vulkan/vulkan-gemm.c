@@ -1,13 +1,37 @@
 /*
- * vulkan-gemm.c — weight ops of the Vulkan backend: MATMUL (decode GEMV and batched rows) and
- * EMBED, both reading the GGUF blocks in place from the uploaded weight (shaders/matmul.comp,
- * shaders/embed.comp, decoders in shaders/dequant.glsl).
+ * vulkan-gemm.c — weight ops of the Vulkan backend: MATMUL and EMBED, reading the GGUF blocks
+ * in place from the uploaded weight (shaders/mmv.comp, gemm.comp, embed.comp; decoders in
+ * shaders/dequant.glsl).
+ *
+ * Kernel choice (hx__vk_kernels_init, once per device; docs/vulkan.md):
+ *   - GPU (discrete / integrated): m ≤ HX_VK_MMV_MR rows → GEMV `mmv` (NR weight rows per
+ *     workgroup, a subgroup-multiple of invocations per row); larger m → tiled GEMM `gemm`
+ *     (shared-memory tiles BM × BN, TM × TN outputs per invocation, all four sizes
+ *     specialization constants).
+ *   - CPU-type device (lavapipe): every m → lane-layout GEMV `mmvl` (one invocation per
+ *     weight row, 2 activation rows per pass), because there an invocation is a SIMD lane,
+ *     every buffer load costs a scalar load per lane, and the activations each lane needs
+ *     are the same: loaded once per subgroup and broadcast. (lavapipe compiles a shader at
+ *     its first dispatch; more rows per pass make the unrolled code too large.)
+ *   - Quantized weights with int8 activations where the device has 8-bit integer support:
+ *     a `quant` dispatch first turns the activation rows into int8 chunks in the device's
+ *     scratch buffer, then the INT8 GEMV (`mmvq*`, `mmvlq*`) takes integer dot products,
+ *     with the SPIR-V 4×8-bit dot product instruction when shaderIntegerDotProduct is on
+ *     (`…d` variants). The tiled GEMM dequantizes to f32 in shared memory.
+ *   The lane-layout kernels read the weight through a uniform texel
+ *   buffer (16-byte texels, one view per binding chunk, cached with the weight): on lavapipe
+ *   a texel fetch is one 16-byte load per invocation, a storage-buffer load a guarded
+ *   scalar load per invocation and word.
+ *   HX_VK_MATMUL=gpu|lane|auto and HX_VK_INT8=off|emul|dot|auto override (tests, benchmarks).
  *
  * A storage-buffer binding is at most maxStorageBufferRange bytes (128 MiB on lavapipe; a
  * Qwen3 LM head is larger), so a weight is bound in chunks of whole rows and the activations
  * in chunks of whole rows; each chunk is one dispatch. Offsets are aligned down to the
  * device's binding alignment and the remainder is passed as a push constant.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "vulkan-impl.h"
 
 struct hx_vk_mm_push {
@@ -15,8 +39,14 @@ struct hx_vk_mm_push {
     uint32_t a_off, a_stride, d_off, d_stride;
     uint32_t w_off, w_row_bytes;
     float scale;
+    uint32_t qa_off, qa_stride;
 };
 _Static_assert(sizeof(struct hx_vk_mm_push) <= HX_VK_PUSH_BYTES, "push constants too large");
+
+struct hx_vk_quant_push {
+    uint32_t n_chunks, a_off, a_stride, qa_off, qa_stride, group;
+};
+_Static_assert(sizeof(struct hx_vk_quant_push) <= HX_VK_PUSH_BYTES, "push constants too large");
 
 struct hx_vk_embed_push {
     uint32_t K, n_rows, row0, nw;
@@ -25,31 +55,116 @@ struct hx_vk_embed_push {
 };
 _Static_assert(sizeof(struct hx_vk_embed_push) <= HX_VK_PUSH_BYTES, "push constants too large");
 
-#define HX_VK_MM_MR 4   /* activation rows per workgroup (matmul.comp MR) */
-#define HX_VK_MM_NR 2   /* weight rows per workgroup (matmul.comp NR) */
+#define HX_VK_MMV_MR 4  /* activation rows per pass of the GPU-layout GEMV */
+#define HX_VK_MMV_NR 4  /* weight rows per workgroup of the GPU-layout GEMV */
+#define HX_VK_LANE_MR 2 /* activation rows per pass of the lane-layout GEMV (code size) */
+#define HX_VK_LANE_WG 64
+#define HX_VK_QCHUNK_BYTES 48 /* a quantized 32-element activation chunk: 8 words, d, d·Σq, 0, 0 */
+#define HX_VK_SCRATCH_MAX ((size_t)64 << 20)
 
-static enum hx_shader_id hx_vk_mmv_shader(enum hx_dtype t)
+/* Shader ids per weight type, in the order the shaders/CMakeLists.txt emits them. */
+struct hx_vk_type_shaders {
+    enum hx_shader_id mmv, mmvl, gemm, embed;
+    int q; /* index into the INT8 table, or -1 (float types) */
+};
+#define HX_VK_T(T, Q)                                                                              \
+    {                                                                                              \
+        HX_SHADER_MMV_##T, HX_SHADER_MMVL_##T, HX_SHADER_GEMM_##T, HX_SHADER_EMBED_##T, Q          \
+    }
+static const struct hx_vk_type_shaders hx_vk_types[HX_DTYPE_COUNT] = {
+    [HX_DTYPE_F32] = HX_VK_T(F32, -1),    [HX_DTYPE_F16] = HX_VK_T(F16, -1),
+    [HX_DTYPE_BF16] = HX_VK_T(BF16, -1),  [HX_DTYPE_Q8_0] = HX_VK_T(Q8_0, 0),
+    [HX_DTYPE_Q4_0] = HX_VK_T(Q4_0, 1),   [HX_DTYPE_Q4_K] = HX_VK_T(Q4_K, 2),
+    [HX_DTYPE_Q6_K] = HX_VK_T(Q6_K, 3),   [HX_DTYPE_TQ1_0] = HX_VK_T(TQ1_0, 4),
+    [HX_DTYPE_TQ2_0] = HX_VK_T(TQ2_0, 5), [HX_DTYPE_Q1_0] = HX_VK_T(Q1_0, 6),
+};
+#undef HX_VK_T
+/* [q][lane][dot] */
+#define HX_VK_Q(T)                                                                                 \
+    {                                                                                              \
+        {HX_SHADER_MMVQ_##T, HX_SHADER_MMVQD_##T},                                                 \
+        {                                                                                          \
+            HX_SHADER_MMVLQ_##T, HX_SHADER_MMVLQD_##T                                              \
+        }                                                                                          \
+    }
+static const enum hx_shader_id hx_vk_qshaders[7][2][2] = {
+    HX_VK_Q(Q8_0),  HX_VK_Q(Q4_0),  HX_VK_Q(Q4_K), HX_VK_Q(Q6_K),
+    HX_VK_Q(TQ1_0), HX_VK_Q(TQ2_0), HX_VK_Q(Q1_0),
+};
+#undef HX_VK_Q
+
+/* Chunks of 32 sharing one activation scale: the CPU backend's activation blocks. */
+static uint32_t hx_vk_qgroup(enum hx_dtype t)
 {
-    static const enum hx_shader_id ids[HX_DTYPE_COUNT] = {
-        [HX_DTYPE_F32] = HX_SHADER_MMV_F32,     [HX_DTYPE_F16] = HX_SHADER_MMV_F16,
-        [HX_DTYPE_BF16] = HX_SHADER_MMV_BF16,   [HX_DTYPE_Q8_0] = HX_SHADER_MMV_Q8_0,
-        [HX_DTYPE_Q4_0] = HX_SHADER_MMV_Q4_0,   [HX_DTYPE_Q4_K] = HX_SHADER_MMV_Q4_K,
-        [HX_DTYPE_Q6_K] = HX_SHADER_MMV_Q6_K,   [HX_DTYPE_TQ1_0] = HX_SHADER_MMV_TQ1_0,
-        [HX_DTYPE_TQ2_0] = HX_SHADER_MMV_TQ2_0, [HX_DTYPE_Q1_0] = HX_SHADER_MMV_Q1_0,
-    };
-    return ids[t];
+    return t == HX_DTYPE_Q1_0 ? 4u : (t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0) ? 8u : 1u;
 }
 
-static enum hx_shader_id hx_vk_embed_shader(enum hx_dtype t)
+static const char *hx_vk_env(const char *name)
 {
-    static const enum hx_shader_id ids[HX_DTYPE_COUNT] = {
-        [HX_DTYPE_F32] = HX_SHADER_EMBED_F32,     [HX_DTYPE_F16] = HX_SHADER_EMBED_F16,
-        [HX_DTYPE_BF16] = HX_SHADER_EMBED_BF16,   [HX_DTYPE_Q8_0] = HX_SHADER_EMBED_Q8_0,
-        [HX_DTYPE_Q4_0] = HX_SHADER_EMBED_Q4_0,   [HX_DTYPE_Q4_K] = HX_SHADER_EMBED_Q4_K,
-        [HX_DTYPE_Q6_K] = HX_SHADER_EMBED_Q6_K,   [HX_DTYPE_TQ1_0] = HX_SHADER_EMBED_TQ1_0,
-        [HX_DTYPE_TQ2_0] = HX_SHADER_EMBED_TQ2_0, [HX_DTYPE_Q1_0] = HX_SHADER_EMBED_Q1_0,
-    };
-    return ids[t];
+    const char *v = getenv(name);
+    return v && *v ? v : "auto";
+}
+
+const char *hx__vk_int8_name(int mode)
+{
+    return mode == HX_VK_INT8_DOT    ? "int8 dot product"
+           : mode == HX_VK_INT8_EMUL ? "int8 (32-bit arithmetic)"
+                                     : "f32";
+}
+
+int hx__vk_kernels_init(struct hx_device *dev)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    const struct hx_vk_phys *p = d->phys;
+    const char *mm = hx_vk_env("HX_VK_MATMUL"), *i8 = hx_vk_env("HX_VK_INT8");
+    if (strcmp(mm, "auto") && strcmp(mm, "gpu") && strcmp(mm, "lane"))
+        return hx_device_set_error(dev, HX_E_INVAL, "HX_VK_MATMUL=%s: expected gpu, lane or auto",
+                                   mm);
+    /* the lane layout shares activation loads across a subgroup of at least 8 by broadcasts */
+    bool lane_ok = p->ballot && p->subgroup_size >= 8;
+    if (!strcmp(mm, "lane") && !lane_ok)
+        HX_LOG_WARN("[%s] HX_VK_MATMUL=lane needs subgroup broadcasts over >= 8 invocations; "
+                    "using the subgroup layout",
+                    dev->id);
+    d->lane =
+        lane_ok && (!strcmp(mm, "lane") || (!strcmp(mm, "auto") && p->info.kind == HX_DEVICE_CPU));
+    if (!strcmp(i8, "auto"))
+        d->int8 = p->int_dot ? HX_VK_INT8_DOT : HX_VK_INT8_EMUL;
+    else if (!strcmp(i8, "dot"))
+        d->int8 = p->int_dot ? HX_VK_INT8_DOT : HX_VK_INT8_EMUL;
+    else if (!strcmp(i8, "emul"))
+        d->int8 = HX_VK_INT8_EMUL;
+    else if (!strcmp(i8, "off"))
+        d->int8 = HX_VK_INT8_OFF;
+    else
+        return hx_device_set_error(dev, HX_E_INVAL,
+                                   "HX_VK_INT8=%s: expected off, emul, dot or auto", i8);
+
+    uint32_t sg = p->subgroup_size ? p->subgroup_size : 32u;
+    uint32_t tpr = sg < 32u ? 32u : sg; /* invocations per row, GPU GEMV */
+    uint32_t max_inv = p->max_wg_invocations ? p->max_wg_invocations : 128u;
+    uint32_t nr = HX_VK_MMV_NR;
+    while (nr > 1 && tpr * nr > max_inv) nr /= 2;
+    /* tiled GEMM: 64 × 64 tiles of 4 × 4 per invocation (256), else 32 × 32 (64) */
+    uint32_t bm = max_inv >= 256u ? 64u : 32u;
+    for (int t = 0; t < HX_DTYPE_COUNT; t++) {
+        const struct hx_vk_type_shaders *s = &hx_vk_types[t];
+        uint32_t gpu[5] = {tpr * nr, HX_VK_MMV_MR, nr, 0, 0};
+        uint32_t lane[5] = {HX_VK_LANE_WG, HX_VK_LANE_MR, 1, 0, 0};
+        uint32_t gemm[5] = {(bm / 4) * (bm / 4), bm, bm, 4, 4};
+        memcpy(d->spec[s->mmv], gpu, sizeof gpu);
+        memcpy(d->spec[s->mmvl], lane, sizeof lane);
+        memcpy(d->spec[s->gemm], gemm, sizeof gemm);
+        if (s->q >= 0)
+            for (int k = 0; k < 2; k++) {
+                memcpy(d->spec[hx_vk_qshaders[s->q][0][k]], gpu, sizeof gpu);
+                memcpy(d->spec[hx_vk_qshaders[s->q][1][k]], lane, sizeof lane);
+            }
+    }
+    HX_LOG_INFO("[%s] vulkan matmul: %s GEMV%s, activations %s", dev->id,
+                d->lane ? "lane-layout" : "subgroup", d->lane ? "" : " + tiled GEMM",
+                hx__vk_int8_name(d->int8));
+    return HX_OK;
 }
 
 /* Rows of a tensor whose binding of `width` bytes per row fits in the range limit. */
@@ -66,6 +181,166 @@ static struct hx_vk_buf *hx_vk_tbuf(const struct hx_tensor_ref *t)
     return (struct hx_vk_buf *)t->buf->ctx;
 }
 
+static bool hx_vk_use_int8(struct hx_vk_dev *d, enum hx_dtype t)
+{
+    return d->int8 != HX_VK_INT8_OFF && hx_vk_types[t].q >= 0;
+}
+
+/* Does the matmul stage its activations in the scratch buffer (int8 chunks, or f32 rows for
+ * the lane layout's float weights)? */
+static bool hx_vk_staged(struct hx_vk_dev *d, enum hx_dtype t)
+{
+    return hx_vk_use_int8(d, t) || (d->lane && !hx_dtype_is_quantized(t));
+}
+
+/* Words per staged activation row. */
+static uint32_t hx_vk_stage_stride(struct hx_vk_dev *d, enum hx_dtype t, int64_t K)
+{
+    return hx_vk_use_int8(d, t) ? (uint32_t)(K / 32 * 12) : (uint32_t)((K + 3) & ~(int64_t)3);
+}
+
+/* Activation rows per dispatch chunk (binding limits, the int8 scratch cap). */
+static int64_t hx_vk_mm_rows(struct hx_vk_dev *d, const struct hx_op *op, int64_t nc,
+                             int64_t n_rows)
+{
+    int64_t K = op->weight->n_cols;
+    int64_t mc = HX_MIN(hx_vk_rows_fit(d, op->src[0].row_stride_bytes, (size_t)K * 4),
+                        hx_vk_rows_fit(d, op->dst.row_stride_bytes, (size_t)nc * 4));
+    if (hx_vk_staged(d, op->weight->type)) {
+        size_t per_row = (size_t)hx_vk_stage_stride(d, op->weight->type, K) * 4;
+        mc = HX_MIN(mc, (int64_t)(HX_VK_SCRATCH_MAX / per_row));
+    }
+    return HX_MIN(HX_MIN(mc, n_rows), 65535 * (int64_t)HX_VK_LANE_MR);
+}
+
+/* Weight rows per binding: the rows and the slack within the storage-buffer range limit and
+ * (lane layout) the texel-buffer limit. */
+static int64_t hx_vk_mm_wrows(struct hx_vk_dev *d, size_t row_bytes, int64_t n_rows)
+{
+    size_t lim = (size_t)d->phys->max_range - (size_t)d->align - HX_VK_WEIGHT_SLACK;
+    if (d->lane) {
+        size_t tex = (size_t)HX_MIN(d->phys->max_texels, (VkDeviceSize)1 << 32) * 16u;
+        lim = HX_MIN(lim, tex - (size_t)d->phys->texel_align - HX_VK_WEIGHT_SLACK);
+    }
+    return HX_MIN(n_rows, (int64_t)(lim / row_bytes));
+}
+
+/* The texel view of rows [n0, n0 + nc) of w (chunk n0 / nc), made once and kept with the
+ * weight; *rem gets the rows' byte offset from the view's start. */
+static int hx_vk_weight_view(struct hx_device *dev, struct hx_vk_weight *w, int64_t n0, int64_t nc,
+                             VkBufferView *out, uint32_t *rem)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    int64_t ci = n0 / nc, n_chunks = (w->w->n_rows + nc - 1) / nc;
+    if (!w->views) {
+        if (!(w->views = hx__calloc((size_t)n_chunks, sizeof *w->views))) return HX_E_NOMEM;
+        w->n_views = n_chunks;
+    }
+    size_t start = (size_t)n0 * w->row_bytes, vstart = start & ~(size_t)(d->phys->texel_align - 1);
+    *rem = (uint32_t)(start - vstart);
+    if (!w->views[ci]) {
+        size_t end = HX_MIN((size_t)(n0 + nc) * w->row_bytes + HX_VK_WEIGHT_SLACK, w->b.nbytes);
+        int st = hx__vk_view_create(dev, w->b.buf, vstart, end - vstart + 15, &w->views[ci]);
+        if (st) return st;
+    }
+    *out = w->views[ci];
+    return HX_OK;
+}
+
+size_t hx__vk_matmul_scratch(struct hx_device *dev, const struct hx_op *op, int64_t n_rows)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (!op->weight || !hx_vk_staged(d, op->weight->type)) return 0;
+    size_t rb = hx_dtype_row_bytes(op->weight->type, op->weight->n_cols);
+    int64_t mc = rb ? hx_vk_mm_rows(d, op, hx_vk_mm_wrows(d, rb, op->weight->n_rows), n_rows) : 0;
+    return (size_t)HX_MAX(mc, 1) * hx_vk_stage_stride(d, op->weight->type, op->weight->n_cols) * 4;
+}
+
+struct hx_vk_copy_push {
+    uint32_t K, a_off, a_stride, qa_off, qa_stride;
+};
+
+/* Stage activation rows [m0, m0 + mm) in the scratch buffer: int8 chunks (quant.comp) or
+ * f32 rows (actcopy.comp); then a barrier. */
+static int hx_vk_stage(struct hx_device *dev, const struct hx_op *op, int64_t m0, int64_t mm,
+                       uint32_t *qa_stride)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    const struct hx_tensor_ref *a = &op->src[0];
+    int64_t K = op->weight->n_cols;
+    if (!hx_vk_use_int8(d, op->weight->type)) {
+        struct hx_vk_copy_push q = {
+            .K = (uint32_t)K,
+            .a_stride = (uint32_t)(a->row_stride_bytes / 4),
+            .qa_stride = hx_vk_stage_stride(d, op->weight->type, K),
+        };
+        size_t need = (size_t)mm * q.qa_stride * 4;
+        if (need > d->scratch.nbytes)
+            return hx_device_set_error(dev, HX_E_INVAL, "staging scratch of %zu bytes, %zu needed",
+                                       d->scratch.nbytes, need);
+        struct hx_vk_bind b[5] = {0};
+        b[0] =
+            hx__vk_bind(d, hx_vk_tbuf(a)->buf, a->offset_bytes + (size_t)m0 * a->row_stride_bytes,
+                        (size_t)(mm - 1) * a->row_stride_bytes + (size_t)K * 4, &q.a_off);
+        q.a_off /= 4;
+        b[4] = hx__vk_bind(d, d->scratch.buf, 0, need, NULL);
+        uint32_t wg = hx__vk_wg(dev, HX_SHADER_ACTCOPY);
+        int st = hx__vk_dispatch(dev, HX_SHADER_ACTCOPY, b, 5, &q, sizeof q,
+                                 (q.qa_stride + wg - 1) / wg, (uint32_t)mm, 1);
+        if (st) return st;
+        hx__vk_barrier(d);
+        *qa_stride = q.qa_stride;
+        return HX_OK;
+    }
+    struct hx_vk_quant_push q = {
+        .n_chunks = (uint32_t)(K / 32),
+        .a_stride = (uint32_t)(a->row_stride_bytes / 4),
+        .qa_stride = (uint32_t)(K / 32 * 12),
+        .group = hx_vk_qgroup(op->weight->type),
+    };
+    size_t need = (size_t)mm * q.qa_stride * 4;
+    if (need > d->scratch.nbytes)
+        return hx_device_set_error(dev, HX_E_INVAL, "int8 scratch of %zu bytes, %zu needed",
+                                   d->scratch.nbytes, need);
+    struct hx_vk_bind b[5] = {0};
+    b[0] = hx__vk_bind(d, hx_vk_tbuf(a)->buf, a->offset_bytes + (size_t)m0 * a->row_stride_bytes,
+                       (size_t)(mm - 1) * a->row_stride_bytes + (size_t)K * 4, &q.a_off);
+    q.a_off /= 4;
+    b[4] = hx__vk_bind(d, d->scratch.buf, 0, need, NULL);
+    uint32_t wg = hx__vk_wg(dev, HX_SHADER_QUANT);
+    int st = hx__vk_dispatch(dev, HX_SHADER_QUANT, b, 5, &q, sizeof q,
+                             (uint32_t)((q.n_chunks + wg - 1) / wg), (uint32_t)mm, 1);
+    if (st) return st;
+    hx__vk_barrier(d);
+    *qa_stride = q.qa_stride;
+    return HX_OK;
+}
+
+/* The kernel for (type, m) on this device and its output tile (rows of W, rows of A). */
+static enum hx_shader_id hx_vk_mm_pick(struct hx_vk_dev *d, enum hx_dtype t, int64_t mm,
+                                       uint32_t *tile_n, uint32_t *tile_m, bool *int8)
+{
+    const struct hx_vk_type_shaders *s = &hx_vk_types[t];
+    *int8 = hx_vk_use_int8(d, t);
+    int dot = d->int8 == HX_VK_INT8_DOT;
+    enum hx_shader_id id;
+    if (d->lane) {
+        id = *int8 ? hx_vk_qshaders[s->q][1][dot] : s->mmvl;
+        *tile_n = d->spec[id][0];
+        *tile_m = d->spec[id][1];
+    } else if (mm <= HX_VK_MMV_MR) {
+        id = *int8 ? hx_vk_qshaders[s->q][0][dot] : s->mmv;
+        *tile_n = d->spec[id][2];
+        *tile_m = d->spec[id][1];
+    } else {
+        id = s->gemm;
+        *int8 = false;
+        *tile_n = d->spec[id][2];
+        *tile_m = d->spec[id][1];
+    }
+    return id;
+}
+
 int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_rows)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
@@ -74,42 +349,56 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
     if (st) return st;
     const struct hx_tensor_ref *a = &op->src[0], *o = &op->dst;
     int64_t K = op->weight->n_cols, N = op->weight->n_rows;
-    size_t lim = (size_t)d->phys->max_range - (size_t)d->align;
-    int64_t nc = HX_MIN(N, (int64_t)(lim / w->row_bytes));
-    int64_t mc = HX_MIN(hx_vk_rows_fit(d, a->row_stride_bytes, (size_t)K * 4),
-                        hx_vk_rows_fit(d, o->row_stride_bytes, (size_t)nc * 4));
-    mc = HX_MIN(mc, n_rows);
+    int64_t nc = hx_vk_mm_wrows(d, w->row_bytes, N);
+    int64_t mc = nc > 0 ? hx_vk_mm_rows(d, op, nc, n_rows) : 0;
+    bool tex = d->lane;
     if (nc <= 0 || mc <= 0)
-        return hx_device_set_error(dev, HX_E_UNSUPPORTED, "matmul %lld x %lld: rows exceed a binding",
-                                   (long long)N, (long long)K);
-    enum hx_shader_id sid = hx_vk_mmv_shader(op->weight->type);
+        return hx_device_set_error(dev, HX_E_UNSUPPORTED,
+                                   "matmul %lld x %lld: rows exceed a binding", (long long)N,
+                                   (long long)K);
     for (int64_t m0 = 0; m0 < n_rows; m0 += mc) {
         int64_t mm = HX_MIN(mc, n_rows - m0);
+        uint32_t tn, tm, qa_stride = 0;
+        bool int8;
+        enum hx_shader_id sid = hx_vk_mm_pick(d, op->weight->type, mm, &tn, &tm, &int8);
+        bool staged = int8 || (d->lane && !hx_dtype_is_quantized(op->weight->type));
+        if (staged && (st = hx_vk_stage(dev, op, m0, mm, &qa_stride))) return st;
         for (int64_t n0 = 0; n0 < N; n0 += nc) {
             int64_t nn = HX_MIN(nc, N - n0);
             struct hx_vk_mm_push p = {
-                .K = (uint32_t)K, .N = (uint32_t)nn, .M = (uint32_t)mm,
+                .K = (uint32_t)K,
+                .N = (uint32_t)nn,
+                .M = (uint32_t)mm,
                 .a_stride = (uint32_t)(a->row_stride_bytes / 4),
                 .d_stride = (uint32_t)(o->row_stride_bytes / 4),
                 .w_row_bytes = (uint32_t)w->row_bytes,
                 .scale = op->weight->scale,
+                .qa_stride = qa_stride,
             };
-            struct hx_vk_bind b[3];
-            b[0] = hx__vk_bind(d, hx_vk_tbuf(a)->buf, a->offset_bytes + (size_t)m0 * a->row_stride_bytes,
+            struct hx_vk_bind b[5] = {0};
+            b[0] = hx__vk_bind(d, hx_vk_tbuf(a)->buf,
+                               a->offset_bytes + (size_t)m0 * a->row_stride_bytes,
                                (size_t)(mm - 1) * a->row_stride_bytes + (size_t)K * 4, &p.a_off);
-            b[1] = hx__vk_bind(d, w->b.buf, (size_t)n0 * w->row_bytes, (size_t)nn * w->row_bytes,
-                               &p.w_off);
+            b[1] = hx__vk_bind(d, w->b.buf, (size_t)n0 * w->row_bytes,
+                               (size_t)nn * w->row_bytes + HX_VK_WEIGHT_SLACK, &p.w_off);
             b[2] = hx__vk_bind(d, hx_vk_tbuf(o)->buf,
                                o->offset_bytes + (size_t)m0 * o->row_stride_bytes + (size_t)n0 * 4,
                                (size_t)(mm - 1) * o->row_stride_bytes + (size_t)nn * 4, &p.d_off);
+            if (staged) b[4] = hx__vk_bind(d, d->scratch.buf, 0, (size_t)mm * qa_stride * 4, NULL);
+            VkBufferView views[2] = {VK_NULL_HANDLE, staged ? d->scratch_view : VK_NULL_HANDLE};
+            if (tex && (st = hx_vk_weight_view(dev, w, n0, nc, &views[0], &p.w_off))) return st;
             p.a_off /= 4;
             p.d_off /= 4;
-            uint64_t groups = (uint64_t)((nn + HX_VK_MM_NR - 1) / HX_VK_MM_NR) *
-                              (uint64_t)((mm + HX_VK_MM_MR - 1) / HX_VK_MM_MR);
             uint32_t gx, gz;
-            hx__vk_grid(groups, &gx, &gz);
-            if ((st = hx__vk_dispatch(dev, sid, b, 3, &p, sizeof p, gx, 1, gz))) return st;
+            hx__vk_grid((uint64_t)((nn + tn - 1) / tn), &gx, &gz);
+            /* lavapipe runs a "uniform" `if (row < m)` masked, not skipped: one-row passes
+             * (decode) get the pipeline specialized for one row */
+            bool one = d->lane && mm == 1;
+            if ((st = hx__vk_dispatch_ex(dev, sid, one, b, 5, views, &p, sizeof p, gx,
+                                         (uint32_t)((mm + tm - 1) / tm), gz)))
+                return st;
         }
+        if (staged && m0 + mm < n_rows) hx__vk_barrier(d); /* the next chunk rewrites the scratch */
     }
     return HX_OK;
 }
@@ -122,33 +411,39 @@ int hx__vk_op_embed(struct hx_device *dev, const struct hx_op *op, int64_t n_row
     if (st) return st;
     const struct hx_tensor_ref *o = &op->dst;
     int64_t K = op->weight->n_cols, N = op->weight->n_rows;
-    size_t lim = (size_t)d->phys->max_range - (size_t)d->align;
-    int64_t nc = HX_MIN(N, (int64_t)(lim / w->row_bytes));
-    int64_t mc = HX_MIN(HX_MIN(hx_vk_rows_fit(d, o->row_stride_bytes, (size_t)K * 4), n_rows), 65535);
+    int64_t nc = hx_vk_mm_wrows(d, w->row_bytes, N);
+    int64_t mc =
+        HX_MIN(HX_MIN(hx_vk_rows_fit(d, o->row_stride_bytes, (size_t)K * 4), n_rows), 65535);
     if (nc <= 0 || mc <= 0)
         return hx_device_set_error(dev, HX_E_UNSUPPORTED, "embed: a row exceeds a binding");
-    enum hx_shader_id sid = hx_vk_embed_shader(op->weight->type);
+    enum hx_shader_id sid = hx_vk_types[op->weight->type].embed;
     uint32_t wg = hx__vk_wg(dev, sid);
     struct hx_vk_bind meta = hx__vk_bind(d, d->meta.buf, 0, (size_t)n_rows * 4 * 3, NULL);
+    uint32_t gx = (uint32_t)(((uint64_t)K + 32u * wg - 1) / (32u * wg));
     for (int64_t m0 = 0; m0 < n_rows; m0 += mc) {
         int64_t mm = HX_MIN(mc, n_rows - m0);
         for (int64_t n0 = 0; n0 < N; n0 += nc) {
             int64_t nn = HX_MIN(nc, N - n0);
             struct hx_vk_embed_push p = {
-                .K = (uint32_t)K, .n_rows = (uint32_t)mm, .row0 = (uint32_t)n0,
-                .nw = (uint32_t)nn, .w_row_bytes = (uint32_t)w->row_bytes,
-                .d_stride = (uint32_t)(o->row_stride_bytes / 4), .tok_off = (uint32_t)m0,
+                .K = (uint32_t)K,
+                .n_rows = (uint32_t)mm,
+                .row0 = (uint32_t)n0,
+                .nw = (uint32_t)nn,
+                .w_row_bytes = (uint32_t)w->row_bytes,
+                .d_stride = (uint32_t)(o->row_stride_bytes / 4),
+                .tok_off = (uint32_t)m0,
             };
             struct hx_vk_bind b[4];
             b[0] = (struct hx_vk_bind){0};
-            b[1] = hx__vk_bind(d, w->b.buf, (size_t)n0 * w->row_bytes, (size_t)nn * w->row_bytes,
-                               &p.w_off);
-            b[2] = hx__vk_bind(d, hx_vk_tbuf(o)->buf, o->offset_bytes + (size_t)m0 * o->row_stride_bytes,
+            b[1] = hx__vk_bind(d, w->b.buf, (size_t)n0 * w->row_bytes,
+                               (size_t)nn * w->row_bytes + HX_VK_WEIGHT_SLACK, &p.w_off);
+            b[2] = hx__vk_bind(d, hx_vk_tbuf(o)->buf,
+                               o->offset_bytes + (size_t)m0 * o->row_stride_bytes,
                                (size_t)(mm - 1) * o->row_stride_bytes + (size_t)K * 4, &p.d_off);
             p.d_off /= 4;
             b[3] = meta;
-            uint32_t gx = (uint32_t)(((uint64_t)K + 4u * wg - 1) / (4u * wg));
-            if ((st = hx__vk_dispatch(dev, sid, b, 4, &p, sizeof p, gx, (uint32_t)mm, 1))) return st;
+            if ((st = hx__vk_dispatch(dev, sid, b, 4, &p, sizeof p, gx, (uint32_t)mm, 1)))
+                return st;
         }
     }
     return HX_OK;

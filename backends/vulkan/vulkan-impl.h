@@ -9,8 +9,9 @@
  * Execution model: one command buffer per device, recorded for a whole split (dispatches
  * separated by compute→compute memory barriers), submitted once, completed by one fence.
  * Only one split is in flight per device: run() waits for the previous one first.
- * Every pipeline shares one descriptor-set layout (5 storage buffers, bindings 0..4) and one
- * pipeline layout (128 bytes of push constants).
+ * Every pipeline shares one descriptor-set layout (5 storage buffers, bindings 0..4, and 2
+ * uniform texel buffers, bindings 5..6) and one pipeline layout (128 bytes of push
+ * constants).
  */
 #pragma once
 
@@ -65,6 +66,9 @@
     X(vkCmdDispatch)                                                                         \
     X(vkCmdPipelineBarrier)                                                                  \
     X(vkCmdCopyBuffer)                                                                       \
+    X(vkCreateBufferView)                                                                    \
+    X(vkDestroyBufferView)                                                                   \
+    X(vkGetPhysicalDeviceFormatProperties)                                                   \
     X(vkCreateFence)                                                                         \
     X(vkDestroyFence)                                                                        \
     X(vkResetFences)                                                                         \
@@ -87,7 +91,8 @@ struct hx_vk_fns {
 extern struct hx_vk_fns hx_vk_fn;
 
 #define HX_VK_MAX_DEVICES 16
-#define HX_VK_BINDINGS 5
+#define HX_VK_BINDINGS 5       /* storage buffers 0..4 */
+#define HX_VK_TEX_BINDINGS 2   /* uniform texel buffers 5, 6 */
 #define HX_VK_PUSH_BYTES 128
 
 /* What enumeration learned about one physical device (usable ones only are indexed). */
@@ -100,7 +105,14 @@ struct hx_vk_phys {
     VkDeviceSize min_align;        /* minStorageBufferOffsetAlignment */
     VkDeviceSize max_range;        /* maxStorageBufferRange */
     VkDeviceSize max_alloc;        /* maxMemoryAllocationSize */
-    bool int8, fp16, int_dot;      /* shaderInt8, shaderFloat16, integer dot product */
+    VkDeviceSize texel_align;      /* minTexelBufferOffsetAlignment (≥ 16) */
+    VkDeviceSize max_texels;       /* maxTexelBufferElements; 0: no R32G32B32A32_UINT texel buffers */
+    uint32_t max_wg_invocations;   /* maxComputeWorkGroupInvocations */
+    bool ballot;                   /* subgroup ballot ops (broadcast) in compute */
+    bool int8, fp16;               /* shaderInt8, shaderFloat16 */
+    bool int_dot;                  /* shaderIntegerDotProduct (Vulkan 1.3 or the KHR extension) */
+    bool int_dot_ext;              /* ... through VK_KHR_shader_integer_dot_product (< 1.3) */
+    bool int_dot_fast;             /* 4×8-bit packed signed dot product is accelerated */
 };
 
 /* The process-wide instance (vulkan.c); NULL when unavailable. */
@@ -116,10 +128,21 @@ struct hx_vk_buf {
     size_t nbytes;        /* usable bytes (allocation is rounded up) */
 };
 
+/* Bytes past the end of a weight that a shader may read (block views load one word more
+ * than a block when it starts 2 bytes into a word, two texels more through the texel
+ * buffer): allocated (zeroed where mapped) and bound with the weight. */
+#define HX_VK_WEIGHT_SLACK 64
+
+/* How quantized matmuls treat activations (vulkan-gemm.c). */
+enum { HX_VK_INT8_OFF, HX_VK_INT8_EMUL, HX_VK_INT8_DOT };
+
 struct hx_vk_weight {
     struct hx_vk_buf b;
     const struct hx_weight *w;
     size_t row_bytes;
+    /* texel-buffer views of the weight, one per binding chunk of rows (made on first use) */
+    VkBufferView *views;
+    int64_t n_views;
 };
 
 struct hx_vk_lazy;        /* weights prepared on first use (vulkan-mem.c) */
@@ -135,8 +158,12 @@ struct hx_vk_dev {
 
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
-    VkPipeline pipes[HX_SHADER_COUNT];
+    VkPipeline pipes[HX_SHADER_COUNT][2];   /* [id][1]: specialization constant 1 forced to 1 */
     uint32_t wg[HX_SHADER_COUNT];
+    /* specialization constants 0..4 per shader (0 = workgroup size; 0 there = default) */
+    uint32_t spec[HX_SHADER_COUNT][5];
+    bool lane;            /* lane-layout GEMVs (CPU-type device) instead of subgroup + GEMM */
+    int int8;             /* HX_VK_INT8_*: quantized weights × int8 activations */
 
     VkCommandPool cmd_pool;
     VkCommandBuffer cb;
@@ -151,7 +178,10 @@ struct hx_vk_dev {
 
     struct hx_vk_buf meta;    /* split tokens/pos/seq (host-visible) */
     struct hx_vk_buf dummy;   /* bound to unused bindings */
+    VkBufferView dummy_view;  /* ... and its texel view */
     struct hx_vk_buf staging; /* host-visible bounce buffer (non-UMA devices) */
+    struct hx_vk_buf scratch; /* int8 activations of the matmul being run (device memory) */
+    VkBufferView scratch_view; /* ... as texels */
 
     struct hx_vk_lazy *lazy;
 
@@ -186,6 +216,8 @@ void hx__vk_weight_release(struct hx_device *dev, void *handle);
 int hx__vk_weight_get(struct hx_device *dev, const struct hx_weight *w, void *handle,
                       struct hx_vk_weight **out);
 void hx__vk_lazy_free(struct hx_device *dev);
+/* Make d->scratch at least nbytes (waits for the split in flight first). */
+int hx__vk_scratch_reserve(struct hx_device *dev, size_t nbytes);
 
 /* vulkan-pipeline.c */
 int hx__vk_pipeline_init(struct hx_device *dev);
@@ -201,12 +233,26 @@ struct hx_vk_bind hx__vk_bind(struct hx_vk_dev *d, VkBuffer b, size_t off, size_
 int hx__vk_dispatch(struct hx_device *dev, enum hx_shader_id id, const struct hx_vk_bind *binds,
                     int n_binds, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
                     uint32_t gz);
+/* The same with bindings 5, 6 (uniform texel buffers) = tex[0], tex[1]; NULL / VK_NULL_HANDLE
+ * binds a dummy. */
+int hx__vk_dispatch_tex(struct hx_device *dev, enum hx_shader_id id, const struct hx_vk_bind *binds,
+                        int n_binds, const VkBufferView *tex, const void *push, size_t push_bytes,
+                        uint32_t gx, uint32_t gy, uint32_t gz);
+/* ... with the pipeline variant whose constant 1 (rows per pass) is 1 when one_row. */
+int hx__vk_dispatch_ex(struct hx_device *dev, enum hx_shader_id id, bool one_row,
+                       const struct hx_vk_bind *binds, int n_binds, const VkBufferView *tex,
+                       const void *push, size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz);
+/* A texel view (R32G32B32A32_UINT) of [off, off + nbytes) of buf; off % texel_align == 0. */
+int hx__vk_view_create(struct hx_device *dev, VkBuffer buf, size_t off, size_t nbytes, VkBufferView *out);
 uint32_t hx__vk_wg(struct hx_device *dev, enum hx_shader_id id);
 void hx__vk_barrier(struct hx_vk_dev *d);
 /* Begin recording (waits for the previous submission, resets pools). */
 int hx__vk_begin(struct hx_device *dev);
 int hx__vk_submit(struct hx_device *dev);
 int hx__vk_wait(struct hx_device *dev);
+/* After a failed wait the work may still run: wait for the device to go idle before
+ * freeing anything (buffer_free, weight_release). */
+void hx__vk_idle_if_lost(struct hx_device *dev);
 /* Fold n workgroups over x and z (x ≤ 65535). */
 void hx__vk_grid(uint64_t n, uint32_t *gx, uint32_t *gz);
 
@@ -215,5 +261,10 @@ bool hx__vk_supports(struct hx_device *dev, const struct hx_op_desc *op);
 int hx__vk_run(struct hx_device *dev, const struct hx_split *split);
 int hx__vk_synchronize(struct hx_device *dev);
 int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_rows);
+/* Pick the matmul kernels and their specialization constants (device init). */
+int hx__vk_kernels_init(struct hx_device *dev);
+/* Scratch bytes the matmul op needs for its int8 activations (0: none). */
+size_t hx__vk_matmul_scratch(struct hx_device *dev, const struct hx_op *op, int64_t n_rows);
+const char *hx__vk_int8_name(int mode);
 int hx__vk_op_embed(struct hx_device *dev, const struct hx_op *op, int64_t n_rows);
 int hx__vk_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, double *us);

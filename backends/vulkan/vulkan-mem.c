@@ -8,7 +8,8 @@
  * vkCmdCopyBuffer; hx_buffer.host is NULL. Buffer transfers first wait for the split in
  * flight (buffer_write/read are blocking per the vtable contract).
  *
- * Weights are uploaded once at weight_prepare as their GGUF bytes (no float copy); a weight
+ * Weights are uploaded once at weight_prepare as their GGUF bytes (no float copy), followed
+ * by HX_VK_WEIGHT_SLACK bytes a shader may over-read; a weight
  * the scheduler did not prepare (a norm gain, rope_freqs) is prepared on first use and kept
  * in the device's lazy list until fini. Allocation failures name the bytes needed and what
  * the heap has.
@@ -46,7 +47,8 @@ int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size = alloc,
         .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                 VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                 (d->phys->max_texels ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0),
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
     VkResult r = hx_vk_fn.vkCreateBuffer(d->dev, &bci, NULL, &out->buf);
@@ -59,7 +61,8 @@ int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx
     uint32_t type = host ? d->mt_host : d->mt_device;
     if (!(req.memoryTypeBits & (1u << type))) {
         hx__vk_buf_destroy(d, out);
-        return hx_device_set_error(dev, HX_E_UNSUPPORTED, "%s: memory type %u not allowed", what, type);
+        return hx_device_set_error(dev, HX_E_UNSUPPORTED, "%s: memory type %u not allowed", what,
+                                   type);
     }
     VkMemoryAllocateInfo mai = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
@@ -81,7 +84,8 @@ int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx
         return hx__vk_fail(dev, r, "vkBindBufferMemory");
     }
     if (host || d->uma) {
-        if ((r = hx_vk_fn.vkMapMemory(d->dev, out->mem, 0, VK_WHOLE_SIZE, 0, &out->map)) != VK_SUCCESS) {
+        if ((r = hx_vk_fn.vkMapMemory(d->dev, out->mem, 0, VK_WHOLE_SIZE, 0, &out->map)) !=
+            VK_SUCCESS) {
             hx__vk_buf_destroy(d, out);
             return hx__vk_fail(dev, r, "vkMapMemory");
         }
@@ -93,7 +97,7 @@ int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx
 void hx__vk_buf_destroy(struct hx_vk_dev *d, struct hx_vk_buf *b)
 {
     if (b->buf) hx_vk_fn.vkDestroyBuffer(d->dev, b->buf, NULL);
-    if (b->mem) hx_vk_fn.vkFreeMemory(d->dev, b->mem, NULL);  /* unmaps implicitly */
+    if (b->mem) hx_vk_fn.vkFreeMemory(d->dev, b->mem, NULL); /* unmaps implicitly */
     memset(b, 0, sizeof *b);
 }
 
@@ -107,7 +111,7 @@ int hx__vk_buffer_alloc(struct hx_device *dev, size_t nbytes, struct hx_buffer *
         return st;
     }
     buf->ctx = b;
-    buf->host = b->map;   /* host-visible + coherent: valid once synchronize has returned */
+    buf->host = b->map; /* host-visible + coherent: valid once synchronize has returned */
     buf->nbytes = nbytes;
     return HX_OK;
 }
@@ -117,6 +121,7 @@ void hx__vk_buffer_free(struct hx_device *dev, struct hx_buffer *buf)
     struct hx_vk_buf *b = buf->ctx;
     if (!b) return;
     hx__vk_wait(dev);
+    hx__vk_idle_if_lost(dev);
     hx__vk_buf_destroy(hx_vk_ctx(dev), b);
     hx__free(b);
     buf->ctx = NULL;
@@ -198,8 +203,8 @@ int hx__vk_buffer_read(struct hx_device *dev, struct hx_buffer *buf, size_t offs
     return hx_vk_download(dev, buf->ctx, offset, dst, nbytes);
 }
 
-int hx__vk_copy(struct hx_device *dev, struct hx_buffer *dst, size_t dst_off,
-                struct hx_buffer *src, size_t src_off, size_t nbytes)
+int hx__vk_copy(struct hx_device *dev, struct hx_buffer *dst, size_t dst_off, struct hx_buffer *src,
+                size_t src_off, size_t nbytes)
 {
     struct hx_vk_buf *s = src->ctx, *t = dst->ctx;
     int st = hx__vk_wait(dev);
@@ -216,7 +221,8 @@ int hx__vk_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void
     *handle = NULL;
     size_t row_bytes = hx_dtype_row_bytes(w->type, w->n_cols);
     if (!row_bytes || (size_t)w->n_rows * row_bytes > w->nbytes)
-        return hx_device_set_error(dev, HX_E_INVAL, "weight %s: %lld x %lld %s does not fit %zu bytes",
+        return hx_device_set_error(dev, HX_E_INVAL,
+                                   "weight %s: %lld x %lld %s does not fit %zu bytes",
                                    w->name ? w->name : "?", (long long)w->n_rows,
                                    (long long)w->n_cols, hx_dtype_name(w->type), w->nbytes);
     struct hx_vk_weight *h = hx__calloc(1, sizeof *h);
@@ -226,8 +232,10 @@ int hx__vk_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void
     size_t n = (size_t)w->n_rows * row_bytes;
     char what[160];
     snprintf(what, sizeof what, "weight %s", w->name ? w->name : "?");
-    int st = hx__vk_buf_create(dev, n, false, &h->b, what);
+    /* the slack past the rows is what a shader's block view may over-read (never used) */
+    int st = hx__vk_buf_create(dev, n + HX_VK_WEIGHT_SLACK, false, &h->b, what);
     if (st == HX_OK) st = hx_vk_upload(dev, &h->b, 0, w->data, n);
+    if (st == HX_OK && h->b.map) memset((char *)h->b.map + n, 0, HX_VK_WEIGHT_SLACK);
     if (st != HX_OK) {
         hx__vk_buf_destroy(hx_vk_ctx(dev), &h->b);
         hx__free(h);
@@ -242,7 +250,12 @@ void hx__vk_weight_release(struct hx_device *dev, void *handle)
     struct hx_vk_weight *h = handle;
     if (!h) return;
     hx__vk_wait(dev);
-    hx__vk_buf_destroy(hx_vk_ctx(dev), &h->b);
+    hx__vk_idle_if_lost(dev);
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    for (int64_t i = 0; i < h->n_views; i++)
+        if (h->views[i]) hx_vk_fn.vkDestroyBufferView(d->dev, h->views[i], NULL);
+    hx__free(h->views);
+    hx__vk_buf_destroy(d, &h->b);
     hx__free(h);
 }
 
@@ -285,4 +298,44 @@ void hx__vk_lazy_free(struct hx_device *dev)
         hx__vk_weight_release(dev, l->h);
         hx__free(l);
     }
+}
+
+/* Grow the int8 activation scratch to nbytes (between splits: nothing in flight uses it). */
+int hx__vk_scratch_reserve(struct hx_device *dev, size_t nbytes)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (!nbytes || (d->scratch.buf && d->scratch.nbytes >= nbytes)) return HX_OK;
+    int st = hx__vk_wait(dev);
+    if (st) return st;
+    if (d->scratch_view) hx_vk_fn.vkDestroyBufferView(d->dev, d->scratch_view, NULL);
+    d->scratch_view = VK_NULL_HANDLE;
+    hx__vk_buf_destroy(d, &d->scratch);
+    /* round up so a growing batch does not reallocate every split */
+    size_t n = HX_MAX(nbytes + nbytes / 2, (size_t)1 << 16);
+    n = HX_MIN((n + 15) & ~(size_t)15,
+               (size_t)HX_MIN(d->phys->max_texels, (VkDeviceSize)1 << 28) * 16u);
+    if (n < nbytes)
+        return hx_device_set_error(dev, HX_E_NOMEM, "int8 scratch: %zu bytes needed", nbytes);
+    st = hx__vk_buf_create(dev, n, false, &d->scratch, "int8 activation scratch");
+    if (st == HX_OK) st = hx__vk_view_create(dev, d->scratch.buf, 0, n, &d->scratch_view);
+    return st;
+}
+
+int hx__vk_view_create(struct hx_device *dev, VkBuffer buf, size_t off, size_t nbytes,
+                       VkBufferView *out)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    VkBufferViewCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+        .buffer = buf,
+        .format = VK_FORMAT_R32G32B32A32_UINT,
+        .offset = off,
+        .range = nbytes & ~(size_t)15,
+    };
+    VkResult r = hx_vk_fn.vkCreateBufferView(d->dev, &ci, NULL, out);
+    if (r != VK_SUCCESS) {
+        *out = VK_NULL_HANDLE;
+        return hx__vk_fail(dev, r, "vkCreateBufferView");
+    }
+    return HX_OK;
 }

@@ -41,7 +41,7 @@ _Static_assert(sizeof(struct hx_vk_kv_push) <= HX_VK_PUSH_BYTES, "push constants
 _Static_assert(sizeof(struct hx_vk_attn_push) <= HX_VK_PUSH_BYTES, "push constants too large");
 _Static_assert(sizeof(struct hx_vk_elt_push) <= HX_VK_PUSH_BYTES, "push constants too large");
 
-#define HX_VK_MAX_HEAD_DIM 256   /* attn.comp: 4 dims per thread × 64 threads, shared q */
+#define HX_VK_MAX_HEAD_DIM 256 /* attn.comp: 4 dims per thread × 64 threads, shared q */
 
 bool hx__vk_supports(struct hx_device *dev, const struct hx_op_desc *op)
 {
@@ -70,16 +70,15 @@ bool hx__vk_supports(struct hx_device *dev, const struct hx_op_desc *op)
         if (a->n_head <= 0 || a->n_head_kv <= 0 || a->n_head % a->n_head_kv) return false;
         if (a->head_dim <= 0 || a->head_dim > HX_VK_MAX_HEAD_DIM || a->n_ctx <= 0 || a->n_seq <= 0)
             return false;
-        size_t cache = (size_t)a->n_seq * (size_t)a->n_ctx * (size_t)a->n_head_kv *
-                       (size_t)a->head_dim * 4;
-        return cache <= lim && (uint64_t)a->n_head * (uint64_t)op->n_rows <= UINT64_C(65535) * 65535;
+        size_t cache =
+            (size_t)a->n_seq * (size_t)a->n_ctx * (size_t)a->n_head_kv * (size_t)a->head_dim * 4;
+        return cache <= lim &&
+               (uint64_t)a->n_head * (uint64_t)op->n_rows <= UINT64_C(65535) * 65535;
     }
     case HX_OP_SWIGLU:
     case HX_OP_RELU2_GLU:
-    case HX_OP_ADD:
-        return true;
-    default:
-        return false;
+    case HX_OP_ADD: return true;
+    default: return false;
     }
 }
 
@@ -93,8 +92,9 @@ static struct hx_vk_bind hx_vk_rows(struct hx_vk_dev *d, const struct hx_tensor_
                                     int64_t n, int64_t width_elems, uint32_t *off_elems)
 {
     uint32_t rem;
-    struct hx_vk_bind b = hx__vk_bind(d, hx_vk_tb(t)->buf, t->offset_bytes + (size_t)r0 * t->row_stride_bytes,
-                                      (size_t)(n - 1) * t->row_stride_bytes + (size_t)width_elems * 4, &rem);
+    struct hx_vk_bind b =
+        hx__vk_bind(d, hx_vk_tb(t)->buf, t->offset_bytes + (size_t)r0 * t->row_stride_bytes,
+                    (size_t)(n - 1) * t->row_stride_bytes + (size_t)width_elems * 4, &rem);
     *off_elems = rem / 4;
     return b;
 }
@@ -171,8 +171,10 @@ static int hx_vk_op_rope(struct hx_device *dev, const struct hx_op *op, int64_t 
         p.ff_off /= 4;
         b[2] = hx_vk_rows(d, &op->dst, r0, n, cols, &p.d_off);
         b[3] = hx__vk_bind(d, d->meta.buf, 0, d->meta.nbytes, NULL);
-        enum hx_shader_id sid = rp->mode == HX_ROPE_NEOX ? HX_SHADER_ROPE_NEOX : HX_SHADER_ROPE_NORM;
-        if ((st = hx__vk_dispatch(dev, sid, b, 4, &p, sizeof p, (uint32_t)rp->n_head, (uint32_t)n, 1)))
+        enum hx_shader_id sid =
+            rp->mode == HX_ROPE_NEOX ? HX_SHADER_ROPE_NEOX : HX_SHADER_ROPE_NORM;
+        if ((st = hx__vk_dispatch(dev, sid, b, 4, &p, sizeof p, (uint32_t)rp->n_head, (uint32_t)n,
+                                  1)))
             return st;
     }
     return HX_OK;
@@ -182,13 +184,16 @@ static int hx_vk_op_attn(struct hx_device *dev, const struct hx_op *op, int64_t 
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     const __typeof__(op->desc.p.attn) *ap = &op->desc.p.attn;
-    int64_t kv_dim = (int64_t)ap->n_head_kv * ap->head_dim, q_dim = (int64_t)ap->n_head * ap->head_dim;
+    int64_t kv_dim = (int64_t)ap->n_head_kv * ap->head_dim,
+            q_dim = (int64_t)ap->n_head * ap->head_dim;
     const struct hx_tensor_ref *kc = &op->k_cache, *vc = &op->v_cache;
     size_t c_stride = kc->row_stride_bytes ? kc->row_stride_bytes : (size_t)kv_dim * 4;
     size_t cache_bytes = (size_t)ap->n_seq * (size_t)ap->n_ctx * c_stride;
     uint32_t kc_off, vc_off;
-    struct hx_vk_bind bkc = hx__vk_bind(d, hx_vk_tb(kc)->buf, kc->offset_bytes, cache_bytes, &kc_off);
-    struct hx_vk_bind bvc = hx__vk_bind(d, hx_vk_tb(vc)->buf, vc->offset_bytes, cache_bytes, &vc_off);
+    struct hx_vk_bind bkc =
+        hx__vk_bind(d, hx_vk_tb(kc)->buf, kc->offset_bytes, cache_bytes, &kc_off);
+    struct hx_vk_bind bvc =
+        hx__vk_bind(d, hx_vk_tb(vc)->buf, vc->offset_bytes, cache_bytes, &vc_off);
     struct hx_vk_bind meta = hx__vk_bind(d, d->meta.buf, 0, d->meta.nbytes, NULL);
     const struct hx_tensor_ref *ts[4] = {&op->src[0], &op->src[1], &op->src[2], &op->dst};
     int64_t mc = hx_vk_chunk(d, ts, 4, q_dim, n_rows);
@@ -198,12 +203,15 @@ static int hx_vk_op_attn(struct hx_device *dev, const struct hx_op *op, int64_t 
     for (int64_t r0 = 0; r0 < n_rows; r0 += mc) {
         int64_t n = HX_MIN(mc, n_rows - r0);
         struct hx_vk_kv_push p = {
-            .kv_dim = (uint32_t)kv_dim, .c_stride = (uint32_t)(c_stride / 4),
+            .kv_dim = (uint32_t)kv_dim,
+            .c_stride = (uint32_t)(c_stride / 4),
             .n_ctx = (uint32_t)ap->n_ctx,
             .k_stride = (uint32_t)(op->src[1].row_stride_bytes / 4),
             .v_stride = (uint32_t)(op->src[2].row_stride_bytes / 4),
-            .kc_off = kc_off / 4, .vc_off = vc_off / 4,
-            .pos_off = (uint32_t)(n_rows + r0), .seq_off = (uint32_t)(2 * n_rows + r0),
+            .kc_off = kc_off / 4,
+            .vc_off = vc_off / 4,
+            .pos_off = (uint32_t)(n_rows + r0),
+            .seq_off = (uint32_t)(2 * n_rows + r0),
         };
         struct hx_vk_bind b[5];
         b[0] = hx_vk_rows(d, &op->src[1], r0, n, kv_dim, &p.k_off);
@@ -220,14 +228,19 @@ static int hx_vk_op_attn(struct hx_device *dev, const struct hx_op *op, int64_t 
     for (int64_t r0 = 0; r0 < n_rows; r0 += mc) {
         int64_t n = HX_MIN(mc, n_rows - r0);
         struct hx_vk_attn_push p = {
-            .n_head = (uint32_t)ap->n_head, .n_head_kv = (uint32_t)ap->n_head_kv,
-            .head_dim = (uint32_t)ap->head_dim, .n_ctx = (uint32_t)ap->n_ctx,
+            .n_head = (uint32_t)ap->n_head,
+            .n_head_kv = (uint32_t)ap->n_head_kv,
+            .head_dim = (uint32_t)ap->head_dim,
+            .n_ctx = (uint32_t)ap->n_ctx,
             .c_stride = (uint32_t)(c_stride / 4),
             .q_stride = (uint32_t)(op->src[0].row_stride_bytes / 4),
             .d_stride = (uint32_t)(op->dst.row_stride_bytes / 4),
-            .kc_off = kc_off / 4, .vc_off = vc_off / 4,
-            .pos_off = (uint32_t)(n_rows + r0), .seq_off = (uint32_t)(2 * n_rows + r0),
-            .n_rows = (uint32_t)n, .scale = ap->scale,
+            .kc_off = kc_off / 4,
+            .vc_off = vc_off / 4,
+            .pos_off = (uint32_t)(n_rows + r0),
+            .seq_off = (uint32_t)(2 * n_rows + r0),
+            .n_rows = (uint32_t)n,
+            .scale = ap->scale,
         };
         struct hx_vk_bind b[5];
         b[0] = hx_vk_rows(d, &op->src[0], r0, n, q_dim, &p.q_off);
@@ -245,7 +258,7 @@ static int hx_vk_op_attn(struct hx_device *dev, const struct hx_op *op, int64_t 
 static int hx_vk_op_eltwise(struct hx_device *dev, const struct hx_op *op, int64_t n_rows)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
-    enum hx_shader_id sid = op->desc.kind == HX_OP_SWIGLU ? HX_SHADER_SWIGLU
+    enum hx_shader_id sid = op->desc.kind == HX_OP_SWIGLU      ? HX_SHADER_SWIGLU
                             : op->desc.kind == HX_OP_RELU2_GLU ? HX_SHADER_RELU2_GLU
                                                                : HX_SHADER_ADD;
     int64_t cols = op->dst.n_cols;
@@ -296,15 +309,31 @@ static int hx_vk_meta(struct hx_device *dev, const struct hx_split *s)
     size_t need = (size_t)s->n_rows * 12;
     if (!d->meta.buf || d->meta.nbytes < need) {
         hx__vk_buf_destroy(d, &d->meta);
-        int st = hx__vk_buf_create(dev, HX_MAX(need, (size_t)4096), true, &d->meta, "split metadata");
+        int st =
+            hx__vk_buf_create(dev, HX_MAX(need, (size_t)4096), true, &d->meta, "split metadata");
         if (st) return st;
     }
     int32_t *m = d->meta.map;
     size_t n = (size_t)s->n_rows;
-    if (s->tokens) memcpy(m, s->tokens, n * 4); else memset(m, 0, n * 4);
-    if (s->pos) memcpy(m + n, s->pos, n * 4); else memset(m + n, 0, n * 4);
-    if (s->seq) memcpy(m + 2 * n, s->seq, n * 4); else memset(m + 2 * n, 0, n * 4);
+    if (s->tokens)
+        memcpy(m, s->tokens, n * 4);
+    else
+        memset(m, 0, n * 4);
+    if (s->pos)
+        memcpy(m + n, s->pos, n * 4);
+    else
+        memset(m + n, 0, n * 4);
+    if (s->seq)
+        memcpy(m + 2 * n, s->seq, n * 4);
+    else
+        memset(m + 2 * n, 0, n * 4);
     return HX_OK;
+}
+
+/* Rows an op of the split works on. */
+static int64_t hx_vk_op_rows(const struct hx_op *op, const struct hx_split *split)
+{
+    return op->dst.n_rows > 0 ? HX_MIN(op->dst.n_rows, split->n_rows) : split->n_rows;
 }
 
 int hx__vk_run(struct hx_device *dev, const struct hx_split *split)
@@ -316,17 +345,21 @@ int hx__vk_run(struct hx_device *dev, const struct hx_split *split)
     if (st) return st;
     /* weights not prepared for this device are uploaded before recording */
     struct hx_vk_weight *w;
+    size_t scratch = 0;
     for (int64_t i = 0; i < split->n_ops; i++) {
         const struct hx_op *op = &split->ops[i];
-        if (op->weight && (st = hx__vk_weight_get(dev, op->weight, op->weight_handle, &w))) return st;
+        if (op->weight && (st = hx__vk_weight_get(dev, op->weight, op->weight_handle, &w)))
+            return st;
         if (op->aux && (st = hx__vk_weight_get(dev, op->aux, op->aux_handle, &w))) return st;
+        if (op->desc.kind == HX_OP_MATMUL)
+            scratch = HX_MAX(scratch, hx__vk_matmul_scratch(dev, op, hx_vk_op_rows(op, split)));
     }
+    if ((st = hx__vk_scratch_reserve(dev, scratch))) return st;
     if ((st = hx_vk_meta(dev, split))) return st;
     if ((st = hx__vk_begin(dev))) return st;
     for (int64_t i = 0; i < split->n_ops; i++) {
         const struct hx_op *op = &split->ops[i];
-        int64_t n = op->dst.n_rows > 0 ? HX_MIN(op->dst.n_rows, split->n_rows) : split->n_rows;
-        if ((st = hx_vk_record(dev, op, n))) return st;
+        if ((st = hx_vk_record(dev, op, hx_vk_op_rows(op, split)))) return st;
         hx__vk_barrier(d);
     }
     st = hx__vk_submit(dev);

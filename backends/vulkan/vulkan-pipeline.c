@@ -1,12 +1,16 @@
 /*
  * vulkan-pipeline.c — pipelines, descriptors and command recording for the Vulkan backend.
  *
- * One descriptor-set layout (HX_VK_BINDINGS storage buffers) and one pipeline layout (128
- * bytes of push constants, compute stage) serve every shader. A pipeline is created on first
- * use from the embedded SPIR-V with its workgroup size as specialization constant 0 and kept
- * in d->pipes[shader id] until fini (the workgroup size of a shader id never changes for a
- * device, so the id is the cache key). Descriptor sets come from pools that are reset when a
- * new split starts recording (the previous submission has completed by then).
+ * One descriptor-set layout (HX_VK_BINDINGS storage buffers, then two uniform texel buffers
+ * of 16-byte texels: the weight and the staged activations as the lane-layout GEMVs read
+ * them) and one pipeline layout (128 bytes of push constants, compute stage) serve every
+ * shader. A pipeline is created on first use from the embedded SPIR-V with its workgroup
+ * size as specialization constant 0 and the tile sizes chosen at init (d->spec,
+ * vulkan-gemm.c) as constants 1..4, and kept in d->pipes[shader id][variant] until fini;
+ * variant 1 has constant 1 (rows per pass) forced to 1 (decode on lavapipe). A shader id's
+ * constants never change for a device, so (id, variant) is the cache key. Descriptor sets
+ * come from pools that are reset when a new split starts recording (the previous submission
+ * has completed by then).
  */
 #include <stdio.h>
 #include <string.h>
@@ -18,17 +22,18 @@
 int hx__vk_pipeline_init(struct hx_device *dev)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
-    VkDescriptorSetLayoutBinding b[HX_VK_BINDINGS];
-    for (uint32_t i = 0; i < HX_VK_BINDINGS; i++)
+    VkDescriptorSetLayoutBinding b[HX_VK_BINDINGS + HX_VK_TEX_BINDINGS];
+    for (uint32_t i = 0; i < HX_VK_BINDINGS + HX_VK_TEX_BINDINGS; i++)
         b[i] = (VkDescriptorSetLayoutBinding){
             .binding = i,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .descriptorType = i >= HX_VK_BINDINGS ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                  : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
             .descriptorCount = 1,
             .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
         };
     VkDescriptorSetLayoutCreateInfo lci = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-        .bindingCount = HX_VK_BINDINGS,
+        .bindingCount = HX_VK_BINDINGS + HX_VK_TEX_BINDINGS,
         .pBindings = b,
     };
     VkResult r = hx_vk_fn.vkCreateDescriptorSetLayout(d->dev, &lci, NULL, &d->dsl);
@@ -51,7 +56,8 @@ void hx__vk_pipeline_fini(struct hx_device *dev)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     for (int i = 0; i < HX_SHADER_COUNT; i++)
-        if (d->pipes[i]) hx_vk_fn.vkDestroyPipeline(d->dev, d->pipes[i], NULL);
+        for (int k = 0; k < 2; k++)
+            if (d->pipes[i][k]) hx_vk_fn.vkDestroyPipeline(d->dev, d->pipes[i][k], NULL);
     for (int i = 0; i < d->n_dpools; i++)
         hx_vk_fn.vkDestroyDescriptorPool(d->dev, d->dpools[i], NULL);
     hx__free(d->dpools);
@@ -66,17 +72,18 @@ void hx__vk_pipeline_fini(struct hx_device *dev)
 uint32_t hx__vk_wg(struct hx_device *dev, enum hx_shader_id id)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (d->spec[id][0]) return d->spec[id][0];
     uint32_t wg = id == HX_SHADER_RMS_NORM ? 128u : 64u;
     uint32_t sg = d->phys->subgroup_size ? d->phys->subgroup_size : 32u;
     if (wg > 32u * sg) wg = 32u * sg;
     return wg;
 }
 
-static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, VkPipeline *out)
+static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, int alt, VkPipeline *out)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
-    if (d->pipes[id]) {
-        *out = d->pipes[id];
+    if (d->pipes[id][alt]) {
+        *out = d->pipes[id][alt];
         return HX_OK;
     }
     const struct hx_shader *sh = &hx_shaders[id];
@@ -88,31 +95,42 @@ static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, VkPip
     VkShaderModule mod;
     VkResult r = hx_vk_fn.vkCreateShaderModule(d->dev, &mci, NULL, &mod);
     if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreateShaderModule");
-    uint32_t wg = hx__vk_wg(dev, id);
-    VkSpecializationMapEntry me = {.constantID = 0, .offset = 0, .size = 4};
-    VkSpecializationInfo si = {.mapEntryCount = 1, .pMapEntries = &me, .dataSize = 4, .pData = &wg};
+    uint32_t wg = hx__vk_wg(dev, id), vals[5];
+    memcpy(vals, d->spec[id], sizeof vals);
+    vals[0] = wg;
+    if (alt) vals[1] = 1;
+    /* constants 1..4 are tile sizes of the matmul shaders; others ignore the entries */
+    VkSpecializationMapEntry me[5] = {{.constantID = 0, .offset = 0, .size = 4}};
+    uint32_t n_me = 1;
+    for (uint32_t i = 1; i < 5; i++)
+        if (vals[i])
+            me[n_me++] = (VkSpecializationMapEntry){.constantID = i, .offset = 4 * i, .size = 4};
+    VkSpecializationInfo si = {
+        .mapEntryCount = n_me, .pMapEntries = me, .dataSize = sizeof vals, .pData = vals};
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-        .stage = {
-            .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-            .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-            .module = mod,
-            .pName = "main",
-            .pSpecializationInfo = &si,
-        },
+        .stage =
+            {
+                .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = mod,
+                .pName = "main",
+                .pSpecializationInfo = &si,
+            },
         .layout = d->layout,
     };
-    r = hx_vk_fn.vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &d->pipes[id]);
+    r = hx_vk_fn.vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &d->pipes[id][alt]);
     hx_vk_fn.vkDestroyShaderModule(d->dev, mod, NULL);
     if (r != VK_SUCCESS) {
-        d->pipes[id] = VK_NULL_HANDLE;
+        d->pipes[id][alt] = VK_NULL_HANDLE;
         char what[96];
         snprintf(what, sizeof what, "vkCreateComputePipelines(%s)", sh->name);
         return hx__vk_fail(dev, r, what);
     }
     d->wg[id] = wg;
-    HX_LOG_DEBUG("[%s] pipeline %s created (workgroup %u)", dev->id, sh->name, wg);
-    *out = d->pipes[id];
+    HX_LOG_DEBUG("[%s] pipeline %s%s created (workgroup %u)", dev->id, sh->name,
+                 alt ? " (1 row)" : "", wg);
+    *out = d->pipes[id][alt];
     return HX_OK;
 }
 
@@ -125,17 +143,20 @@ static int hx_vk_alloc_set(struct hx_device *dev, VkDescriptorSet *out)
             VkDescriptorPool *np = hx__realloc(d->dpools, (size_t)(d->n_dpools + 1) * sizeof *np);
             if (!np) return HX_E_NOMEM;
             d->dpools = np;
-            VkDescriptorPoolSize ps = {
-                .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                .descriptorCount = HX_VK_SETS_PER_POOL * HX_VK_BINDINGS,
+            VkDescriptorPoolSize ps[2] = {
+                {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                 .descriptorCount = HX_VK_SETS_PER_POOL * HX_VK_BINDINGS},
+                {.type = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+                 .descriptorCount = HX_VK_SETS_PER_POOL * HX_VK_TEX_BINDINGS},
             };
             VkDescriptorPoolCreateInfo pci = {
                 .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                 .maxSets = HX_VK_SETS_PER_POOL,
-                .poolSizeCount = 1,
-                .pPoolSizes = &ps,
+                .poolSizeCount = 2,
+                .pPoolSizes = ps,
             };
-            VkResult r = hx_vk_fn.vkCreateDescriptorPool(d->dev, &pci, NULL, &d->dpools[d->n_dpools]);
+            VkResult r =
+                hx_vk_fn.vkCreateDescriptorPool(d->dev, &pci, NULL, &d->dpools[d->n_dpools]);
             if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreateDescriptorPool");
             d->cur_dpool = d->n_dpools++;
         }
@@ -165,16 +186,30 @@ int hx__vk_dispatch(struct hx_device *dev, enum hx_shader_id id, const struct hx
                     int n_binds, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
                     uint32_t gz)
 {
+    return hx__vk_dispatch_tex(dev, id, binds, n_binds, NULL, push, push_bytes, gx, gy, gz);
+}
+
+int hx__vk_dispatch_tex(struct hx_device *dev, enum hx_shader_id id, const struct hx_vk_bind *binds,
+                        int n_binds, const VkBufferView *tex, const void *push, size_t push_bytes,
+                        uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    return hx__vk_dispatch_ex(dev, id, false, binds, n_binds, tex, push, push_bytes, gx, gy, gz);
+}
+
+int hx__vk_dispatch_ex(struct hx_device *dev, enum hx_shader_id id, bool one_row,
+                       const struct hx_vk_bind *binds, int n_binds, const VkBufferView *tex,
+                       const void *push, size_t push_bytes, uint32_t gx, uint32_t gy, uint32_t gz)
+{
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     if (!gx || !gy || !gz) return HX_OK;
     HX_ASSERT(push_bytes <= HX_VK_PUSH_BYTES && n_binds <= HX_VK_BINDINGS);
     VkPipeline pipe = VK_NULL_HANDLE;
     VkDescriptorSet set = VK_NULL_HANDLE;
-    int st = hx_vk_pipeline_get(dev, id, &pipe);
+    int st = hx_vk_pipeline_get(dev, id, one_row ? 1 : 0, &pipe);
     if (st == HX_OK) st = hx_vk_alloc_set(dev, &set);
     if (st) return st;
     VkDescriptorBufferInfo bi[HX_VK_BINDINGS];
-    VkWriteDescriptorSet wr[HX_VK_BINDINGS];
+    VkWriteDescriptorSet wr[HX_VK_BINDINGS + HX_VK_TEX_BINDINGS];
     for (int i = 0; i < HX_VK_BINDINGS; i++) {
         if (i < n_binds && binds[i].buf)
             bi[i] = (VkDescriptorBufferInfo){binds[i].buf, binds[i].off, binds[i].range};
@@ -189,7 +224,19 @@ int hx__vk_dispatch(struct hx_device *dev, enum hx_shader_id id, const struct hx
             .pBufferInfo = &bi[i],
         };
     }
-    hx_vk_fn.vkUpdateDescriptorSets(d->dev, HX_VK_BINDINGS, wr, 0, NULL);
+    VkBufferView views[HX_VK_TEX_BINDINGS];
+    for (int i = 0; i < HX_VK_TEX_BINDINGS; i++) {
+        views[i] = tex && tex[i] ? tex[i] : d->dummy_view;
+        wr[HX_VK_BINDINGS + i] = (VkWriteDescriptorSet){
+            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+            .dstSet = set,
+            .dstBinding = (uint32_t)(HX_VK_BINDINGS + i),
+            .descriptorCount = 1,
+            .descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+            .pTexelBufferView = &views[i],
+        };
+    }
+    hx_vk_fn.vkUpdateDescriptorSets(d->dev, HX_VK_BINDINGS + HX_VK_TEX_BINDINGS, wr, 0, NULL);
     hx_vk_fn.vkCmdBindPipeline(d->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
     hx_vk_fn.vkCmdBindDescriptorSets(d->cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set,
                                      0, NULL);
@@ -208,10 +255,10 @@ void hx__vk_barrier(struct hx_vk_dev *d)
         .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
     };
-    hx_vk_fn.vkCmdPipelineBarrier(d->cb,
-                                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                  0, 1, &mb, 0, NULL, 0, NULL);
+    hx_vk_fn.vkCmdPipelineBarrier(
+        d->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL,
+        0, NULL);
 }
 
 void hx__vk_grid(uint64_t n, uint32_t *gx, uint32_t *gz)
@@ -231,12 +278,26 @@ int hx__vk_wait(struct hx_device *dev)
     if (!d->pending) return d->lost ? HX_E_DEVICE : HX_OK;
     double t0 = hx__time_us();
     VkResult r = hx_vk_fn.vkWaitForFences(d->dev, 1, &d->fence, VK_TRUE, UINT64_C(60000000000));
+    if (r != VK_SUCCESS) {
+        /* a hang or a lost device: the work may still be running, so nothing it uses may be
+         * freed before vkDeviceWaitIdle (hx__vk_idle_if_lost); every later call fails */
+        d->lost = true;
+        return hx__vk_fail(dev, r, "vkWaitForFences");
+    }
     d->pending = false;
     double t1 = hx__time_us();
     d->timing.device_us += t1 - d->submit_us;
     d->timing.host_us += t1 - t0;
-    if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkWaitForFences");
     return HX_OK;
+}
+
+void hx__vk_idle_if_lost(struct hx_device *dev)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (d->lost && d->pending) {
+        hx_vk_fn.vkDeviceWaitIdle(d->dev);
+        d->pending = false;
+    }
 }
 
 int hx__vk_begin(struct hx_device *dev)

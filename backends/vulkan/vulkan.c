@@ -3,11 +3,16 @@
  * instance and device enumeration, device init/fini.
  *
  * libvulkan.so.1 is dlopen'ed on first probe; if it or a usable device is missing the backend
- * reports why (probe / device_count) and the engine runs without it. Enumeration happens once
- * (pthread_once) and is kept for the process: only devices with every required feature
- * (Vulkan ≥ 1.2, 8- and 16-bit storage buffers, subgroup basic + arithmetic in compute,
- * subgroup size ≥ 4, a compute queue) are indexed; the others are listed with the reason in
- * `why` and the log. With HX_VK_VALIDATION=1 the Khronos validation layer and a debug
+ * reports why (probe / device_count) and the engine runs without it. The instance asks for
+ * Vulkan 1.3 where the loader has it (a device's core 1.3 features — the integer dot
+ * product — are usable only then), else 1.2. Enumeration happens once (pthread_once) and is
+ * kept for the process, ordered discrete GPU, integrated GPU, other, CPU (lavapipe), so
+ * vulkan:0 is the best device: only devices with every required feature (Vulkan ≥ 1.2, 8- and
+ * 16-bit storage buffers, subgroup basic + arithmetic in compute, subgroup size ≥ 4, 128
+ * invocations per workgroup, R32G32B32A32_UINT uniform texel buffers, a compute queue) are
+ * indexed; the others are listed with the reason in `why` and the log. Optional features
+ * (integer dot product, subgroup ballot, int8, fp16) are recorded for the kernel choice
+ * (vulkan-gemm.c). With HX_VK_VALIDATION=1 the Khronos validation layer and a debug
  * messenger counting errors are enabled (get_extension "hx.vk.validation_errors").
  */
 #include <dlfcn.h>
@@ -30,6 +35,7 @@ static struct {
     int n_phys;
     int n_non_cpu;
     uint32_t validation_errors;
+    uint32_t api_version; /* what the instance was created for: min(loader, 1.3) */
 } hx_vk_g;
 static pthread_once_t hx_vk_once = PTHREAD_ONCE_INIT;
 
@@ -60,14 +66,13 @@ int hx__vk_fail(struct hx_device *dev, VkResult r, const char *what)
     if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) st = HX_E_NOMEM;
     if (r == VK_TIMEOUT) st = HX_E_TIMEOUT;
     if (r == VK_ERROR_DEVICE_LOST && dev->ctx) hx_vk_ctx(dev)->lost = true;
-    return hx_device_set_error(dev, st, "%s failed: %s (VkResult %d)", what,
-                               hx__vk_result_name(r), (int)r);
+    return hx_device_set_error(dev, st, "%s failed: %s (VkResult %d)", what, hx__vk_result_name(r),
+                               (int)r);
 }
 
-static VKAPI_ATTR VkBool32 VKAPI_CALL hx_vk_debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
-                                                    VkDebugUtilsMessageTypeFlagsEXT type,
-                                                    const VkDebugUtilsMessengerCallbackDataEXT *data,
-                                                    void *user)
+static VKAPI_ATTR VkBool32 VKAPI_CALL
+hx_vk_debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev, VkDebugUtilsMessageTypeFlagsEXT type,
+               const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
 {
     if (sev & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
         __atomic_add_fetch(&hx_vk_g.validation_errors, 1, __ATOMIC_RELAXED);
@@ -78,8 +83,14 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL hx_vk_debug_cb(VkDebugUtilsMessageSeverity
     return VK_FALSE;
 }
 
-uint32_t *hx__vk_validation_errors(void) { return &hx_vk_g.validation_errors; }
-VkInstance hx__vk_instance(void) { return hx_vk_g.instance; }
+uint32_t *hx__vk_validation_errors(void)
+{
+    return &hx_vk_g.validation_errors;
+}
+VkInstance hx__vk_instance(void)
+{
+    return hx_vk_g.instance;
+}
 const struct hx_vk_phys *hx__vk_phys(int idx)
 {
     return idx >= 0 && idx < hx_vk_g.n_phys ? &hx_vk_g.phys[idx] : NULL;
@@ -100,7 +111,8 @@ static bool hx_vk_has_layer(const char *name)
 static bool hx_vk_dev_has_ext(VkPhysicalDevice pd, const char *name)
 {
     uint32_t n = 0;
-    if (hx_vk_fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS) return false;
+    if (hx_vk_fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS)
+        return false;
     VkExtensionProperties *p = hx__calloc(n ? n : 1, sizeof *p);
     bool found = false;
     if (p && hx_vk_fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, p) == VK_SUCCESS)
@@ -111,10 +123,11 @@ static bool hx_vk_dev_has_ext(VkPhysicalDevice pd, const char *name)
 
 static int hx_vk_load(void)
 {
-    const char *lib = getenv("HX_VK_LOADER");   /* tests: point at a missing library */
+    const char *lib = getenv("HX_VK_LOADER"); /* tests: point at a missing library */
     hx_vk_g.lib = dlopen(lib && *lib ? lib : "libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!hx_vk_g.lib) {
-        snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "%s not found", lib && *lib ? lib : "libvulkan.so.1");
+        snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "%s not found",
+                 lib && *lib ? lib : "libvulkan.so.1");
         return HX_E_UNAVAILABLE;
     }
     hx_vk_fn.vkGetInstanceProcAddr =
@@ -146,6 +159,9 @@ static int hx_vk_create_instance(void)
                  VK_API_VERSION_MAJOR(ver), VK_API_VERSION_MINOR(ver));
         return HX_E_UNAVAILABLE;
     }
+    /* 1.3 where the loader has it: a device's core 1.3 features (the integer dot product)
+     * are usable only if the application asks for 1.3 */
+    hx_vk_g.api_version = ver >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2;
     const char *env = getenv("HX_VK_VALIDATION");
     bool validate = env && env[0] == '1';
     const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
@@ -160,7 +176,7 @@ static int hx_vk_create_instance(void)
         .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
         .pApplicationName = "hx",
         .pEngineName = "hx",
-        .apiVersion = VK_API_VERSION_1_2,
+        .apiVersion = hx_vk_g.api_version,
     };
     VkDebugUtilsMessengerCreateInfoEXT dbg = {
         .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
@@ -187,23 +203,35 @@ static int hx_vk_create_instance(void)
         hx_vk_g.instance = VK_NULL_HANDLE;
         return HX_E_UNAVAILABLE;
     }
-#define HX_VK_LOAD(name)                                                                     \
-    hx_vk_fn.name = (PFN_##name)hx_vk_fn.vkGetInstanceProcAddr(hx_vk_g.instance, #name);      \
-    if (!hx_vk_fn.name) {                                                                    \
-        snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "Vulkan entry point %s missing", #name);    \
-        return HX_E_UNAVAILABLE;                                                             \
+#define HX_VK_LOAD(name)                                                                           \
+    hx_vk_fn.name = (PFN_##name)hx_vk_fn.vkGetInstanceProcAddr(hx_vk_g.instance, #name);           \
+    if (!hx_vk_fn.name) {                                                                          \
+        snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "Vulkan entry point %s missing", #name);         \
+        return HX_E_UNAVAILABLE;                                                                   \
     }
     HX_VK_INSTANCE_FUNCS(HX_VK_LOAD)
 #undef HX_VK_LOAD
     if (validate) {
-        hx_vk_fn.vkCreateDebugUtilsMessengerEXT = (PFN_vkCreateDebugUtilsMessengerEXT)
-            hx_vk_fn.vkGetInstanceProcAddr(hx_vk_g.instance, "vkCreateDebugUtilsMessengerEXT");
+        hx_vk_fn.vkCreateDebugUtilsMessengerEXT =
+            (PFN_vkCreateDebugUtilsMessengerEXT)hx_vk_fn.vkGetInstanceProcAddr(
+                hx_vk_g.instance, "vkCreateDebugUtilsMessengerEXT");
         if (hx_vk_fn.vkCreateDebugUtilsMessengerEXT)
             hx_vk_fn.vkCreateDebugUtilsMessengerEXT(hx_vk_g.instance, &dbg, NULL,
                                                     &hx_vk_g.messenger);
         HX_LOG_INFO("vulkan: validation layer enabled");
     }
     return HX_OK;
+}
+
+static const char *hx_vk_type_name(VkPhysicalDeviceType t)
+{
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU (software)";
+    default: return "other";
+    }
 }
 
 static enum hx_device_kind hx_vk_kind(VkPhysicalDeviceType t)
@@ -218,7 +246,8 @@ static enum hx_device_kind hx_vk_kind(VkPhysicalDeviceType t)
 /* Fill p from pd; returns NULL when usable, else the reason. */
 static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char *buf, size_t n)
 {
-    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties sg = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
     VkPhysicalDeviceMaintenance3Properties m3 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &sg};
     VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
@@ -237,15 +266,41 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
                  VK_API_VERSION_MINOR(pr->apiVersion));
         return buf;
     }
-    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                            .pNext = &f12};
-    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                   .pNext = &f11};
+    /* the integer dot product: core in 1.3, else the KHR extension; query its feature bit
+     * only where the structure is known to the device */
+    bool dot_core =
+        pr->apiVersion >= VK_API_VERSION_1_3 && hx_vk_g.api_version >= VK_API_VERSION_1_3;
+    p->int_dot_ext =
+        !dot_core && hx_vk_dev_has_ext(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    VkPhysicalDeviceShaderIntegerDotProductFeatures fdot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    if (dot_core || p->int_dot_ext) f12.pNext = &fdot;
     hx_vk_fn.vkGetPhysicalDeviceFeatures2(pd, &f);
     p->int8 = f12.shaderInt8;
     p->fp16 = f12.shaderFloat16;
-    p->int_dot = pr->apiVersion >= VK_API_VERSION_1_3 ||
-                 hx_vk_dev_has_ext(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    p->int_dot = (dot_core || p->int_dot_ext) && fdot.shaderIntegerDotProduct;
+    if (p->int_dot) {
+        VkPhysicalDeviceShaderIntegerDotProductProperties pdot = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+        VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = &pdot};
+        hx_vk_fn.vkGetPhysicalDeviceProperties2(pd, &pp);
+        p->int_dot_fast = pdot.integerDotProduct4x8BitPackedSignedAccelerated;
+    }
+    p->max_wg_invocations = pr->limits.maxComputeWorkGroupInvocations;
+    VkFormatProperties fp;
+    hx_vk_fn.vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_UINT, &fp);
+    p->texel_align = HX_MAX(pr->limits.minTexelBufferOffsetAlignment, 16);
+    p->max_texels = (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT)
+                        ? pr->limits.maxTexelBufferElements
+                        : 0;
+    p->ballot = (sg.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT) != 0;
     p->subgroup_size = sg.subgroupSize;
     p->min_align = pr->limits.minStorageBufferOffsetAlignment;
     p->max_range = pr->limits.maxStorageBufferRange;
@@ -260,8 +315,9 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
         bool local = mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
         if (local) total += mp.memoryHeaps[i].size;
         if (hl < sizeof heaps - 24)
-            hl += (size_t)snprintf(heaps + hl, sizeof heaps - hl, "%s%.1f GiB%s", i ? "+" : "",
-                                   (double)mp.memoryHeaps[i].size / (1u << 30), local ? "" : " host");
+            hl +=
+                (size_t)snprintf(heaps + hl, sizeof heaps - hl, "%s%.1f GiB%s", i ? "+" : "",
+                                 (double)mp.memoryHeaps[i].size / (1u << 30), local ? "" : " host");
     }
     bool uma = false;
     for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
@@ -277,19 +333,26 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     info->alignment_bytes = (size_t)HX_MAX(p->min_align, 16);
     info->weight_types = (1u << HX_DTYPE_COUNT) - 1u;
     snprintf(info->description, sizeof info->description,
-             "Vulkan %u.%u.%u, driver 0x%x, heaps %s, subgroup %u, int8 %s, fp16 %s, int-dot %s, "
-             "max binding %zu MiB",
-             VK_API_VERSION_MAJOR(pr->apiVersion), VK_API_VERSION_MINOR(pr->apiVersion),
-             VK_API_VERSION_PATCH(pr->apiVersion), pr->driverVersion, heaps, sg.subgroupSize,
-             p->int8 ? "yes" : "no", p->fp16 ? "yes" : "no", p->int_dot ? "yes" : "no",
+             "%s, Vulkan %u.%u.%u, driver 0x%x, heaps %s, subgroup %u, int8 %s, fp16 %s, "
+             "int-dot %s, max binding %zu MiB",
+             hx_vk_type_name(pr->deviceType), VK_API_VERSION_MAJOR(pr->apiVersion),
+             VK_API_VERSION_MINOR(pr->apiVersion), VK_API_VERSION_PATCH(pr->apiVersion),
+             pr->driverVersion, heaps, sg.subgroupSize, p->int8 ? "yes" : "no",
+             p->fp16 ? "yes" : "no",
+             p->int_dot ? (p->int_dot_fast ? "yes (accelerated)" : "yes (not accelerated)") : "no",
              (size_t)(p->max_range >> 20));
 
     if (!f11.storageBuffer16BitAccess) return "lacks storageBuffer16BitAccess";
     if (!f12.storageBuffer8BitAccess) return "lacks storageBuffer8BitAccess";
-    VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
-    if ((sg.supportedOperations & need) != need || !(sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT))
+    VkSubgroupFeatureFlags need =
+        VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+    if ((sg.supportedOperations & need) != need ||
+        !(sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT))
         return "lacks subgroup basic/arithmetic operations in compute shaders";
     if (sg.subgroupSize < 4) return "subgroup size < 4";
+    if (pr->limits.maxComputeWorkGroupInvocations < 128)
+        return "maxComputeWorkGroupInvocations < 128";
+    if (!p->max_texels) return "no uniform texel buffers of R32G32B32A32_UINT";
     if (p->max_range < (1u << 24)) return "maxStorageBufferRange < 16 MiB";
 
     uint32_t nq = 0;
@@ -308,13 +371,41 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     return NULL;
 }
 
+/* Rank for the device order: discrete GPUs first, then integrated, then anything else, CPU
+ * implementations (lavapipe) last, so index 0 is the best device and the registry's default
+ * (the first non-CPU device) is it. */
+static int hx_vk_rank(const struct hx_vk_phys *p)
+{
+    VkPhysicalDeviceProperties pr;
+    hx_vk_fn.vkGetPhysicalDeviceProperties(p->pd, &pr);
+    switch (pr.deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 2;
+    }
+}
+
+static void hx_vk_order(void)
+{
+    /* insertion sort: stable, so devices of one rank keep the driver's order */
+    for (int i = 1; i < hx_vk_g.n_phys; i++) {
+        struct hx_vk_phys t = hx_vk_g.phys[i];
+        int r = hx_vk_rank(&t), j = i;
+        for (; j > 0 && hx_vk_rank(&hx_vk_g.phys[j - 1]) > r; j--)
+            hx_vk_g.phys[j] = hx_vk_g.phys[j - 1];
+        hx_vk_g.phys[j] = t;
+    }
+}
+
 static void hx_vk_enumerate(void)
 {
     uint32_t n = 0;
     VkResult r = hx_vk_fn.vkEnumeratePhysicalDevices(hx_vk_g.instance, &n, NULL);
     VkPhysicalDevice pds[HX_VK_MAX_DEVICES];
     if (n > HX_VK_MAX_DEVICES) n = HX_VK_MAX_DEVICES;
-    if (r == VK_SUCCESS || r == VK_INCOMPLETE) r = hx_vk_fn.vkEnumeratePhysicalDevices(hx_vk_g.instance, &n, pds);
+    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+        r = hx_vk_fn.vkEnumeratePhysicalDevices(hx_vk_g.instance, &n, pds);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
         snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "vkEnumeratePhysicalDevices failed: %s (%d)",
                  hx__vk_result_name(r), (int)r);
@@ -336,6 +427,7 @@ static void hx_vk_enumerate(void)
         hx_vk_g.n_phys++;
     }
     if (!n) snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "no Vulkan devices");
+    hx_vk_order();
 }
 
 static void hx_vk_global_init(void)
@@ -377,8 +469,8 @@ static int hx_vk_device_info(int idx, struct hx_device_info *out)
     return HX_OK;
 }
 
-static uint32_t hx_vk_pick_type(const VkPhysicalDeviceMemoryProperties *mp, VkMemoryPropertyFlags want,
-                                VkMemoryPropertyFlags avoid)
+static uint32_t hx_vk_pick_type(const VkPhysicalDeviceMemoryProperties *mp,
+                                VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid)
 {
     for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
         VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
@@ -395,6 +487,7 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
     d->phys = hx__vk_phys(dev->index);
     if (!d->phys) return hx_device_set_error(dev, HX_E_NOTFOUND, "no Vulkan device %d", dev->index);
     const struct hx_vk_phys *p = d->phys;
+    int st = HX_E_DEVICE; /* what a failure below returns unless it says otherwise */
 
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {
@@ -403,8 +496,13 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .queueCount = 1,
         .pQueuePriorities = &prio,
     };
+    VkPhysicalDeviceShaderIntegerDotProductFeatures fdot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+        .shaderIntegerDotProduct = VK_TRUE,
+    };
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .pNext = p->int_dot ? &fdot : NULL,
         .storageBuffer8BitAccess = VK_TRUE,
         .shaderInt8 = p->int8 ? VK_TRUE : VK_FALSE,
         .shaderFloat16 = p->fp16 ? VK_TRUE : VK_FALSE,
@@ -414,11 +512,14 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .pNext = &f12,
         .storageBuffer16BitAccess = VK_TRUE,
     };
+    const char *exts[1] = {VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME};
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
         .pNext = &f11,
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &qci,
+        .enabledExtensionCount = p->int_dot && p->int_dot_ext ? 1u : 0u,
+        .ppEnabledExtensionNames = exts,
     };
     VkResult r = hx_vk_fn.vkCreateDevice(p->pd, &dci, NULL, &d->dev);
     if (r != VK_SUCCESS) {
@@ -429,8 +530,8 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
 
     VkPhysicalDeviceMemoryProperties mp;
     hx_vk_fn.vkGetPhysicalDeviceMemoryProperties(p->pd, &mp);
-    const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    const VkMemoryPropertyFlags hv =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     d->uma = p->info.unified_memory;
     if (d->uma) {
         d->mt_device = hx_vk_pick_type(&mp, hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
@@ -441,7 +542,7 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         if (d->mt_host == UINT32_MAX) d->mt_host = hx_vk_pick_type(&mp, hv, 0);
     }
     if (d->mt_device == UINT32_MAX || d->mt_host == UINT32_MAX) {
-        hx_device_set_error(dev, HX_E_UNSUPPORTED, "no suitable Vulkan memory type");
+        st = hx_device_set_error(dev, HX_E_UNSUPPORTED, "no suitable Vulkan memory type");
         goto fail;
     }
     d->align = HX_MAX(p->min_align, 16);
@@ -452,7 +553,7 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .queueFamilyIndex = p->queue_family,
     };
     if ((r = hx_vk_fn.vkCreateCommandPool(d->dev, &cpi, NULL, &d->cmd_pool)) != VK_SUCCESS) {
-        hx__vk_fail(dev, r, "vkCreateCommandPool");
+        st = hx__vk_fail(dev, r, "vkCreateCommandPool");
         goto fail;
     }
     VkCommandBufferAllocateInfo cai = {
@@ -462,23 +563,25 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .commandBufferCount = 1,
     };
     if ((r = hx_vk_fn.vkAllocateCommandBuffers(d->dev, &cai, &d->cb)) != VK_SUCCESS) {
-        hx__vk_fail(dev, r, "vkAllocateCommandBuffers");
+        st = hx__vk_fail(dev, r, "vkAllocateCommandBuffers");
         goto fail;
     }
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     if ((r = hx_vk_fn.vkCreateFence(d->dev, &fci, NULL, &d->fence)) != VK_SUCCESS) {
-        hx__vk_fail(dev, r, "vkCreateFence");
+        st = hx__vk_fail(dev, r, "vkCreateFence");
         goto fail;
     }
-    int st;
+    if ((st = hx__vk_kernels_init(dev)) != HX_OK) goto fail;
     if ((st = hx__vk_pipeline_init(dev)) != HX_OK) goto fail;
     if ((st = hx__vk_buf_create(dev, 256, true, &d->dummy, "dummy buffer")) != HX_OK) goto fail;
+    if (p->max_texels && (st = hx__vk_view_create(dev, d->dummy.buf, 0, 256, &d->dummy_view)))
+        goto fail;
     HX_LOG_INFO("[%s] vulkan device '%s' (%s), %s memory", dev->id, p->info.name,
                 hx_device_kind_name(p->info.kind), d->uma ? "unified" : "device-local");
     return HX_OK;
 fail:
     dev->ops->fini(dev);
-    return dev->last_error[0] ? HX_E_DEVICE : HX_E_DEVICE;
+    return st;
 }
 
 static void hx_vk_fini(struct hx_device *dev)
@@ -488,8 +591,13 @@ static void hx_vk_fini(struct hx_device *dev)
     hx_vk_fn.vkDeviceWaitIdle(d->dev);
     hx__vk_lazy_free(dev);
     hx__vk_buf_destroy(d, &d->meta);
+    if (d->dummy_view) hx_vk_fn.vkDestroyBufferView(d->dev, d->dummy_view, NULL);
+    d->dummy_view = VK_NULL_HANDLE;
     hx__vk_buf_destroy(d, &d->dummy);
     hx__vk_buf_destroy(d, &d->staging);
+    if (d->scratch_view) hx_vk_fn.vkDestroyBufferView(d->dev, d->scratch_view, NULL);
+    d->scratch_view = VK_NULL_HANDLE;
+    hx__vk_buf_destroy(d, &d->scratch);
     hx__vk_pipeline_fini(dev);
     if (d->fence) hx_vk_fn.vkDestroyFence(d->dev, d->fence, NULL);
     if (d->cmd_pool) hx_vk_fn.vkDestroyCommandPool(d->dev, d->cmd_pool, NULL);
@@ -507,10 +615,11 @@ static void *hx_vk_get_extension(struct hx_device *dev, const char *name)
 static void hx_vk_describe(struct hx_device *dev, char *out, size_t len)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
-    snprintf(out, len, "%s memory, %d shaders embedded, workgroup matmul %u%s%s",
+    snprintf(out, len, "%s memory, %d shaders embedded, matmul: %s, activations %s%s%s",
              d->uma ? "unified (host-visible, no staging copy)" : "device-local (staged uploads)",
-             (int)HX_SHADER_COUNT, d->wg[HX_SHADER_MMV_Q8_0] ? d->wg[HX_SHADER_MMV_Q8_0] : 64u,
-             hx_vk_g.why[0] ? "; not used: " : "", hx_vk_g.why);
+             (int)HX_SHADER_COUNT,
+             d->lane ? "lane-layout GEMV" : "subgroup GEMV (m <= 4) + tiled GEMM",
+             hx__vk_int8_name(d->int8), hx_vk_g.why[0] ? "; not used: " : "", hx_vk_g.why);
 }
 
 const struct hx_backend_ops hx_backend_vulkan_ops = {
