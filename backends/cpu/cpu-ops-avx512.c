@@ -95,3 +95,58 @@ double hx__cpu_sumsq_avx512(const float *x, int64_t n)
     for (; i < n; i++) s += (double)x[i] * (double)x[i];
     return s;
 }
+
+/* Prefill attention of one query row and head against keys stored transposed (kt[d * lp + t],
+ * lp a multiple of 16): scores for 64 keys at a time with no horizontal sums (one broadcast
+ * of q[d] feeds four accumulators), then one exp pass and P·V. sc: lp floats of scratch. */
+void hx__cpu_attn_kt_avx512(const float *q, const float *kt, int64_t lp, const float *v0,
+                            size_t v_stride, int64_t len, int hd, float scale, float *sc,
+                            float *out)
+{
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    int64_t t0 = 0;
+    for (; t0 + 64 <= len; t0 += 64) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        const float *k = kt + t0;
+        for (int d = 0; d < hd; d++, k += lp) {
+            const __m512 qd = _mm512_set1_ps(q[d]);
+            a0 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k), a0);
+            a1 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k + 16), a1);
+            a2 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k + 32), a2);
+            a3 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k + 48), a3);
+        }
+        const __m512 vs = _mm512_set1_ps(scale);
+        a0 = _mm512_mul_ps(a0, vs), a1 = _mm512_mul_ps(a1, vs), a2 = _mm512_mul_ps(a2, vs), a3 = _mm512_mul_ps(a3, vs);
+        _mm512_storeu_ps(sc + t0, a0), _mm512_storeu_ps(sc + t0 + 16, a1);
+        _mm512_storeu_ps(sc + t0 + 32, a2), _mm512_storeu_ps(sc + t0 + 48, a3);
+        mx = _mm512_max_ps(mx, _mm512_max_ps(_mm512_max_ps(a0, a1), _mm512_max_ps(a2, a3)));
+    }
+    for (; t0 < len; t0 += 16) {
+        __m512 a0 = _mm512_setzero_ps();
+        const float *k = kt + t0;
+        for (int d = 0; d < hd; d++, k += lp) a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(k), a0);
+        const __mmask16 mk = len - t0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (len - t0)) - 1);
+        a0 = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), mk, _mm512_mul_ps(a0, _mm512_set1_ps(scale)));
+        _mm512_storeu_ps(sc + t0, a0);
+        mx = _mm512_max_ps(mx, a0);
+    }
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t t = 0; t < len; t += 16) {
+        const __mmask16 mk = len - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (len - t)) - 1);
+        const __m512 p = _mm512_maskz_mov_ps(mk, hx_exp512(_mm512_sub_ps(_mm512_loadu_ps(sc + t), m)));
+        _mm512_storeu_ps(sc + t, p);
+        sum = _mm512_add_ps(sum, p);
+    }
+    const int nv = hd / 16;
+    __m512 o[16];
+    for (int v = 0; v < nv; v++) o[v] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < len; t++) {
+        const float *vv = v0 + (size_t)t * v_stride;
+        const __m512 pt = _mm512_set1_ps(sc[t]);
+        for (int v = 0; v < nv; v++) o[v] = _mm512_fmadd_ps(pt, _mm512_loadu_ps(vv + 16 * v), o[v]);
+    }
+    const float l = _mm512_reduce_add_ps(sum);
+    const __m512 il = _mm512_set1_ps(l > 0.0f ? 1.0f / l : 0.0f);
+    for (int v = 0; v < nv; v++) _mm512_storeu_ps(out + 16 * v, _mm512_mul_ps(o[v], il));
+}

@@ -110,8 +110,28 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
     const int64_t pairs = n * n_head;
     const bool v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512 && hd % 16 == 0 && hd <= 256;
     const size_t ks = op->k_cache.row_stride_bytes / sizeof(float), vs = op->v_cache.row_stride_bytes / sizeof(float);
-    int64_t work = 0;
-    for (int64_t r = 0; r < n; r++) work += (int64_t)(s->pos[r] + 1) * n_head * hd;
+    int64_t work = 0, max_pos = 0;
+    bool one_seq = true;
+    for (int64_t r = 0; r < n; r++) {
+        work += (int64_t)(s->pos[r] + 1) * n_head * hd;
+        max_pos = s->pos[r] > max_pos ? s->pos[r] : max_pos;
+        one_seq &= s->seq[r] == s->seq[0];
+    }
+    /* Prefill of one sequence: keys transposed once per KV head (d-major), so the scores of
+     * 64 keys come out of plain FMAs; decode keeps the row-wise kernel (transposing the whole
+     * cache for one query would cost more than it saves). */
+    const int64_t lp = (max_pos + 1 + 15) / 16 * 16;
+    float *kt = NULL;
+    if (v512 && one_seq && n >= 16 && lp <= n_ctx + hd)
+        kt = hx_malloc(sizeof(float) * (size_t)(n_kv * hd) * (size_t)lp);
+    if (kt) {
+        const int64_t base = (int64_t)s->seq[0] * n_ctx;
+#pragma omp parallel for schedule(static) num_threads(n_threads)
+        for (int64_t t = 0; t < lp; t++) {
+            const float *kr = t <= max_pos ? hx_tensor_row(&op->k_cache, base + t) : NULL;
+            for (int64_t c = 0; c < (int64_t)n_kv * hd; c++) kt[c * lp + t] = kr ? kr[c] : 0.0f;
+        }
+    }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(hx_cpu_threads_for(work, n_threads))
     for (int64_t ph = 0; ph < pairs; ph++) {
         int tid = 0;
@@ -123,6 +143,12 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
         const int h = (int)(ph % n_head), kvh = h / grp;
         const int64_t base = (int64_t)s->seq[r] * n_ctx, len = (int64_t)s->pos[r] + 1;
         const float *q = hx_tensor_row(&op->src[0], r) + (size_t)h * hd;
+        if (kt) {
+            hx__cpu_attn_kt_avx512(q, kt + (size_t)kvh * hd * (size_t)lp, lp,
+                                   hx_tensor_row(&op->v_cache, base) + (size_t)kvh * hd, vs, len,
+                                   hd, scale, sc, hx_tensor_row(&op->dst, r) + (size_t)h * hd);
+            continue;
+        }
         if (v512) {
             hx__cpu_attn_row_avx512(q, hx_tensor_row(&op->k_cache, base) + (size_t)kvh * hd, ks,
                                     hx_tensor_row(&op->v_cache, base) + (size_t)kvh * hd, vs, len,
@@ -150,6 +176,7 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
         }
         memcpy(hx_tensor_row(&op->dst, r) + (size_t)h * hd, o, (size_t)hd * sizeof(float));
     }
+    hx_free(kt);
 }
 
 void hx__cpu_op_glu(const struct hx_op *op, int n_threads)
