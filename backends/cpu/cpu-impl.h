@@ -121,6 +121,9 @@ void hx__cpu_attn_row_avx512(const float *q, const float *k0, size_t k_stride, c
 void hx__cpu_attn_kt_avx512(const float *q, const float *kt, int64_t lp, const float *v0,
                             size_t v_stride, int64_t len, int hd, float scale, float *sc,
                             float *out);
+void hx__cpu_attn_flash_avx512(const float *const *qs, int nq, const int64_t *lens,
+                               const float *kt, int64_t lp, const float *v0, size_t v_stride,
+                               int hd, float scale, float *const *outs);
 void hx__cpu_silu_glu_avx512(const float *g, const float *u, float *y, int64_t f);
 double hx__cpu_sumsq_avx512(const float *x, int64_t n);
 

@@ -150,3 +150,74 @@ void hx__cpu_attn_kt_avx512(const float *q, const float *kt, int64_t lp, const f
     const __m512 il = _mm512_set1_ps(l > 0.0f ? 1.0f / l : 0.0f);
     for (int v = 0; v < nv; v++) _mm512_storeu_ps(out + 16 * v, _mm512_mul_ps(o[v], il));
 }
+
+/* Flash-style prefill attention for nq ≤ 8 queries sharing one KV head (the GQA heads of a
+ * few rows): per block of 32 keys, the 8 × 32 scores come from FMAs over d with each K vector
+ * loaded once for all queries; an online softmax per query rescales its output, and the block's
+ * V rows (16 KiB, in L1) are reused by every query. lens[i]: keys query i may see. */
+void hx__cpu_attn_flash_avx512(const float *const *qs, int nq, const int64_t *lens,
+                               const float *kt, int64_t lp, const float *v0, size_t v_stride,
+                               int hd, float scale, float *const *outs)
+{
+    float obuf[8 * 256] __attribute__((aligned(64)));
+    float pbuf[8 * 32] __attribute__((aligned(64)));
+    float mq[8], lq[8];
+    int64_t maxlen = 0;
+    const int nv = hd / 16;
+    for (int i = 0; i < nq; i++) {
+        mq[i] = -INFINITY, lq[i] = 0.0f;
+        maxlen = lens[i] > maxlen ? lens[i] : maxlen;
+        for (int v = 0; v < nv; v++) _mm512_store_ps(obuf + i * 256 + 16 * v, _mm512_setzero_ps());
+    }
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int64_t t0 = 0; t0 < maxlen; t0 += 32) {
+        __m512 a[8][2];
+        for (int i = 0; i < 8; i++) a[i][0] = a[i][1] = _mm512_setzero_ps();
+        const float *k = kt + t0;
+        for (int d = 0; d < hd; d++, k += lp) {
+            const __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16);
+            for (int i = 0; i < nq; i++) {
+                const __m512 qd = _mm512_set1_ps(qs[i][d]);
+                a[i][0] = _mm512_fmadd_ps(qd, k0, a[i][0]);
+                a[i][1] = _mm512_fmadd_ps(qd, k1, a[i][1]);
+            }
+        }
+        const int64_t nb = maxlen - t0 < 32 ? maxlen - t0 : 32;
+        for (int i = 0; i < nq; i++) {
+            const int64_t n = lens[i] - t0;
+            if (n <= 0) continue;
+            const __mmask16 m0 = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+            const __mmask16 m1 = n >= 32 ? (__mmask16)0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
+            const __m512 ninf = _mm512_set1_ps(-INFINITY);
+            const __m512 s0 = _mm512_mask_mov_ps(ninf, m0, _mm512_mul_ps(a[i][0], vs));
+            const __m512 s1 = _mm512_mask_mov_ps(ninf, m1, _mm512_mul_ps(a[i][1], vs));
+            const float bm = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+            const float mnew = fmaxf(mq[i], bm);
+            const float corr = mq[i] == -INFINITY ? 0.0f : expf(mq[i] - mnew);
+            const __m512 mv = _mm512_set1_ps(mnew);
+            const __m512 p0 = _mm512_maskz_mov_ps(m0, hx_exp512(_mm512_sub_ps(s0, mv)));
+            const __m512 p1 = _mm512_maskz_mov_ps(m1, hx_exp512(_mm512_sub_ps(s1, mv)));
+            lq[i] = lq[i] * corr + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+            mq[i] = mnew;
+            float *p = pbuf + 32 * i;
+            _mm512_store_ps(p, p0);
+            _mm512_store_ps(p + 16, p1);
+            float *o = obuf + i * 256;
+            __m512 ov[16];
+            const __m512 cv = _mm512_set1_ps(corr);
+            for (int v = 0; v < nv; v++) ov[v] = _mm512_mul_ps(_mm512_load_ps(o + 16 * v), cv);
+            const int64_t nt = n < nb ? n : nb;
+            for (int64_t t = 0; t < nt; t++) {
+                const float *vv = v0 + (size_t)(t0 + t) * v_stride;
+                const __m512 pt = _mm512_set1_ps(p[t]);
+                for (int v = 0; v < nv; v++) ov[v] = _mm512_fmadd_ps(pt, _mm512_loadu_ps(vv + 16 * v), ov[v]);
+            }
+            for (int v = 0; v < nv; v++) _mm512_store_ps(o + 16 * v, ov[v]);
+        }
+    }
+    for (int i = 0; i < nq; i++) {
+        const __m512 il = _mm512_set1_ps(lq[i] > 0.0f ? 1.0f / lq[i] : 0.0f);
+        for (int v = 0; v < nv; v++)
+            _mm512_storeu_ps(outs[i] + 16 * v, _mm512_mul_ps(_mm512_load_ps(obuf + i * 256 + 16 * v), il));
+    }
+}

@@ -132,6 +132,33 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
             for (int64_t c = 0; c < (int64_t)n_kv * hd; c++) kt[c * lp + t] = kr ? kr[c] : 0.0f;
         }
     }
+    if (kt && grp <= 8) {
+        /* queries in groups sharing a KV head: the grp heads of rb consecutive rows */
+        const int rb = 8 / grp;
+        const int64_t n_rb = (n + rb - 1) / rb, jobs = n_rb * n_kv;
+        const int64_t base = (int64_t)s->seq[0] * n_ctx;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+        for (int64_t j = 0; j < jobs; j++) {
+            const int64_t b = j / n_kv;
+            const int kvh = (int)(j % n_kv);
+            const float *qs[8];
+            float *outs[8];
+            int64_t lens[8];
+            int nq = 0;
+            for (int64_t r = b * rb; r < n && r < (b + 1) * rb; r++)
+                for (int g = 0; g < grp; g++, nq++) {
+                    const int h = kvh * grp + g;
+                    qs[nq] = hx_tensor_row(&op->src[0], r) + (size_t)h * hd;
+                    outs[nq] = hx_tensor_row(&op->dst, r) + (size_t)h * hd;
+                    lens[nq] = (int64_t)s->pos[r] + 1;
+                }
+            hx__cpu_attn_flash_avx512(qs, nq, lens, kt + (size_t)kvh * hd * (size_t)lp, lp,
+                                      hx_tensor_row(&op->v_cache, base) + (size_t)kvh * hd, vs,
+                                      hd, scale, outs);
+        }
+        hx_free(kt);
+        return;
+    }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(hx_cpu_threads_for(work, n_threads))
     for (int64_t ph = 0; ph < pairs; ph++) {
         int tid = 0;
