@@ -18,7 +18,7 @@
 #define HX_X16_RMAX 8
 #define HX_X16_MB 64
 #ifndef HX_X16_PF
-#define HX_X16_PF 8192 /* bytes of software prefetch distance for decode */
+#define HX_X16_PF 16384 /* bytes of software prefetch distance for decode */
 #endif /* activation rows per pass over a thread's tiles (kept in L2) */
 
 static inline int32_t hx_x16_ld32(const int8_t *p)
