@@ -120,7 +120,7 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
     /* Prefill of one sequence: keys transposed once per KV head (d-major), so the scores of
      * 64 keys come out of plain FMAs; decode keeps the row-wise kernel (transposing the whole
      * cache for one query would cost more than it saves). */
-    const int64_t lp = (max_pos + 1 + 15) / 16 * 16;
+    const int64_t lp = (max_pos + 1 + 31) / 32 * 32; /* the flash kernel reads 32 keys a block */
     float *kt = NULL;
     if (v512 && one_seq && n >= 16 && lp <= n_ctx + hd)
         kt = hx_malloc(sizeof(float) * (size_t)(n_kv * hd) * (size_t)lp);
