@@ -1288,6 +1288,7 @@ static void hx_t_attn_ops(void)
                                   odd = {6, 2, 80}, wide = {4, 1, 256};
     hx_t_attn_case(&qwen, 4, 1, false, false);
     hx_t_attn_case(&qwen, 0, 7, false, false);
+    hx_t_attn_case(&qwen, 0, 16, false, false);  /* a last key block of 16: the flash kernel reads 32 */
     hx_t_attn_case(&qwen, 0, 64, false, false);
     hx_t_attn_case(&qwen, 0, 512, false, false);
     hx_t_attn_case(&qwen, 1, 7, true, false);
