@@ -113,6 +113,15 @@ static inline const char *hx_test_data(const char *rel)
     return b;
 }
 
+/* Make a fresh scratch directory "<TMPDIR or the system's temp dir>/hx-TAG-XXXXXX" into buf;
+ * returns buf, or NULL if it cannot be created. */
+static inline char *hx_test_mkdtemp(char *buf, size_t n, const char *tag)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(buf, n, "%s/hx-%s-XXXXXX", base && *base ? base : P_tmpdir, tag);
+    return mkdtemp(buf);
+}
+
 static inline int hx_test_main(int argc, char **argv)
 {
     int passed = 0, failed = 0, skipped = 0;

@@ -36,9 +36,7 @@ static const char *tmp_path(const char *name)
     static char buf[4][1024];
     static int k;
     if (!tmpdir[0]) {
-        const char *base = getenv("TMPDIR");
-        snprintf(tmpdir, sizeof tmpdir, "%s/hx-gguf-write-XXXXXX", base && *base ? base : "/tmp");
-        if (!mkdtemp(tmpdir)) {
+        if (!hx_test_mkdtemp(tmpdir, sizeof tmpdir, "gguf-write")) {
             fprintf(stderr, "mkdtemp failed: %s\n", strerror(errno));
             exit(1);
         }

@@ -498,8 +498,7 @@ TEST(scheduler_falls_back_from_a_failing_npu)
 /* A scratch copy of the generated kernels with `file` replaced by `text` (len bytes). */
 static bool hx_t_kernel_copy(char *dir, size_t n, const char *file, const char *text, size_t len)
 {
-    snprintf(dir, n, "/tmp/hx-npu-test-XXXXXX");
-    if (!mkdtemp(dir)) return false;
+    if (!hx_test_mkdtemp(dir, n, "npu-test")) return false;
     char err[256];
     if (hx__npu_write_synthetic_kernels(dir, err, sizeof err) != HX_OK) return false;
     if (!file) return true;
@@ -523,7 +522,7 @@ TEST(generated_manifest_matches_builtin)
 {
     if (!hx_t_is_sim()) SKIP("simulator only");
 #if !HX_NPU_HAVE_JANSSON
-    ASSERT_TRUE(hx_t_open_dir("/tmp") == NULL && strstr(hx_last_error(), "without jansson"));
+    ASSERT_TRUE(hx_t_open_dir(P_tmpdir) == NULL && strstr(hx_last_error(), "without jansson"));
     SKIP("built without jansson: no kernel folders (the built-in kernels only)");
 #endif
     hx__npu_sim_configure("");

@@ -427,8 +427,8 @@ TEST(verify_catches_corruption)
 
 TEST(auto_measures_explains_and_caches)
 {
-    char dir[] = "/tmp/hx-test-policy-XXXXXX";
-    ASSERT_TRUE(mkdtemp(dir) != NULL);
+    char dir[1024];
+    ASSERT_TRUE(hx_test_mkdtemp(dir, sizeof dir, "test-policy") != NULL);
     setenv("HX_PROFILE_DIR", dir, 1);
     float *want = hx_t_ref_logits();
     if (!want) SKIP("stories260K reference logits not found");
@@ -469,7 +469,7 @@ TEST(auto_measures_explains_and_caches)
     ASSERT_STREQ(hx__sched_rule_text(hx__context_sched(c), HX_PHASE_DECODE), "single:cpu");
     hx_context_free(c);
     unsetenv("HX_PROFILE_DIR");
-    char cmd[128];
+    char cmd[1100];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "  (could not remove %s)\n", dir);
     free(got);
