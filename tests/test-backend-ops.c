@@ -1285,12 +1285,17 @@ static void hx_t_attn_ops(void)
 {
     if (!hx_t_ops_wanted("attn", NULL)) return;
     static const struct hx_t_attn qwen = {16, 8, 128}, bitnet = {20, 5, 128}, mha = {4, 4, 64},
-                                  odd = {6, 2, 80}, wide = {4, 1, 256};
+                                  odd = {6, 2, 80}, wide = {4, 1, 256}, mqa = {16, 1, 64};
     hx_t_attn_case(&qwen, 4, 1, false, false);
     hx_t_attn_case(&qwen, 0, 7, false, false);
     hx_t_attn_case(&qwen, 0, 16, false, false);  /* a last key block of 16: the flash kernel reads 32 */
     hx_t_attn_case(&qwen, 0, 64, false, false);
     hx_t_attn_case(&qwen, 0, 512, false, false);
+    hx_t_attn_case(&qwen, 0, 37, false, false);  /* a last job of one row: 2 queries, not 8 */
+    hx_t_attn_case(&bitnet, 0, 64, false, false);
+    hx_t_attn_case(&mha, 0, 48, false, false);   /* flash kernel, head_dim 64: the generic body */
+    hx_t_attn_case(&wide, 0, 40, false, false);
+    hx_t_attn_case(&mqa, 0, 40, false, false);   /* 16 heads per KV head: the row-wise kt kernel */
     hx_t_attn_case(&qwen, 1, 7, true, false);
     hx_t_attn_case(&qwen, 2, 1, false, false);
     hx_t_attn_case(&qwen, 3, 1, true, false);

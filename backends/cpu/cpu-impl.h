@@ -118,11 +118,12 @@ void hx__cpu_op_add(const struct hx_op *op, int n_threads);
  * (rows k_stride / v_stride floats apart), SiLU-GLU of f values, Σx² in double. */
 void hx__cpu_attn_row_avx512(const float *q, const float *k0, size_t k_stride, const float *v0,
                              size_t v_stride, int64_t len, int hd, float scale, float *out);
-void hx__cpu_attn_kt_avx512(const float *q, const float *kt, int64_t lp, const float *v0,
+/* kt: one KV head's keys transposed in blocks of 32 (cpu-ops-avx512.c says how). */
+void hx__cpu_attn_kt_avx512(const float *q, const float *kt, const float *v0,
                             size_t v_stride, int64_t len, int hd, float scale, float *sc,
                             float *out);
 void hx__cpu_attn_flash_avx512(const float *const *qs, int nq, const int64_t *lens,
-                               const float *kt, int64_t lp, const float *v0, size_t v_stride,
+                               const float *kt, const float *v0, size_t v_stride,
                                int hd, float scale, float *const *outs);
 void hx__cpu_silu_glu_avx512(const float *g, const float *u, float *y, int64_t f);
 double hx__cpu_sumsq_avx512(const float *x, int64_t n);

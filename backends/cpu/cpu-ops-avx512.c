@@ -96,10 +96,11 @@ double hx__cpu_sumsq_avx512(const float *x, int64_t n)
     return s;
 }
 
-/* Prefill attention of one query row and head against keys stored transposed (kt[d * lp + t],
- * lp a multiple of 16): scores for 64 keys at a time with no horizontal sums (one broadcast
+/* Prefill attention of one query row and head against keys stored transposed in blocks of 32
+ * (key t, dim d at kt[(t / 32) * hd * 32 + d * 32 + t % 32], so a block's loads are one
+ * contiguous 16 KiB run instead of hd lines a cache length apart): scores for 64 keys at a time with no horizontal sums (one broadcast
  * of q[d] feeds four accumulators), then one exp pass and P·V. sc: lp floats of scratch. */
-void hx__cpu_attn_kt_avx512(const float *q, const float *kt, int64_t lp, const float *v0,
+void hx__cpu_attn_kt_avx512(const float *q, const float *kt, const float *v0,
                             size_t v_stride, int64_t len, int hd, float scale, float *sc,
                             float *out)
 {
@@ -107,13 +108,13 @@ void hx__cpu_attn_kt_avx512(const float *q, const float *kt, int64_t lp, const f
     int64_t t0 = 0;
     for (; t0 + 64 <= len; t0 += 64) {
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        const float *k = kt + t0;
-        for (int d = 0; d < hd; d++, k += lp) {
+        const float *k = kt + (size_t)(t0 / 32) * hd * 32, *k2 = k + (size_t)hd * 32;
+        for (int d = 0; d < hd; d++, k += 32, k2 += 32) {
             const __m512 qd = _mm512_set1_ps(q[d]);
             a0 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k), a0);
             a1 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k + 16), a1);
-            a2 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k + 32), a2);
-            a3 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k + 48), a3);
+            a2 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k2), a2);
+            a3 = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k2 + 16), a3);
         }
         const __m512 vs = _mm512_set1_ps(scale);
         a0 = _mm512_mul_ps(a0, vs), a1 = _mm512_mul_ps(a1, vs), a2 = _mm512_mul_ps(a2, vs), a3 = _mm512_mul_ps(a3, vs);
@@ -123,8 +124,8 @@ void hx__cpu_attn_kt_avx512(const float *q, const float *kt, int64_t lp, const f
     }
     for (; t0 < len; t0 += 16) {
         __m512 a0 = _mm512_setzero_ps();
-        const float *k = kt + t0;
-        for (int d = 0; d < hd; d++, k += lp) a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(k), a0);
+        const float *k = kt + (size_t)(t0 / 32) * hd * 32 + t0 % 32;
+        for (int d = 0; d < hd; d++, k += 32) a0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_loadu_ps(k), a0);
         const __mmask16 mk = len - t0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (len - t0)) - 1);
         a0 = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), mk, _mm512_mul_ps(a0, _mm512_set1_ps(scale)));
         _mm512_storeu_ps(sc + t0, a0);
@@ -154,27 +155,32 @@ void hx__cpu_attn_kt_avx512(const float *q, const float *kt, int64_t lp, const f
 /* Flash-style prefill attention for nq ≤ 8 queries sharing one KV head (the GQA heads of a
  * few rows): per block of 32 keys, the 8 × 32 scores come from FMAs over d with each K vector
  * loaded once for all queries; an online softmax per query rescales its output, and the block's
- * V rows (16 KiB, in L1) are reused by every query. lens[i]: keys query i may see. */
-void hx__cpu_attn_flash_avx512(const float *const *qs, int nq, const int64_t *lens,
-                               const float *kt, int64_t lp, const float *v0, size_t v_stride,
-                               int hd, float scale, float *const *outs)
+ * V rows (16 KiB, in L1) are read once per pair of queries. lens[i]: keys query i may see.
+ *
+ * The body is inlined with nq and nv = hd / 16 as constants for the common case (8 queries,
+ * head_dim 128): with run-time bounds the compiler kept the accumulators on the stack and
+ * guarded every FMA with a compare, which made the P·V loop half the prefill attention time. */
+static inline __attribute__((always_inline)) void
+hx_flash_body(const float *const *qs, const int nq, const int64_t *lens, const float *kt,
+              const float *v0, size_t v_stride, const int nv, float scale,
+              float *const *outs)
 {
     float obuf[8 * 256] __attribute__((aligned(64)));
     float pbuf[8 * 32] __attribute__((aligned(64)));
     float mq[8], lq[8];
     int64_t maxlen = 0;
-    const int nv = hd / 16;
+    const int hd = 16 * nv;
     for (int i = 0; i < nq; i++) {
         mq[i] = -INFINITY, lq[i] = 0.0f;
         maxlen = lens[i] > maxlen ? lens[i] : maxlen;
         for (int v = 0; v < nv; v++) _mm512_store_ps(obuf + i * 256 + 16 * v, _mm512_setzero_ps());
     }
-    const __m512 vs = _mm512_set1_ps(scale);
+    const __m512 vs = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
     for (int64_t t0 = 0; t0 < maxlen; t0 += 32) {
         __m512 a[8][2];
         for (int i = 0; i < 8; i++) a[i][0] = a[i][1] = _mm512_setzero_ps();
-        const float *k = kt + t0;
-        for (int d = 0; d < hd; d++, k += lp) {
+        const float *k = kt + (size_t)(t0 / 32) * hd * 32;
+        for (int d = 0; d < hd; d++, k += 32) {
             const __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16);
             for (int i = 0; i < nq; i++) {
                 const __m512 qd = _mm512_set1_ps(qs[i][d]);
@@ -183,36 +189,57 @@ void hx__cpu_attn_flash_avx512(const float *const *qs, int nq, const int64_t *le
             }
         }
         const int64_t nb = maxlen - t0 < 32 ? maxlen - t0 : 32;
+        float corr[8];
+        int64_t nt[8];
         for (int i = 0; i < nq; i++) {
             const int64_t n = lens[i] - t0;
-            if (n <= 0) continue;
+            float *p = pbuf + 32 * i;
+            corr[i] = 1.0f, nt[i] = n <= 0 ? 0 : n < nb ? n : nb;
+            if (n <= 0) {   /* nothing to see in this block: p = 0 leaves the output as it is */
+                _mm512_store_ps(p, _mm512_setzero_ps());
+                _mm512_store_ps(p + 16, _mm512_setzero_ps());
+                continue;
+            }
             const __mmask16 m0 = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
             const __mmask16 m1 = n >= 32 ? (__mmask16)0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1) : 0;
-            const __m512 ninf = _mm512_set1_ps(-INFINITY);
             const __m512 s0 = _mm512_mask_mov_ps(ninf, m0, _mm512_mul_ps(a[i][0], vs));
             const __m512 s1 = _mm512_mask_mov_ps(ninf, m1, _mm512_mul_ps(a[i][1], vs));
             const float bm = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
             const float mnew = fmaxf(mq[i], bm);
-            const float corr = mq[i] == -INFINITY ? 0.0f : expf(mq[i] - mnew);
+            corr[i] = mq[i] == -INFINITY ? 0.0f : expf(mq[i] - mnew);
             const __m512 mv = _mm512_set1_ps(mnew);
             const __m512 p0 = _mm512_maskz_mov_ps(m0, hx_exp512(_mm512_sub_ps(s0, mv)));
             const __m512 p1 = _mm512_maskz_mov_ps(m1, hx_exp512(_mm512_sub_ps(s1, mv)));
-            lq[i] = lq[i] * corr + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+            lq[i] = lq[i] * corr[i] + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
             mq[i] = mnew;
-            float *p = pbuf + 32 * i;
             _mm512_store_ps(p, p0);
             _mm512_store_ps(p + 16, p1);
-            float *o = obuf + i * 256;
-            __m512 ov[16];
-            const __m512 cv = _mm512_set1_ps(corr);
-            for (int v = 0; v < nv; v++) ov[v] = _mm512_mul_ps(_mm512_load_ps(o + 16 * v), cv);
-            const int64_t nt = n < nb ? n : nb;
-            for (int64_t t = 0; t < nt; t++) {
-                const float *vv = v0 + (size_t)(t0 + t) * v_stride;
-                const __m512 pt = _mm512_set1_ps(p[t]);
-                for (int v = 0; v < nv; v++) ov[v] = _mm512_fmadd_ps(pt, _mm512_loadu_ps(vv + 16 * v), ov[v]);
+        }
+        /* O = corr·O + P·V, two queries per V load; p is 0 past each query's own keys */
+        for (int i = 0; i < nq; i += 2) {
+            const int j = i + 1 < nq ? i + 1 : i;
+            float *oi = obuf + i * 256, *oj = obuf + j * 256;
+            const float *pi = pbuf + 32 * i, *pj = pbuf + 32 * j;
+            __m512 ov[2][16];
+            const __m512 ci = _mm512_set1_ps(corr[i]), cj = _mm512_set1_ps(j != i ? corr[j] : 0.0f);
+            for (int v = 0; v < nv; v++) {
+                ov[0][v] = _mm512_mul_ps(_mm512_load_ps(oi + 16 * v), ci);
+                ov[1][v] = _mm512_mul_ps(_mm512_load_ps(oj + 16 * v), cj);
             }
-            for (int v = 0; v < nv; v++) _mm512_store_ps(o + 16 * v, ov[v]);
+            const int64_t n = nt[i] > nt[j] ? nt[i] : nt[j];
+            for (int64_t t = 0; t < n; t++) {
+                const float *vv = v0 + (size_t)(t0 + t) * v_stride;
+                const __m512 pti = _mm512_set1_ps(pi[t]), ptj = _mm512_set1_ps(pj[t]);
+                for (int v = 0; v < nv; v++) {
+                    const __m512 x = _mm512_loadu_ps(vv + 16 * v);
+                    ov[0][v] = _mm512_fmadd_ps(pti, x, ov[0][v]);
+                    ov[1][v] = _mm512_fmadd_ps(ptj, x, ov[1][v]);
+                }
+            }
+            for (int v = 0; v < nv; v++) {
+                _mm512_store_ps(oi + 16 * v, ov[0][v]);
+                if (j != i) _mm512_store_ps(oj + 16 * v, ov[1][v]);
+            }
         }
     }
     for (int i = 0; i < nq; i++) {
@@ -220,4 +247,14 @@ void hx__cpu_attn_flash_avx512(const float *const *qs, int nq, const int64_t *le
         for (int v = 0; v < nv; v++)
             _mm512_storeu_ps(outs[i] + 16 * v, _mm512_mul_ps(_mm512_load_ps(obuf + i * 256 + 16 * v), il));
     }
+}
+
+void hx__cpu_attn_flash_avx512(const float *const *qs, int nq, const int64_t *lens,
+                               const float *kt, const float *v0, size_t v_stride,
+                               int hd, float scale, float *const *outs)
+{
+    if (nq == 8 && hd == 128)
+        hx_flash_body(qs, 8, lens, kt, v0, v_stride, 8, scale, outs);
+    else
+        hx_flash_body(qs, nq, lens, kt, v0, v_stride, hd / 16, scale, outs);
 }

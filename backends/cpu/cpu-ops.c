@@ -117,9 +117,10 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
         max_pos = s->pos[r] > max_pos ? s->pos[r] : max_pos;
         one_seq &= s->seq[r] == s->seq[0];
     }
-    /* Prefill of one sequence: keys transposed once per KV head (d-major), so the scores of
-     * 64 keys come out of plain FMAs; decode keeps the row-wise kernel (transposing the whole
-     * cache for one query would cost more than it saves). */
+    /* Prefill of one sequence: keys transposed once per KV head (d-major within blocks of 32
+     * keys, each block contiguous), so the scores of 32 or 64 keys come out of plain FMAs over
+     * sequential loads; decode keeps the row-wise kernel (transposing the whole cache for one
+     * query would cost more than it saves). Padding keys are zero. */
     const int64_t lp = (max_pos + 1 + 31) / 32 * 32; /* the flash kernel reads 32 keys a block */
     float *kt = NULL;
     if (v512 && one_seq && n >= 16 && lp <= n_ctx + hd)
@@ -127,10 +128,15 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
     if (kt) {
         const int64_t base = (int64_t)s->seq[0] * n_ctx;
 #pragma omp parallel for schedule(static) num_threads(n_threads)
-        for (int64_t t = 0; t < lp; t++) {
-            const float *kr = t <= max_pos ? hx_tensor_row(&op->k_cache, base + t) : NULL;
-            for (int64_t c = 0; c < (int64_t)n_kv * hd; c++) kt[c * lp + t] = kr ? kr[c] : 0.0f;
-        }
+        for (int64_t b = 0; b < lp / 32; b++)
+            for (int64_t j = 0; j < 32; j++) {
+                const int64_t t = b * 32 + j;
+                const float *kr = t <= max_pos ? hx_tensor_row(&op->k_cache, base + t) : NULL;
+                for (int kvh = 0; kvh < n_kv; kvh++) {
+                    float *dst = kt + (size_t)kvh * hd * lp + (size_t)(b * hd) * 32 + j;
+                    for (int d = 0; d < hd; d++) dst[d * 32] = kr ? kr[kvh * hd + d] : 0.0f;
+                }
+            }
     }
     if (kt && grp <= 8) {
         /* queries in groups sharing a KV head: the grp heads of rb consecutive rows */
@@ -139,8 +145,10 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
         const int64_t base = (int64_t)s->seq[0] * n_ctx;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
         for (int64_t j = 0; j < jobs; j++) {
-            const int64_t b = j / n_kv;
-            const int kvh = (int)(j % n_kv);
+            /* jobs of one KV head are consecutive, so both threads work on the same head's
+             * K and V (256 KiB each at 512 keys) while they are in cache */
+            const int64_t b = j % n_rb;
+            const int kvh = (int)(j / n_rb);
             const float *qs[8];
             float *outs[8];
             int64_t lens[8];
@@ -152,7 +160,7 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
                     outs[nq] = hx_tensor_row(&op->dst, r) + (size_t)h * hd;
                     lens[nq] = (int64_t)s->pos[r] + 1;
                 }
-            hx__cpu_attn_flash_avx512(qs, nq, lens, kt + (size_t)kvh * hd * (size_t)lp, lp,
+            hx__cpu_attn_flash_avx512(qs, nq, lens, kt + (size_t)kvh * hd * (size_t)lp,
                                       hx_tensor_row(&op->v_cache, base) + (size_t)kvh * hd, vs,
                                       hd, scale, outs);
         }
@@ -171,7 +179,7 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
         const int64_t base = (int64_t)s->seq[r] * n_ctx, len = (int64_t)s->pos[r] + 1;
         const float *q = hx_tensor_row(&op->src[0], r) + (size_t)h * hd;
         if (kt) {
-            hx__cpu_attn_kt_avx512(q, kt + (size_t)kvh * hd * (size_t)lp, lp,
+            hx__cpu_attn_kt_avx512(q, kt + (size_t)kvh * hd * (size_t)lp,
                                    hx_tensor_row(&op->v_cache, base) + (size_t)kvh * hd, vs, len,
                                    hd, scale, sc, hx_tensor_row(&op->dst, r) + (size_t)h * hd);
             continue;
