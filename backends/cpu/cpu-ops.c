@@ -122,9 +122,15 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
      * sequential loads; decode keeps the row-wise kernel (transposing the whole cache for one
      * query would cost more than it saves). Padding keys are zero. */
     const int64_t lp = (max_pos + 1 + 31) / 32 * 32; /* the flash kernel reads 32 keys a block */
-    float *kt = NULL;
-    if (v512 && one_seq && n >= 16 && lp <= n_ctx + hd)
-        kt = hx_malloc(sizeof(float) * (size_t)(n_kv * hd) * (size_t)lp);
+    /* V is copied head-major too: in the cache a head's rows are a whole KV row apart (4 KiB
+     * for Qwen3), so the 32 rows of a block fell into one L1 set and were fetched again for
+     * every pair of queries. */
+    float *kt = NULL, *vh = NULL;
+    const size_t head_floats = (size_t)hd * (size_t)lp;
+    if (v512 && one_seq && n >= 16 && lp <= n_ctx + hd) {
+        kt = hx_malloc(2 * sizeof(float) * (size_t)n_kv * head_floats);
+        vh = kt ? kt + (size_t)n_kv * head_floats : NULL;
+    }
     if (kt) {
         const int64_t base = (int64_t)s->seq[0] * n_ctx;
 #pragma omp parallel for schedule(static) num_threads(n_threads)
@@ -132,9 +138,15 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
             for (int64_t j = 0; j < 32; j++) {
                 const int64_t t = b * 32 + j;
                 const float *kr = t <= max_pos ? hx_tensor_row(&op->k_cache, base + t) : NULL;
+                const float *vr = t <= max_pos ? hx_tensor_row(&op->v_cache, base + t) : NULL;
                 for (int kvh = 0; kvh < n_kv; kvh++) {
-                    float *dst = kt + (size_t)kvh * hd * lp + (size_t)(b * hd) * 32 + j;
+                    float *dst = kt + (size_t)kvh * head_floats + (size_t)(b * hd) * 32 + j;
                     for (int d = 0; d < hd; d++) dst[d * 32] = kr ? kr[kvh * hd + d] : 0.0f;
+                    float *vd = vh + (size_t)kvh * head_floats + (size_t)t * hd;
+                    if (vr)
+                        memcpy(vd, vr + (size_t)kvh * hd, sizeof(float) * (size_t)hd);
+                    else
+                        memset(vd, 0, sizeof(float) * (size_t)hd);
                 }
             }
     }
@@ -142,7 +154,6 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
         /* queries in groups sharing a KV head: the grp heads of rb consecutive rows */
         const int rb = 8 / grp;
         const int64_t n_rb = (n + rb - 1) / rb, jobs = n_rb * n_kv;
-        const int64_t base = (int64_t)s->seq[0] * n_ctx;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
         for (int64_t j = 0; j < jobs; j++) {
             /* jobs of one KV head are consecutive, so both threads work on the same head's
@@ -160,9 +171,8 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
                     outs[nq] = hx_tensor_row(&op->dst, r) + (size_t)h * hd;
                     lens[nq] = (int64_t)s->pos[r] + 1;
                 }
-            hx__cpu_attn_flash_avx512(qs, nq, lens, kt + (size_t)kvh * hd * (size_t)lp,
-                                      hx_tensor_row(&op->v_cache, base) + (size_t)kvh * hd, vs,
-                                      hd, scale, outs);
+            hx__cpu_attn_flash_avx512(qs, nq, lens, kt + (size_t)kvh * head_floats,
+                                      vh + (size_t)kvh * head_floats, (size_t)hd, hd, scale, outs);
         }
         hx_free(kt);
         return;
@@ -179,8 +189,8 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
         const int64_t base = (int64_t)s->seq[r] * n_ctx, len = (int64_t)s->pos[r] + 1;
         const float *q = hx_tensor_row(&op->src[0], r) + (size_t)h * hd;
         if (kt) {
-            hx__cpu_attn_kt_avx512(q, kt + (size_t)kvh * hd * (size_t)lp,
-                                   hx_tensor_row(&op->v_cache, base) + (size_t)kvh * hd, vs, len,
+            hx__cpu_attn_kt_avx512(q, kt + (size_t)kvh * head_floats,
+                                   vh + (size_t)kvh * head_floats, (size_t)hd, len,
                                    hd, scale, sc, hx_tensor_row(&op->dst, r) + (size_t)h * hd);
             continue;
         }
