@@ -15,15 +15,26 @@
  * and its share of the median read bandwidth the probe in bench-util.c measured with the
  * same thread count. Each row also says how many cores other processes kept busy while it
  * ran, because this machine is shared and a busy neighbour can cost a 2-thread run 10×.
+ * The scheduler's counters (hx_context_stats, read after every batch) give the device splits
+ * per batch and the bytes moved between devices per token of the timed runs.
+ *
+ * No figure should come from a wrong result: before a context is timed, its policy runs a few
+ * tokens under verify@ref:POLICY (every op re-run on the reference with the same inputs), and
+ * then the context to be timed runs the same tokens and must give the same logits. A row that
+ * fails is printed all the same, flagged, and the exit status is 1. --plot draws the rows as
+ * an SVG bar chart, written here without any library.
  *
  * Models and contexts are driven through the public API (include/hx.h) only. The GGUF tensor
  * table (core-private gguf.h) is read separately for the per-token byte count, and
  * scheduler.h supplies just the policy names used to split a --policy list.
  *
  * stdout carries only the table (md) or the records (json, csv); progress goes to stderr.
- * Exit: 0 all rows measured, 1 a model or row failed (the other rows are still printed),
- * 2 bad usage (caught before any model is loaded).
+ * Exit: 0 all rows measured and none failed its check, 1 a model or row failed or a row
+ * failed its check (the other rows are still printed), 2 bad usage (caught before any model
+ * is loaded, an unwritable --plot path included).
  */
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +65,9 @@ struct hx_bm_opts {
     const char *fallback;     /* --fallback chain, NULL = none */
     uint64_t seed;
     bool mmap;
+    bool no_verify;           /* --no-verify: no check against the reference before timing */
+    const char *plot_path;    /* --plot FILE.svg, NULL = none */
+    FILE *plot;               /* opened before any model loads, so a bad path fails early */
     enum hx_bm_fmt fmt;
 };
 
@@ -73,10 +87,51 @@ struct hx_bm_model {
     hx_token *ids;            /* random token ids, enough for the longest test */
 };
 
-/* What has been printed so far (for json separators and the markdown footnotes). */
+/* ---- verification of a row ------------------------------------------------------------------ */
+
+/* Before a combo is timed, its policy runs a few tokens under verify@ref:POLICY, which re-runs
+ * every op on the reference with the same inputs and compares; then the context that will be
+ * timed runs the same tokens, and its logits must match the verified run's. */
+#define HX_BM_VERIFY_PP 8   /* prefill rows of the check (fewer if the largest -p is smaller) */
+#define HX_BM_VERIFY_TG 2   /* decode steps of the check (fewer if the largest -n is smaller) */
+#define HX_BM_VERIFY_REF "ref"
+/* Bound on the NMSE between two runs' logits: engine diff's default --logits-nmse. */
+#define HX_BM_LOGITS_NMSE 1e-3
+
+enum hx_bm_vstate { HX_BM_V_OFF, HX_BM_V_SKIPPED, HX_BM_V_YES, HX_BM_V_FAIL };
+static const char *const hx_bm_vstate_name[] = {"off", "skipped", "yes", "FAIL"};
+
+/* The check of one phase of a combo: prefill for its pp rows, decode for its tg rows. */
+struct hx_bm_verdict {
+    enum hx_bm_vstate state;
+    bool self;              /* the policy is verify itself: its own checks of the timed runs */
+    int64_t checks, failed; /* op outputs compared with the reference, and how many were over */
+    double logits_nmse;     /* timed context's logits vs the verified run's; < 0: not compared */
+    char note[320];
+};
+
+/* Per-run counters of the scheduler, summed over the batches of the timed runs. */
+struct hx_bm_tally {
+    int64_t batches, splits, fallback_ops;
+    double bytes_moved;
+};
+
+/* One bar of --plot, and what the markdown footer says about a row's check. */
+struct hx_bm_bar {
+    char group[160];          /* "model test" */
+    char series[224];         /* "backend · policy · tN" */
+    double median_ts, stddev_ts;
+    enum hx_bm_vstate verified;
+    char note[320];
+};
+
+/* What has been printed so far (for json separators, the markdown footnotes and the plot). */
 struct hx_bm_out {
     int n_rows;
     bool any_cached;   /* a tg row whose weights fit in the last-level cache */
+    bool any_failed;   /* a row failed its check */
+    struct hx_bm_bar *bars;
+    int n_bars, cap_bars;
 };
 
 /* One result line. */
@@ -90,6 +145,11 @@ struct hx_bm_row {
     const double *samples_ns;
     double avg_ts, stddev_ts, median_ts, best_ts;
     double other_cores;       /* other processes' load during the timed runs; -1 unknown */
+    /* From the scheduler, means over the timed runs: hx_decode calls (batches) per run of the
+     * test, device splits per batch and per token, bytes moved between devices per token. */
+    double batches, splits_per_batch, splits_per_token, bytes_moved_per_token;
+    double fallback_ops_per_batch;
+    const struct hx_bm_verdict *verdict;
 };
 
 static void hx_bm_usage(void)
@@ -114,7 +174,13 @@ static void hx_bm_usage(void)
            "      --bw-mib N        bandwidth-probe buffer in MiB (default: >= 8x the LLC)\n"
            "      --bw-gbs X        skip the probe: take X GB/s as the read bandwidth\n"
            "      --fallback LIST   device fallback chain for failed splits (as engine run)\n"
-           "      --seed S          seed of the random token ids (default 42)\n");
+           "      --seed S          seed of the random token ids (default 42)\n"
+           "      --no-verify       skip the check of each policy against the ref device (by\n"
+           "                        default %d prefill rows and %d decode steps run under\n"
+           "                        verify@ref:POLICY before timing; a failed row exits 1)\n"
+           "      --plot FILE.svg   also draw tokens/s per test, policy and device as an SVG\n"
+           "                        bar chart\n",
+           HX_BM_VERIFY_PP, HX_BM_VERIFY_TG);
 }
 
 /* ---- option parsing ------------------------------------------------------------------------ */
@@ -238,7 +304,11 @@ static int hx_bm_option(struct hx_bm_opts *o, int argc, char **argv, int *i)
                  IS("-p", "--n-prompt") || IS("-n", "--n-gen") || IS("-r", "--repetitions") ||
                  IS("-t", "--threads") || IS("-o", "--output") || IS("--mmap", NULL) ||
                  IS("--bw-mib", NULL) || IS("--bw-gbs", NULL) || IS("--seed", NULL) ||
-                 IS("--fallback", NULL);
+                 IS("--fallback", NULL) || IS("--plot", NULL);
+    if (IS("--no-verify", NULL)) {
+        o->no_verify = true;
+        return 0;
+    }
     if (!known) {
         hx_app_error("bench", "unknown option '%s' (see engine bench --help)", a);
         return 2;
@@ -269,6 +339,9 @@ static int hx_bm_option(struct hx_bm_opts *o, int argc, char **argv, int *i)
         if (!hx_app_parse_f32(v, 0.001f, 1e6f, &o->bw_gbs)) return hx_bm_bad(a, v);
     } else if (IS("--fallback", NULL)) {
         o->fallback = v;
+    } else if (IS("--plot", NULL)) {
+        if (!*v) return hx_bm_bad(a, v);
+        o->plot_path = v;
     } else if (IS("--seed", NULL)) {
         if (!hx_app_parse_i64(v, 0, INT64_MAX, &x)) return hx_bm_bad(a, v);
         o->seed = (uint64_t)x;
@@ -451,8 +524,21 @@ static void hx_bm_model_close(struct hx_bm_model *bm)
 
 #define HX_BM_BATCH 512
 
+/* Add the last batch's scheduler counters to t (NULL: not counting). Inside the timed span, but
+ * it is a copy of a few counters: nanoseconds against the microseconds of a decode. */
+static void hx_bm_tally_add(struct hx_context *c, struct hx_bm_tally *t)
+{
+    struct hx_run_stats rs = {.struct_size = sizeof rs};
+    if (!t || hx_context_stats(c, &rs) != HX_OK) return;
+    t->batches++;
+    t->splits += rs.n_splits;
+    t->fallback_ops += rs.n_fallback_ops;
+    t->bytes_moved += (double)rs.bytes_moved;
+}
+
 /* Prefill n ids from position 0 in batches of HX_BM_BATCH; logits of the last row only. */
-static int hx_bm_prefill(struct hx_context *c, const hx_token *ids, int64_t n)
+static int hx_bm_prefill(struct hx_context *c, const hx_token *ids, int64_t n,
+                         struct hx_bm_tally *t)
 {
     int32_t pos[HX_BM_BATCH], seq[HX_BM_BATCH];
     int8_t lg[HX_BM_BATCH];
@@ -463,32 +549,40 @@ static int hx_bm_prefill(struct hx_context *c, const hx_token *ids, int64_t n)
         struct hx_batch b = {.n_rows = k, .token = ids + p, .pos = pos, .seq = seq, .logits = lg};
         int st = hx_decode(c, &b);
         if (st) return st;
+        hx_bm_tally_add(c, t);
     }
     return HX_OK;
 }
 
-/* n single-token decodes from position 0, each with its logits (the head is computed). */
-static int hx_bm_generate(struct hx_context *c, const hx_token *ids, int64_t n)
+/* Decode step i: token ids[i] at position i, with its logits (the head is computed). */
+static int hx_bm_step(struct hx_context *c, const hx_token *ids, int64_t i)
+{
+    int32_t pos = (int32_t)i, seq = 0;
+    int8_t lg = 1;
+    struct hx_batch b = {.n_rows = 1, .token = ids + i, .pos = &pos, .seq = &seq, .logits = &lg};
+    return hx_decode(c, &b);
+}
+
+/* n single-token decodes from position 0. */
+static int hx_bm_generate(struct hx_context *c, const hx_token *ids, int64_t n,
+                          struct hx_bm_tally *t)
 {
     for (int64_t i = 0; i < n; i++) {
-        int32_t pos = (int32_t)i, seq = 0;
-        int8_t lg = 1;
-        struct hx_batch b = {.n_rows = 1, .token = ids + i, .pos = &pos, .seq = &seq,
-                             .logits = &lg};
-        int st = hx_decode(c, &b);
+        int st = hx_bm_step(c, ids, i);
         if (st) return st;
+        hx_bm_tally_add(c, t);
     }
     return HX_OK;
 }
 
 /* One timed run of a test from an empty cache: nanoseconds in *ns. */
 static int hx_bm_run_once(struct hx_context *c, const hx_token *ids, int64_t n_prompt,
-                          int64_t n_gen, double *ns)
+                          int64_t n_gen, double *ns, struct hx_bm_tally *t)
 {
     int st = hx_kv_truncate(c, 0, 0);
     if (st) return st;
     double t0 = hx_app_now_us();
-    st = n_prompt ? hx_bm_prefill(c, ids, n_prompt) : hx_bm_generate(c, ids, n_gen);
+    st = n_prompt ? hx_bm_prefill(c, ids, n_prompt, t) : hx_bm_generate(c, ids, n_gen, t);
     *ns = (hx_app_now_us() - t0) * 1e3;
     return st;
 }
@@ -499,8 +593,9 @@ static int hx_bm_warmup(struct hx_context *c, const hx_token *ids, int64_t max_p
 {
     double ns;
     int st = HX_OK;
-    if (max_p) st = hx_bm_run_once(c, ids, max_p < HX_BM_BATCH ? max_p : HX_BM_BATCH, 0, &ns);
-    if (!st && max_n) st = hx_bm_run_once(c, ids, 0, max_n < 4 ? max_n : 4, &ns);
+    if (max_p)
+        st = hx_bm_run_once(c, ids, max_p < HX_BM_BATCH ? max_p : HX_BM_BATCH, 0, &ns, NULL);
+    if (!st && max_n) st = hx_bm_run_once(c, ids, 0, max_n < 4 ? max_n : 4, &ns, NULL);
     return st;
 }
 
@@ -522,7 +617,7 @@ struct hx_bm_field {
     char val[1600];   /* HX_BM_LIST: numbers separated by single spaces */
 };
 
-#define HX_BM_N_FIELDS 40   /* capacity; hx_bm_fields fills 34 */
+#define HX_BM_N_FIELDS 48   /* capacity; hx_bm_fields fills 44 */
 
 static double hx_bm_implied_gbs(const struct hx_bm_row *r)
 {
@@ -599,6 +694,19 @@ static int hx_bm_fields(const struct hx_bm_row *r, struct hx_bm_field *f)
     hx_bm_set(f, &n, "weights_fit_llc", HX_BM_NUM, "%s", hx_bm_fits_cache(r) ? "true" : "false");
     hx_bm_set(f, &n, "other_load_cores", r->other_cores >= 0 ? HX_BM_NUM : HX_BM_NULL, "%.2f",
               r->other_cores);
+    hx_bm_set(f, &n, "batches", HX_BM_NUM, "%.6g", r->batches);
+    hx_bm_set(f, &n, "splits_per_batch", HX_BM_NUM, "%.6g", r->splits_per_batch);
+    hx_bm_set(f, &n, "splits_per_token", HX_BM_NUM, "%.6g", r->splits_per_token);
+    hx_bm_set(f, &n, "bytes_moved_per_token", HX_BM_NUM, "%.6g", r->bytes_moved_per_token);
+    hx_bm_set(f, &n, "fallback_ops_per_batch", HX_BM_NUM, "%.6g", r->fallback_ops_per_batch);
+    const struct hx_bm_verdict *v = r->verdict;
+    bool ran = v->state == HX_BM_V_YES || v->state == HX_BM_V_FAIL;
+    hx_bm_set(f, &n, "verified", HX_BM_STR, "%s", hx_bm_vstate_name[v->state]);
+    hx_bm_set(f, &n, "verify_checks", ran ? HX_BM_NUM : HX_BM_NULL, "%lld", (long long)v->checks);
+    hx_bm_set(f, &n, "verify_failed", ran ? HX_BM_NUM : HX_BM_NULL, "%lld", (long long)v->failed);
+    hx_bm_set(f, &n, "verify_logits_nmse", ran && v->logits_nmse >= 0 ? HX_BM_NUM : HX_BM_NULL,
+              "%.6g", isfinite(v->logits_nmse) ? v->logits_nmse : 1e300);
+    hx_bm_set(f, &n, "verify_note", HX_BM_STR, "%s", v->note);
     hx_bm_set(f, &n, "bw_median_gbs", HX_BM_NUM, "%.3f", bw->median_gbs);
     hx_bm_set(f, &n, "bw_best_gbs", HX_BM_NUM, "%.3f", bw->best_gbs);
     hx_bm_set(f, &n, "bw_working_set_bytes", HX_BM_NUM, "%zu", bw->working_set_bytes);
@@ -691,8 +799,17 @@ static void hx_bm_md_header(const struct hx_bm_opts *o, const struct hx_app_bw *
         if (!seen) hx_bm_md_bw_line(&bw[i]);
     }
     printf("\n| model | type | size | params | backend | policy | devices | threads | test | t/s "
-           "| best t/s | weights/token | GB/s | of BW | load |\n");
-    printf("|---|---|--:|--:|---|---|---|--:|---|--:|--:|--:|--:|--:|--:|\n");
+           "| best t/s | weights/token | GB/s | of BW | splits/batch | moved/token | load "
+           "| verified |\n");
+    printf("|---|---|--:|--:|---|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+}
+
+/* Bytes for people: "0 B", "980 B", "14.1 KiB", "2.36 MiB". */
+static void hx_bm_bytes(char *out, size_t cap, double b)
+{
+    if (b < 1024) snprintf(out, cap, "%.0f B", b);
+    else if (b < 1048576) snprintf(out, cap, "%.1f KiB", b / 1024);
+    else snprintf(out, cap, "%.2f MiB", b / 1048576);
 }
 
 static void hx_bm_emit_md(const struct hx_bm_row *r)
@@ -707,25 +824,64 @@ static void hx_bm_emit_md(const struct hx_bm_row *r)
             snprintf(share, sizeof share, "%.0f%%%s", 100.0 * gbs / r->bw->median_gbs,
                      hx_bm_fits_cache(r) ? "*" : "");
     }
-    char load[16] = "?";
+    char load[16] = "?", moved[32];
     if (r->other_cores >= 0) snprintf(load, sizeof load, "%.2f", r->other_cores);
+    hx_bm_bytes(moved, sizeof moved, r->bytes_moved_per_token);
     double params = (double)m->info.n_params;
     printf("| %s | %s | %.2f MiB | %.2f %s | %s | %s | %s | %lld | %s%lld | %.2f ± %.2f | %.2f "
-           "| %s | %s | %s | %s |\n",
+           "| %s | %s | %s | %.4g | %s | %s | %s |\n",
            m->label, m->w.type, (double)m->info.weight_bytes / 1048576.0,
            params >= 1e9 ? params / 1e9 : params / 1e6, params >= 1e9 ? "B" : "M", r->backend,
            r->policy, r->devices, (long long)r->n_threads, r->n_prompt ? "pp" : "tg",
            (long long)(r->n_prompt ? r->n_prompt : r->n_gen), r->median_ts, r->stddev_ts,
-           r->best_ts, wpt, g, share, load);
+           r->best_ts, wpt, g, share, r->splits_per_batch, moved, load,
+           hx_bm_vstate_name[r->verdict->state]);
 }
 
-static void hx_bm_md_footer(const struct hx_bm_out *out)
+static void hx_bm_md_footer(const struct hx_bm_opts *o, const struct hx_bm_out *out)
 {
-    printf("\nload: cores other processes (and the hypervisor's steal time) kept busy during the "
+    printf("\nsplits/batch: device launches per hx_decode call (a tg step, or a pp batch of up "
+           "to %d rows); moved/token: bytes copied between devices per token. Both are means "
+           "over the timed runs, from the scheduler's counters.\n", HX_BM_BATCH);
+    printf("load: cores other processes (and the hypervisor's steal time) kept busy during the "
            "timed runs; anything well above 0 means the figures of that row are perturbed.\n");
     if (out->any_cached)
         printf("*: the weights read per token fit in the last-level cache, so they can come from "
                "cache and the share is no DRAM roofline.\n");
+    if (o->no_verify)
+        printf("verified: off (--no-verify).\n");
+    else
+        printf("verified: before timing, the policy ran %d prefill rows (pp rows) and %d decode "
+               "steps (tg rows) under verify@%s:POLICY, every op compared with the reference on "
+               "the same inputs (test-backend-ops' NMSE thresholds), and the timed context's "
+               "logits on the same tokens were within NMSE %.0e of that run (engine diff's "
+               "bound).\n", HX_BM_VERIFY_PP, HX_BM_VERIFY_TG, HX_BM_VERIFY_REF,
+               HX_BM_LOGITS_NMSE);
+    for (int i = 0; i < out->n_bars; i++) {
+        const struct hx_bm_bar *b = &out->bars[i];
+        if (b->verified == HX_BM_V_FAIL || b->verified == HX_BM_V_SKIPPED)
+            printf("%s %s %s: %s\n", hx_bm_vstate_name[b->verified], b->group, b->series,
+                   b->note);
+    }
+}
+
+/* Keep what the plot and the footer need of a row. */
+static void hx_bm_keep(const struct hx_bm_row *r, struct hx_bm_out *out)
+{
+    if (out->n_bars == out->cap_bars) {
+        int cap = out->cap_bars ? 2 * out->cap_bars : 16;
+        struct hx_bm_bar *nb = realloc(out->bars, (size_t)cap * sizeof *nb);
+        if (!nb) return;   /* the table is printed already; only the plot loses the row */
+        out->bars = nb, out->cap_bars = cap;
+    }
+    struct hx_bm_bar *b = &out->bars[out->n_bars++];
+    snprintf(b->group, sizeof b->group, "%s %s%lld", r->model->label, r->n_prompt ? "pp" : "tg",
+             (long long)(r->n_prompt ? r->n_prompt : r->n_gen));
+    snprintf(b->series, sizeof b->series, "%s · %s · t%lld", r->backend, r->policy,
+             (long long)r->n_threads);
+    b->median_ts = r->median_ts, b->stddev_ts = r->stddev_ts;
+    b->verified = r->verdict->state;
+    snprintf(b->note, sizeof b->note, "%s", r->verdict->note);
 }
 
 /* Emit one row in the chosen format. */
@@ -741,6 +897,8 @@ static void hx_bm_emit(const struct hx_bm_opts *o, const struct hx_bm_row *r, st
     }
     out->n_rows++;
     out->any_cached |= hx_bm_fits_cache(r);
+    out->any_failed |= r->verdict->state == HX_BM_V_FAIL;
+    hx_bm_keep(r, out);
     fflush(stdout);
 }
 
@@ -751,8 +909,9 @@ static void hx_bm_csv_header(void)
     struct hx_bm_model m = {.path = ""};
     struct hx_app_bw bw = {0};
     double ns = 1;
+    static const struct hx_bm_verdict none = {.state = HX_BM_V_OFF};
     struct hx_bm_row r = {.model = &m, .backend = "", .policy = "", .devices = "", .bw = &bw,
-                          .n_gen = 1, .n_reps = 1, .samples_ns = &ns};
+                          .n_gen = 1, .n_reps = 1, .samples_ns = &ns, .verdict = &none};
     hx_bm_emit_csv(f, hx_bm_fields(&r, f), true);
 }
 
@@ -767,6 +926,179 @@ struct hx_bm_combo {
     const struct hx_app_bw *bw;
 };
 
+/* A combo's check: [0] the prefill of its pp rows, [1] the decode of its tg rows. */
+struct hx_bm_check {
+    struct hx_bm_verdict vd[2];
+    int64_t n[2];       /* prefill rows, decode steps; 0: that phase has no test */
+    float *logits;      /* the verified run's logits: the prefill's last row, then each step's */
+};
+
+static const char *const hx_bm_phase_name[] = {"prefill", "decode"};
+
+/* "prefill of 8 rows", "2 decode steps": what phase ph of the check ran. */
+static const char *hx_bm_check_what(const struct hx_bm_check *k, int ph)
+{
+    static char s[48];
+    snprintf(s, sizeof s, ph ? "%lld decode step%s" : "prefill of %lld row%s", (long long)k->n[ph],
+             k->n[ph] == 1 ? "" : "s");
+    return s;
+}
+
+static double hx_bm_nmse(const float *x, const float *ref, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) return INFINITY;
+        double e = (double)x[i] - ref[i];
+        num += e * e, den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* Run phase ph of the check from an empty cache: n prefill rows or n decode steps. With
+ * save, the logits go to out (row by row); else they are compared with out, and *nmse gets
+ * the worst NMSE. */
+static int hx_bm_check_tokens(struct hx_context *c, const struct hx_bm_model *m, int ph, int64_t n,
+                              float *out, bool save, double *nmse)
+{
+    size_t nv = (size_t)m->info.n_vocab;
+    int st = hx_kv_truncate(c, 0, 0);
+    for (int64_t i = 0; st == HX_OK && i < (ph ? n : 1); i++) {
+        st = ph ? hx_bm_step(c, m->ids, i) : hx_bm_prefill(c, m->ids, n, NULL);
+        const float *l = st == HX_OK ? hx_get_logits(c, ph ? 0 : n - 1) : NULL;
+        if (st == HX_OK && !l) st = HX_E_INTERNAL;
+        if (st) break;
+        if (save) memcpy(out + i * nv, l, nv * sizeof *l);
+        else *nmse = fmax(*nmse, hx_bm_nmse(l, out + i * nv, (int64_t)nv));
+    }
+    return st;
+}
+
+static bool hx_bm_is_verify(const char *policy)
+{
+    return !strncmp(policy, "verify", 6) && (!policy[6] || strchr(":@", policy[6]));
+}
+
+static void hx_bm_vnote(struct hx_bm_verdict *v, enum hx_bm_vstate state, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void hx_bm_vnote(struct hx_bm_verdict *v, enum hx_bm_vstate state, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    v->state = state;
+    vsnprintf(v->note, sizeof v->note, fmt, ap);
+    va_end(ap);
+}
+
+/* What the check will run, and each phase's verdict before it has run. */
+static int hx_bm_check_init(const struct hx_bm_combo *cb, struct hx_bm_check *k)
+{
+    const struct hx_bm_opts *o = cb->o;
+    int64_t max_p = hx_bm_max(o->n_prompt, o->n_n_prompt), max_n = hx_bm_max(o->n_gen, o->n_n_gen);
+    memset(k, 0, sizeof *k);
+    k->n[0] = max_p < HX_BM_VERIFY_PP ? max_p : HX_BM_VERIFY_PP;
+    k->n[1] = max_n < HX_BM_VERIFY_TG ? max_n : HX_BM_VERIFY_TG;
+    for (int ph = 0; ph < 2; ph++) {
+        k->vd[ph].logits_nmse = -1;
+        if (o->no_verify) hx_bm_vnote(&k->vd[ph], HX_BM_V_OFF, "--no-verify");
+        else if (hx_bm_is_verify(cb->policy)) k->vd[ph].self = true;
+        else if (cb->policy[0] == '@')
+            hx_bm_vnote(&k->vd[ph], HX_BM_V_SKIPPED,
+                        "an @FILE policy cannot be wrapped in verify@%s:...; give the policy "
+                        "itself to have it checked", HX_BM_VERIFY_REF);
+    }
+    if (o->no_verify || k->vd[0].self || k->vd[0].state == HX_BM_V_SKIPPED) return 0;
+    k->logits = hx_malloc((size_t)(1 + k->n[1]) * (size_t)cb->model->info.n_vocab * sizeof(float));
+    if (!k->logits) return hx_app_error("bench", "out of memory"), 1;
+    return 0;
+}
+
+/* Step 1: the policy under verify@ref, in a context of its own that is freed before the timed
+ * one is made (so the weights are never prepared twice at once). Leaves each checked phase
+ * YES or FAIL on the op checks, and the logits for step 2. */
+static void hx_bm_check_ref(const struct hx_bm_combo *cb, struct hx_bm_check *k)
+{
+    char pol[320];
+    snprintf(pol, sizeof pol, "verify@%s:%s", HX_BM_VERIFY_REF, cb->policy);
+    int64_t n_max = k->n[0] > k->n[1] ? k->n[0] : k->n[1];
+    struct hx_context_params cp = {.struct_size = sizeof cp, .backend = cb->backend,
+                                   .policy = pol, .fallback = cb->o->fallback,
+                                   .n_threads = (int)cb->n_threads, .n_ctx = n_max,
+                                   .n_batch = k->n[0] > 1 ? k->n[0] : 1};
+    struct hx_context *vc = NULL;
+    if (hx_context_new(cb->model->m, &cp, &vc) != HX_OK) {
+        for (int ph = 0; ph < 2; ph++)
+            hx_bm_vnote(&k->vd[ph], HX_BM_V_SKIPPED, "cannot make a %s context: %s", pol,
+                        hx_last_error());
+        return;
+    }
+    fprintf(stderr, "engine bench: %s %s/%s t=%lld: verify (%lld prefill rows, %lld decode "
+            "steps against %s)\n", cb->model->label, cb->backend, cb->policy,
+            (long long)cb->n_threads, (long long)k->n[0], (long long)k->n[1], HX_BM_VERIFY_REF);
+    size_t nv = (size_t)cb->model->info.n_vocab;
+    for (int ph = 0; ph < 2; ph++) {
+        struct hx_bm_verdict *v = &k->vd[ph];
+        if (!k->n[ph]) continue;
+        struct hx_run_stats s0 = {.struct_size = sizeof s0}, s1 = s0;
+        hx_context_stats(vc, &s0);
+        int st = hx_bm_check_tokens(vc, cb->model, ph, k->n[ph], k->logits + (ph ? nv : 0), true,
+                                    NULL);
+        hx_context_stats(vc, &s1);
+        v->checks = s1.verify_checks - s0.verify_checks;
+        v->failed = s1.verify_failed - s0.verify_failed;
+        if (st)
+            hx_bm_vnote(v, HX_BM_V_SKIPPED, "the %s check could not run: %s",
+                        hx_bm_phase_name[ph], hx_last_error());
+        else if (v->failed)   /* checks made before any failure of the reference count */
+            hx_bm_vnote(v, HX_BM_V_FAIL, "%s: %lld of %lld op checks against %s over their "
+                        "NMSE threshold (see the 'verify: first divergent op' log line)",
+                        hx_bm_check_what(k, ph), (long long)v->failed, (long long)v->checks,
+                        HX_BM_VERIFY_REF);
+        else if (s1.verify_ref_failed)
+            hx_bm_vnote(v, HX_BM_V_SKIPPED, "the reference %s failed, so checking stopped",
+                        HX_BM_VERIFY_REF);
+        else if (!v->checks)
+            hx_bm_vnote(v, HX_BM_V_SKIPPED, "verify checked no op");
+        else
+            v->state = HX_BM_V_YES;
+    }
+    hx_context_free(vc);
+}
+
+/* Step 2: the context to be timed runs the same tokens (its first run), and its logits must
+ * be the verified run's. A decode error here is the row's error. */
+static int hx_bm_check_timed(const struct hx_bm_combo *cb, struct hx_context *c,
+                             struct hx_bm_check *k)
+{
+    size_t nv = (size_t)cb->model->info.n_vocab;
+    for (int ph = 0; ph < 2; ph++) {
+        struct hx_bm_verdict *v = &k->vd[ph];
+        if (!k->n[ph] || (v->state != HX_BM_V_YES && v->state != HX_BM_V_FAIL)) continue;
+        double nmse = 0;
+        int st = hx_bm_check_tokens(c, cb->model, ph, k->n[ph], k->logits + (ph ? nv : 0), false,
+                                    &nmse);
+        if (st) return st;
+        v->logits_nmse = nmse;
+        if (v->state == HX_BM_V_YES && !(nmse <= HX_BM_LOGITS_NMSE))
+            hx_bm_vnote(v, HX_BM_V_FAIL, "%s: the timed context's logits differ from the "
+                        "verified run's, NMSE %.3g > %.0e", hx_bm_check_what(k, ph), nmse,
+                        HX_BM_LOGITS_NMSE);
+        else if (v->state == HX_BM_V_YES)
+            snprintf(v->note, sizeof v->note, "%s: %lld op checks against %s within their "
+                     "thresholds; logits NMSE %.3g against the verified run",
+                     hx_bm_check_what(k, ph), (long long)v->checks, HX_BM_VERIFY_REF, nmse);
+    }
+    return HX_OK;
+}
+
+/* The verdict of a row: pp rows are prefill batches, except pp1, which is a one-row batch and
+ * so runs the decode plan. */
+static struct hx_bm_verdict *hx_bm_row_verdict(struct hx_bm_check *k, int64_t n_prompt)
+{
+    return &k->vd[!n_prompt || (n_prompt == 1 && k->n[1]) ? 1 : 0];
+}
+
 static void hx_bm_stats(struct hx_bm_row *r, const double *ns, int reps, int64_t tokens)
 {
     double ts[HX_BM_MAX_REPS];
@@ -779,33 +1111,74 @@ static void hx_bm_stats(struct hx_bm_row *r, const double *ns, int reps, int64_t
     r->best_ts = hx_app_max(ts, (size_t)reps);
 }
 
+static void hx_bm_moves(struct hx_bm_row *r, const struct hx_bm_tally *t, int reps, int64_t tokens)
+{
+    double b = t->batches > 0 ? (double)t->batches : 1, n = (double)reps * (double)tokens;
+    r->batches = (double)t->batches / reps;
+    r->splits_per_batch = (double)t->splits / b;
+    r->splits_per_token = (double)t->splits / n;
+    r->bytes_moved_per_token = t->bytes_moved / n;
+    r->fallback_ops_per_batch = (double)t->fallback_ops / b;
+}
+
+/* A verify policy checks its own timed runs: the row's verdict is what they found. */
+static void hx_bm_self_verdict(struct hx_bm_verdict *v, const struct hx_run_stats *s0,
+                               const struct hx_run_stats *s1)
+{
+    v->checks = s1->verify_checks - s0->verify_checks;
+    v->failed = s1->verify_failed - s0->verify_failed;
+    v->logits_nmse = -1;
+    if (!s1->verify)
+        hx_bm_vnote(v, HX_BM_V_SKIPPED, "the policy does not verify");
+    else if (s1->verify_ref_failed && !v->failed)
+        hx_bm_vnote(v, HX_BM_V_SKIPPED, "the policy's reference failed, so checking stopped");
+    else if (!v->checks)
+        hx_bm_vnote(v, HX_BM_V_SKIPPED, "the policy's verify checked no op");
+    else
+        hx_bm_vnote(v, v->failed ? HX_BM_V_FAIL : HX_BM_V_YES,
+                    "the policy verifies itself: %lld of %lld op checks of the timed runs over "
+                    "their NMSE threshold", (long long)v->failed, (long long)v->checks);
+}
+
 /* Time one test -r times and print its row. */
 static int hx_bm_test(const struct hx_bm_combo *cb, struct hx_context *c, int64_t n_prompt,
-                      int64_t n_gen, struct hx_bm_out *out)
+                      int64_t n_gen, struct hx_bm_check *k, struct hx_bm_out *out)
 {
     const struct hx_bm_opts *o = cb->o;
     double ns[HX_BM_MAX_REPS];
     const char *tname = n_prompt ? "pp" : "tg";
     int64_t tokens = n_prompt ? n_prompt : n_gen;
+    struct hx_bm_tally tally = {0};
+    struct hx_run_stats s0 = {.struct_size = sizeof s0}, s1 = s0;
+    hx_context_stats(c, &s0);
     struct hx_app_load_mark m0, m1;
     hx_app_load_mark(&m0);
     for (int i = 0; i < o->reps; i++) {
         fprintf(stderr, "engine bench: %s %s/%s t=%lld: %s%lld run %d/%lld\n", cb->model->label,
                 cb->backend, cb->policy, (long long)cb->n_threads, tname, (long long)tokens, i + 1,
                 (long long)o->reps);
-        if (hx_bm_run_once(c, cb->model->ids, n_prompt, n_gen, &ns[i]) != HX_OK) {
+        if (hx_bm_run_once(c, cb->model->ids, n_prompt, n_gen, &ns[i], &tally) != HX_OK) {
             hx_app_error("bench", "%s %s/%s %s%lld: %s", cb->model->label, cb->backend, cb->policy,
                          tname, (long long)tokens, hx_last_error());
             return 1;
         }
     }
     hx_app_load_mark(&m1);
+    hx_context_stats(c, &s1);
+    struct hx_bm_verdict *v = hx_bm_row_verdict(k, n_prompt), self = *v;
+    if (v->self) hx_bm_self_verdict(v = &self, &s0, &s1);
     struct hx_bm_row r = {.model = cb->model, .backend = cb->backend, .policy = cb->policy,
                           .devices = hx_context_devices(c), .bw = cb->bw,
                           .n_threads = cb->n_threads,
                           .n_prompt = n_prompt, .n_gen = n_gen, .mmap = o->mmap,
-                          .other_cores = hx_app_other_cores(&m0, &m1)};
+                          .other_cores = hx_app_other_cores(&m0, &m1), .verdict = v};
     hx_bm_stats(&r, ns, (int)o->reps, tokens);
+    hx_bm_moves(&r, &tally, (int)o->reps, tokens);
+    /* A row that failed its check is timed and printed all the same, flagged; out->any_failed
+     * makes the exit status 1 at the end. */
+    if (v->state == HX_BM_V_FAIL)
+        hx_app_error("bench", "%s %s/%s %s%lld failed verification: %s", cb->model->label,
+                     cb->backend, cb->policy, tname, (long long)tokens, v->note);
     hx_bm_emit(o, &r, out);
     return 0;
 }
@@ -819,12 +1192,16 @@ static int hx_bm_combo_run(const struct hx_bm_combo *cb, struct hx_bm_out *out)
                 hx_last_error());
         return 0;
     }
+    struct hx_bm_check k;
+    if (hx_bm_check_init(cb, &k)) return 1;
+    if (k.logits) hx_bm_check_ref(cb, &k);
     struct hx_context_params cp = {.struct_size = sizeof cp, .backend = cb->backend,
                                    .policy = cb->policy, .fallback = o->fallback,
                                    .n_threads = (int)cb->n_threads,
                                    .n_ctx = max_p > max_n ? max_p : max_n, .n_batch = HX_BM_BATCH};
     struct hx_context *c;
     if (hx_context_new(cb->model->m, &cp, &c) != HX_OK) {
+        hx_free(k.logits);
         if (cb->optional) {
             fprintf(stderr, "engine bench: skipping policy %s on %s: %s\n", cb->policy, cb->backend,
                     hx_last_error());
@@ -834,20 +1211,210 @@ static int hx_bm_combo_run(const struct hx_bm_combo *cb, struct hx_bm_out *out)
                      cb->policy, hx_last_error());
         return 1;
     }
+    /* An @FILE policy may hold a verify policy: the context knows. */
+    struct hx_run_stats rs = {.struct_size = sizeof rs};
+    if (!o->no_verify && cb->policy[0] == '@' && hx_context_stats(c, &rs) == HX_OK && rs.verify)
+        k.vd[0].self = k.vd[1].self = true;
+    int rc = 0;
+    if (k.logits && hx_bm_check_timed(cb, c, &k) != HX_OK) {
+        hx_app_error("bench", "%s %s/%s check run: %s", cb->model->label, cb->backend,
+                     cb->policy, hx_last_error());
+        rc = 1;
+    }
+    for (int ph = 0; ph < 2 && !rc; ph++)
+        if (k.n[ph] && k.vd[ph].state == HX_BM_V_SKIPPED && !k.vd[ph].self)
+            fprintf(stderr, "engine bench: %s %s/%s: %s not verified: %s\n", cb->model->label,
+                    cb->backend, cb->policy, hx_bm_phase_name[ph], k.vd[ph].note);
+    hx_free(k.logits);
     fprintf(stderr, "engine bench: %s %s/%s t=%lld: warm-up\n", cb->model->label, cb->backend,
             cb->policy, (long long)cb->n_threads);
-    int rc = 0;
-    if (hx_bm_warmup(c, cb->model->ids, max_p, max_n) != HX_OK) {
+    if (!rc && hx_bm_warmup(c, cb->model->ids, max_p, max_n) != HX_OK) {
         hx_app_error("bench", "%s %s/%s warm-up: %s", cb->model->label, cb->backend, cb->policy,
                      hx_last_error());
         rc = 1;
     }
     for (int i = 0; i < o->n_n_prompt && !rc; i++)
-        if (o->n_prompt[i]) rc = hx_bm_test(cb, c, o->n_prompt[i], 0, out);
+        if (o->n_prompt[i]) rc = hx_bm_test(cb, c, o->n_prompt[i], 0, &k, out);
     for (int i = 0; i < o->n_n_gen && !rc; i++)
-        if (o->n_gen[i]) rc = hx_bm_test(cb, c, 0, o->n_gen[i], out);
+        if (o->n_gen[i]) rc = hx_bm_test(cb, c, 0, o->n_gen[i], &k, out);
     hx_context_free(c);
     return rc;
+}
+
+/* ---- --plot: an SVG bar chart ---------------------------------------------------------------- */
+
+/* One panel per group (model and test), each with its own tokens/s axis, because pp and tg
+ * figures differ by orders of magnitude; one bar per series (backend, policy, threads) in the
+ * same place and colour in every panel. */
+#define HX_BM_PLOT_BAR 26
+#define HX_BM_PLOT_GAP 10
+#define HX_BM_PLOT_H 200    /* height of a panel's plot area */
+#define HX_BM_PLOT_LEFT 64  /* room for the y-axis labels */
+
+static const char *const hx_bm_palette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+                                            "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+
+static void hx_bm_xml(FILE *f, const char *s)
+{
+    for (; *s; s++)
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&apos;", f); break;
+        default: fputc(*s, f);
+        }
+}
+
+/* A tokens/s figure in at most 5 characters or so: 950, 18.3k, 1.25M. */
+static void hx_bm_si(char *out, size_t cap, double v)
+{
+    if (v >= 1e6) snprintf(out, cap, "%.3gM", v / 1e6);
+    else if (v >= 1e3) snprintf(out, cap, "%.3gk", v / 1e3);
+    else snprintf(out, cap, "%.3g", v);
+}
+
+/* A tick step of 1, 2, 2.5 or 5 times a power of ten giving about 5 ticks up to top. */
+static double hx_bm_tick_step(double top)
+{
+    double raw = top / 5, p = pow(10, floor(log10(raw))), r = raw / p;
+    return p * (r <= 1 ? 1 : r <= 2 ? 2 : r <= 2.5 ? 2.5 : r <= 5 ? 5 : 10);
+}
+
+/* Distinct strings of bars[].group or .series, in order of first appearance. */
+static int hx_bm_distinct(const struct hx_bm_out *out, bool series, const char **names, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < out->n_bars; i++) {
+        const char *s = series ? out->bars[i].series : out->bars[i].group;
+        int j = 0;
+        while (j < n && strcmp(names[j], s)) j++;
+        if (j == n && n < cap) names[n++] = s;
+    }
+    return n;
+}
+
+static int hx_bm_index(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(names[i], s)) return i;
+    return -1;
+}
+
+/* The panel of group g at (x0, y0): title, axis, ticks, bars with error bars and values. */
+static void hx_bm_plot_panel(FILE *f, const struct hx_bm_out *out, const char *group,
+                             const char *const *series, int n_series, int x0, int y0, int w)
+{
+    double top = 0;
+    for (int i = 0; i < out->n_bars; i++)
+        if (!strcmp(out->bars[i].group, group))
+            top = fmax(top, out->bars[i].median_ts + out->bars[i].stddev_ts);
+    double step = hx_bm_tick_step(top > 0 ? top : 1);
+    top = ceil((top > 0 ? top : 1) / step - 1e-9) * step;
+    int px = x0 + HX_BM_PLOT_LEFT, py = y0 + 40, pw = w - HX_BM_PLOT_LEFT - 12;
+    fprintf(f, "<g class=\"panel\" data-group=\"");
+    hx_bm_xml(f, group);
+    fprintf(f, "\">\n<text x=\"%d\" y=\"%d\" font-weight=\"bold\">", px, y0 + 16);
+    hx_bm_xml(f, group);
+    fprintf(f, "</text>\n");
+    for (int t = 0; t * step <= top * (1 + 1e-9); t++) {
+        double v = t * step, y = py + HX_BM_PLOT_H * (1 - v / top);
+        char lab[32];
+        hx_bm_si(lab, sizeof lab, v);
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">%s</text>\n",
+                px, y, px + pw, y, px - 4, y + 3, lab);
+    }
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", px, py, px,
+            py + HX_BM_PLOT_H);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\" "
+            "transform=\"rotate(-90 %d %d)\">tokens/s</text>\n", x0 + 14, py + HX_BM_PLOT_H / 2,
+            x0 + 14, py + HX_BM_PLOT_H / 2);
+    for (int i = 0; i < out->n_bars; i++) {
+        const struct hx_bm_bar *b = &out->bars[i];
+        int s = hx_bm_index(series, n_series, b->series);
+        if (strcmp(b->group, group) || s < 0) continue;
+        double bx = px + HX_BM_PLOT_GAP + s * (HX_BM_PLOT_BAR + HX_BM_PLOT_GAP);
+        double h = HX_BM_PLOT_H * b->median_ts / top, ybar = py + HX_BM_PLOT_H - h;
+        double lo = fmax(b->median_ts - b->stddev_ts, 0), hi = b->median_ts + b->stddev_ts;
+        double ylo = py + HX_BM_PLOT_H * (1 - lo / top), yhi = py + HX_BM_PLOT_H * (1 - hi / top);
+        double cx = bx + HX_BM_PLOT_BAR / 2.0;
+        bool fail = b->verified == HX_BM_V_FAIL;
+        char val[32];
+        hx_bm_si(val, sizeof val, b->median_ts);
+        fprintf(f, "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" "
+                "fill=\"%s\"%s data-ts=\"%.3f\" data-stddev=\"%.3f\" data-verified=\"%s\" "
+                "data-series=\"", bx, ybar, HX_BM_PLOT_BAR, h,
+                hx_bm_palette[s % (int)(sizeof hx_bm_palette / sizeof *hx_bm_palette)],
+                fail ? " stroke=\"#d00\" stroke-width=\"2\"" : "", b->median_ts, b->stddev_ts,
+                hx_bm_vstate_name[b->verified]);
+        hx_bm_xml(f, b->series);
+        fprintf(f, "\"><title>");
+        hx_bm_xml(f, b->series);
+        fprintf(f, ": %.2f ± %.2f tokens/s, verified %s</title></rect>\n", b->median_ts,
+                b->stddev_ts, hx_bm_vstate_name[b->verified]);
+        if (b->stddev_ts > 0)
+            fprintf(f, "<path class=\"err\" d=\"M%.1f %.1fV%.1fM%.1f %.1fh8M%.1f %.1fh8\" "
+                    "stroke=\"#222\" fill=\"none\"/>\n", cx, ylo, yhi, cx - 4, ylo, cx - 4, yhi);
+        double ytext = fmin(yhi, ybar) - 3;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\" text-anchor=\"middle\">%s</text>\n",
+                cx, ytext, val);
+        if (fail)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\" text-anchor=\"middle\" "
+                    "fill=\"#d00\" font-weight=\"bold\">FAIL</text>\n", cx, ytext - 10);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%d</text>\n",
+                cx, py + HX_BM_PLOT_H + 14, s + 1);
+    }
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n</g>\n", px,
+            py + HX_BM_PLOT_H, px + pw, py + HX_BM_PLOT_H);
+}
+
+/* Write the chart of every row printed; 0 ok, 1 the file could not be written. */
+static int hx_bm_plot(const struct hx_bm_opts *o, const struct hx_bm_out *out)
+{
+    enum { CAP = 512 };
+    static const char *groups[CAP], *series[CAP];
+    int ng = hx_bm_distinct(out, false, groups, CAP), ns = hx_bm_distinct(out, true, series, CAP);
+    int w = HX_BM_PLOT_LEFT + 12 + HX_BM_PLOT_GAP + ns * (HX_BM_PLOT_BAR + HX_BM_PLOT_GAP);
+    w = w < 220 ? 220 : w;
+    int cols = ng < 1 ? 1 : ng, panel_h = HX_BM_PLOT_H + 68;
+    while (cols > 1 && cols * w > 1200) cols--;
+    int rows = (ng + cols - 1) / cols, width = cols * w < 640 ? 640 : cols * w;
+    int legend_y = 44 + rows * panel_h, height = legend_y + 18 * ns + 48;
+    FILE *f = o->plot;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+            width, height, width, height);
+    fprintf(f, "<text x=\"12\" y=\"22\" font-size=\"14\" font-weight=\"bold\">engine bench (hx %s):"
+            " tokens/s, median ± sample stddev of %lld runs</text>\n", hx_version(),
+            (long long)o->reps);
+    if (!out->n_bars) fprintf(f, "<text x=\"12\" y=\"60\">no rows were measured</text>\n");
+    for (int g = 0; g < ng; g++)
+        hx_bm_plot_panel(f, out, groups[g], series, ns, (g % cols) * w, 30 + (g / cols) * panel_h,
+                         w);
+    for (int s = 0; s < ns; s++) {
+        int y = legend_y + 18 * s;
+        fprintf(f, "<rect x=\"12\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+                "<text x=\"30\" y=\"%d\">%d  ", y, hx_bm_palette[s % 10], y + 10, s + 1);
+        hx_bm_xml(f, series[s]);
+        fprintf(f, "</text>\n");
+    }
+    fprintf(f, "<text x=\"12\" y=\"%d\" font-size=\"10\" fill=\"#555\">Each panel has its own "
+            "axis. Error bars: ± one sample stddev.</text>\n<text x=\"12\" y=\"%d\" "
+            "font-size=\"10\" fill=\"#555\">A red outline and FAIL: the row failed its check "
+            "against %s (engine bench --help).</text>\n</svg>\n", legend_y + 18 * ns + 14,
+            legend_y + 18 * ns + 28, HX_BM_VERIFY_REF);
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        hx_app_error("bench", "cannot write the plot to '%s': %s", o->plot_path, strerror(errno));
+        return 1;
+    }
+    fprintf(stderr, "engine bench: plot written to %s\n", o->plot_path);
+    return 0;
 }
 
 /* ---- the command ----------------------------------------------------------------------------- */
@@ -906,15 +1473,25 @@ int hx_cmd_bench_model(int argc, char **argv)
     int rc = hx_bm_parse(argc, argv, &o);
     if (!rc) rc = hx_bm_check_policies(&o);
     if (!rc) rc = hx_bm_check_models(&o);
+    if (!rc && o.plot_path && !(o.plot = fopen(o.plot_path, "w"))) {
+        hx_app_error("bench", "--plot %s: cannot open it for writing: %s", o.plot_path,
+                     strerror(errno));
+        rc = 2;
+    }
     struct hx_app_bw bw[HX_BM_MAX_LIST];
     if (!rc) rc = hx_bm_probe_all(&o, bw);
-    if (rc) return rc;
+    if (rc) {
+        if (o.plot) fclose(o.plot);
+        return rc;
+    }
     if (o.fmt == HX_BM_MD) hx_bm_md_header(&o, bw);
     else if (o.fmt == HX_BM_JSON) printf("[\n");
     else hx_bm_csv_header();
     struct hx_bm_out out = {0};
     for (int i = 0; i < o.n_models; i++) rc |= hx_bm_model_rows(&o, o.models[i], bw, &out);
     if (o.fmt == HX_BM_JSON) printf("%s]\n", out.n_rows ? "\n" : "");
-    if (o.fmt == HX_BM_MD) hx_bm_md_footer(&out);
-    return rc ? 1 : 0;
+    if (o.fmt == HX_BM_MD) hx_bm_md_footer(&o, &out);
+    if (o.plot) rc |= hx_bm_plot(&o, &out);
+    free(out.bars);
+    return rc || out.any_failed ? 1 : 0;
 }

@@ -211,6 +211,25 @@ int hx_context_plan_text(struct hx_context *c, char **out)
     return HX_OK;
 }
 
+int hx_context_stats(const struct hx_context *c, struct hx_run_stats *out)
+{
+    if (!c || !out || out->struct_size < sizeof out->struct_size) return HX_E_INVAL;
+    const struct hx_sched_stats *s = hx__sched_stats(c->sched);
+    struct hx_run_stats r = {
+        .struct_size = sizeof r, .n_rows = c->n_rows_last, .n_splits = s->n_splits,
+        .n_transfers = s->n_transfers, .bytes_moved = s->bytes_moved,
+        .n_fallback_ops = s->n_fallback_ops, .n_recoveries = s->n_recoveries};
+    const struct hx_verify_report *v;
+    if (c->policy.verify && hx__sched_verify_report(c->sched, &v) == HX_OK)
+        r.verify = true, r.verify_checks = v->n_checks, r.verify_failed = v->n_failed,
+        r.verify_ref_failed = v->ref_failed;
+    /* A caller built against an older, shorter struct gets the fields it knows of. */
+    size_t n = out->struct_size < sizeof r ? out->struct_size : sizeof r;
+    memcpy(out, &r, n);
+    out->struct_size = (uint32_t)n;
+    return HX_OK;
+}
+
 struct hx_sched *hx__context_sched(struct hx_context *c)
 {
     return c ? c->sched : NULL;

@@ -294,6 +294,30 @@ HX_API const char *hx_context_policy(const struct hx_context *ctx);
  * *out released with hx_free. */
 HX_API int hx_context_plan_text(struct hx_context *ctx, char **out);
 
+/* What the scheduler did in the last hx_decode: one run of the model graph over that batch
+ * (after a recovered device failure, the attempt that succeeded). Plain data. */
+struct hx_run_stats {
+    uint32_t struct_size;
+    int64_t n_rows;         /* rows of that batch; 0 if the call failed or none was made */
+    int64_t n_splits;       /* device launches: a run of consecutive ops on one device is one
+                               split, and each part of a tensor-split matmul is one */
+    int64_t n_transfers;    /* copies between devices */
+    size_t bytes_moved;     /* bytes those copies moved (inputs of a split, tensor-split joins,
+                               KV hand-overs); logits read back to the caller are not counted */
+    int64_t n_fallback_ops; /* ops placed off their policy device (unsupported or unhealthy) */
+    int64_t n_recoveries;   /* device failures recovered from, over the context's life */
+    bool verify;            /* the policy is verify[@REF][:INNER]; the verify_* fields count
+                               over the context's life, every hx_decode together */
+    int64_t verify_checks;  /* op outputs compared with the reference */
+    int64_t verify_failed;  /* of those, over their NMSE threshold or not finite */
+    bool verify_ref_failed; /* the reference itself failed, so checking stopped */
+};
+
+/* Fill *out (set out->struct_size first; a smaller, older struct gets its prefix). Cheap: a
+ * copy of counters the scheduler keeps anyway, so it may be called after every hx_decode.
+ * HX_E_INVAL on NULL or a struct_size too small to hold struct_size itself. */
+HX_API int hx_context_stats(const struct hx_context *ctx, struct hx_run_stats *out);
+
 /* ---- sampling ------------------------------------------------------------------------------ */
 
 struct hx_sampler_params {

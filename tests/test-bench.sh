@@ -2,7 +2,9 @@
 # test-bench.sh — `engine bench -m ...` end to end on two tiny real models (stories260K, a
 # Qwen3 test model): the three output formats parse and carry the same rows, lists of
 # backends and policies give one row each, the per-token weight bytes follow from the tensor
-# table, and bad input fails with a message and the right exit status. It checks shapes and
+# table, splits and bytes moved per token agree with `engine plan`, every row is verified
+# against ref (and an injected corruption fails its row), --plot writes one SVG bar per row,
+# and bad input fails with a message and the right exit status. It checks shapes and
 # invariants, never speeds (tests never time things).
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
@@ -22,6 +24,12 @@ SMALL=(--bw-gbs 20)
 n=$(grep -cE '^\| (stories260K|qwen3-micro-q8_0) \|.*\| (pp16|tg8) \|' "$T/md")
 [ "$n" -eq 4 ] && ok "markdown has a pp16 and a tg8 row per model" || bad "markdown rows: $n"
 grep -q '^| model | type | size | params | backend | policy' "$T/md" && ok "markdown header row" || bad "markdown header"
+grep -q '| of BW | splits/batch | moved/token | load | verified |$' "$T/md" \
+  && [ "$(grep -cE '^\| (stories260K|qwen3-micro-q8_0) \|.* \| 1 \| 0 B \| [0-9.?]+ \| yes \|$' "$T/md")" -eq 4 ] \
+  && ok "markdown: single:cpu rows have 1 split per batch, 0 B moved, verified yes" \
+  || bad "markdown splits/moved/verified: $(grep -E '^\| (model|stories260K|qwen3)' "$T/md")"
+grep -q '^verified: before timing' "$T/md" && ok "markdown footer says what verified means" \
+  || bad "markdown verified footer"
 grep -qE '^read bandwidth, 2 threads: median [0-9.]+ GB/s, best [0-9.]+ GB/s \((avx512|avx2|scalar) loads, 256 MiB' "$T/md" \
   && ok "markdown states the measured bandwidth" || bad "bandwidth line: $(grep -i bandwidth "$T/md")"
 grep -q 'tg8 run 2/2' "$T/md.err" && ! grep -q 'run 2/2' "$T/md" && ok "progress goes to stderr only" \
@@ -30,7 +38,7 @@ grep -q 'tg8 run 2/2' "$T/md.err" && ! grep -q 'run 2/2' "$T/md" && ok "progress
 "$E" bench -m "$S" -m "$Q" "${B[@]}" "${SMALL[@]}" -b cpu,ref -o json > "$T/json" 2> "$T/json.err"; rc=$?
 [ $rc -eq 0 ] && ok "json run exits 0" || bad "json run: exit $rc: $(tail -3 "$T/json.err")"
 python3 -m json.tool "$T/json" > /dev/null && ok "json parses (python3 -m json.tool)" || bad "json does not parse"
-python3 - "$T/json" <<'EOF' && ok "json: 8 rows, fields consistent, weight bytes per token from the tensor table" || bad "json content"
+python3 - "$T/json" <<'EOF' && ok "json: 8 rows, fields consistent, weight bytes per token from the tensor table, 1 split, 0 B moved, verified" || bad "json content"
 import json, sys
 rows = json.load(open(sys.argv[1]))
 assert len(rows) == 8, len(rows)                       # 2 models x 2 backends x (pp16, tg8)
@@ -42,6 +50,13 @@ for r in rows:
     assert r["bw_median_gbs"] == 20 and r["bw_kernel"] == "given", r
     assert r["devices"] == r["backend"] and r["policy"] == "single", r
     tg = r["test"].startswith("tg")
+    # one device: one split per batch, nothing moved; a tg run is n_gen batches, pp16 one
+    assert r["splits_per_batch"] == 1 and r["bytes_moved_per_token"] == 0, r
+    assert r["batches"] == (r["n_gen"] if tg else 1), r
+    assert abs(r["splits_per_token"] - r["batches"] / (r["n_gen"] or r["n_prompt"])) < 1e-9, r
+    assert r["fallback_ops_per_batch"] == 0, r
+    assert r["verified"] == "yes" and r["verify_checks"] > 0 and r["verify_failed"] == 0, r
+    assert 0 <= r["verify_logits_nmse"] <= 1e-3 and "within" in r["verify_note"], r
     assert (r["implied_gbs"] is not None) == tg and (r["bw_share"] is not None) == tg, r
     if tg:
         assert abs(r["implied_gbs"] - r["weight_bytes_per_token"] * r["median_ts"] / 1e9) < 1e-2, r
@@ -70,6 +85,7 @@ assert sorted((r["policy"], r["test"]) for r in recs) == sorted(
     (p, t) for p in ("single", "gemm-offload") for t in ("pp16", "tg8")), recs
 assert all((r["bw_share"] == "") == r["test"].startswith("pp") for r in recs), recs
 assert all(len(r["samples_ts"].split()) == 2 for r in recs), recs
+assert all(r["verified"] == "yes" and int(r["verify_checks"]) > 0 for r in recs), recs
 EOF
 
 "$E" bench -m "$S" -p 0 -n 4 -r 1 -t 2 --bw-mib 128 -o json > "$T/probe" 2>/dev/null
@@ -87,6 +103,105 @@ import json, sys
 pol = [r["policy"] for r in json.load(open(sys.argv[1]))]
 assert pol[:2] == ["single", "single"] and "cpu_only" in pol and len(pol) % 2 == 0, pol
 EOF
+
+# Two devices: splits per batch and bytes moved per token are what `engine plan` predicts for
+# the same policy (its decode phase is one row; its prefill phase is 128 rows, and the bytes of
+# a prefill are linear in its rows), and --plot draws one bar per row.
+TS=tensor-split:cpu=0.5,ref=0.5
+"$E" plan -m "$S" --policy $TS --summary > "$T/plan" 2>&1
+"$E" bench -m "$S" "${B[@]}" "${SMALL[@]}" --policy single,$TS -o json --plot "$T/plot.svg" \
+  > "$T/ts" 2> "$T/ts.err"; rc=$?
+[ $rc -eq 0 ] && ok "tensor-split run with --plot exits 0" || bad "tensor-split run: exit $rc: $(tail -3 "$T/ts.err")"
+python3 - "$T/ts" "$T/plan" <<'EOF' && ok "tensor-split: splits/batch and bytes moved/token match engine plan, verified" || bad "tensor-split stats: $(cat "$T/plan")"
+import json, re, sys
+rows = {(r["policy"], r["test"]): r for r in json.load(open(sys.argv[1]))}
+plan = {m[0]: (int(m[1]), int(m[2]), int(m[3])) for m in re.findall(
+    r"phase (\w+) \((\d+) rows.*? (\d+) splits, .*?, (\d+) bytes moved", open(sys.argv[2]).read())}
+(pre_rows, pre_splits, pre_bytes), (_, dec_splits, dec_bytes) = plan["prefill"], plan["decode"]
+ts = "tensor-split:cpu=0.5,ref=0.5"
+tg, pp = rows[(ts, "tg8")], rows[(ts, "pp16")]
+assert tg["devices"] == "cpu,ref" and dec_splits > 1 and dec_bytes > 0, (tg, plan)
+assert tg["splits_per_batch"] == dec_splits and tg["bytes_moved_per_token"] == dec_bytes, (tg, plan)
+assert pp["splits_per_batch"] == pre_splits, (pp, plan)
+per_row = (pre_bytes - dec_bytes) / (pre_rows - 1)
+assert abs(pp["bytes_moved_per_token"] * 16 - (dec_bytes + 15 * per_row)) < 1, (pp, plan)
+assert rows[("single", "tg8")]["bytes_moved_per_token"] == 0, rows
+assert all(r["verified"] == "yes" and r["verify_failed"] == 0 for r in rows.values()), rows
+EOF
+python3 - "$T/plot.svg" "$T/ts" <<'EOF' && ok "--plot: a parseable SVG, one bar per row with its median, one panel per test" || bad "plot: $(head -c 600 "$T/plot.svg")"
+import json, sys, xml.etree.ElementTree as ET
+svg = ET.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+assert svg.tag == ns + "svg", svg.tag
+rows = json.load(open(sys.argv[2]))
+bars = [e for e in svg.iter(ns + "rect") if e.get("class") == "bar"]
+assert len(bars) == len(rows) == 4, (len(bars), len(rows))
+assert sorted(float(b.get("data-ts")) for b in bars) == sorted(r["median_ts"] for r in rows), bars
+assert all(float(b.get("height")) > 0 and b.get("data-verified") == "yes" for b in bars), bars
+panels = [g.get("data-group") for g in svg.iter(ns + "g") if g.get("class") == "panel"]
+assert panels == ["stories260K pp16", "stories260K tg8"], panels
+text = "".join(svg.itertext())
+assert "tokens/s" in text and "tensor-split:cpu=0.5,ref=0.5" in text, text
+EOF
+if command -v xmllint > /dev/null; then
+  xmllint --noout "$T/plot.svg" && ok "--plot: xmllint accepts the SVG" || bad "xmllint rejects the SVG"
+fi
+
+# An injected corruption on the cpu device (every run) fails the cpu rows' check; the ref rows
+# still pass, every row is printed, the JSON stays valid and the exit status is 1.
+HX_FAULT="dev=cpu,mode=corrupt" "$E" bench -m "$S" -p 16 -n 4 -r 1 -t 2 "${SMALL[@]}" -b cpu,ref \
+  -o json > "$T/corrupt" 2> "$T/corrupt.err"; rc=$?
+python3 - "$T/corrupt" <<'EOF' && [ $rc -eq 1 ] && grep -q 'failed verification' "$T/corrupt.err" \
+  && ok "corrupted cpu results: cpu rows FAIL at their ops, ref rows yes, exit 1" \
+  || bad "corruption: exit $rc: $(cat "$T/corrupt") $(tail -3 "$T/corrupt.err")"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 4, rows
+for r in rows:
+    if r["backend"] == "cpu":
+        assert r["verified"] == "FAIL" and r["verify_failed"] > 0, r
+    else:
+        assert r["verified"] == "yes" and r["verify_failed"] == 0, r
+EOF
+# A corruption that only the timed context sees: the check's verify@ref context runs each op as
+# its own split (2 decode steps x the decode graph's ops, all on cpu), so the next cpu run is
+# the timed context's first step. Its op checks were clean; its logits must give it away.
+n_ops=$("$E" plan -m "$S" --phase decode --summary 2>&1 | sed -n 's/^phase decode.*; \([0-9]*\) ops,.*/\1/p')
+HX_FAULT="dev=cpu,mode=corrupt,after=$((2 * n_ops)),count=1" "$E" bench -m "$S" -p 0 -n 4 -r 1 -t 2 \
+  "${SMALL[@]}" -o json > "$T/corrupt2" 2> "$T/corrupt2.err"; rc=$?
+python3 - "$T/corrupt2" <<'EOF' && [ $rc -eq 1 ] && ok "corruption in the timed context only: caught by its logits, exit 1" \
+  || bad "timed-context corruption: exit $rc, $n_ops ops: $(cat "$T/corrupt2") $(tail -3 "$T/corrupt2.err")"
+import json, sys
+r, = json.load(open(sys.argv[1]))
+assert r["verified"] == "FAIL" and r["verify_failed"] == 0 and r["verify_logits_nmse"] > 1e-3, r
+assert "2 decode steps" in r["verify_note"] and "logits differ" in r["verify_note"], r
+EOF
+
+# --no-verify turns the check off; a verify policy is its own check, over its timed runs.
+"$E" bench -m "$S" -p 16 -n 4 -r 1 -t 2 "${SMALL[@]}" --no-verify --policy single,verify -o json \
+  > "$T/nv" 2> "$T/nv.err"; rc=$?
+python3 - "$T/nv" <<'EOF' && [ $rc -eq 0 ] && ! grep -q 'verify (' "$T/nv.err" && ok "--no-verify: every row 'off', no check run" \
+  || bad "--no-verify: exit $rc: $(cat "$T/nv")"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 4 and all(r["verified"] == "off" and r["verify_checks"] is None for r in rows), rows
+EOF
+"$E" bench -m "$S" -p 16 -n 4 -r 2 -t 2 "${SMALL[@]}" --policy verify -o json > "$T/self" 2>/dev/null; rc=$?
+python3 - "$T/self" <<'EOF' && [ $rc -eq 0 ] && ok "--policy verify: verified by its own checks of the timed runs" \
+  || bad "verify policy rows: exit $rc: $(cat "$T/self")"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 2, rows
+for r in rows:
+    assert r["verified"] == "yes" and "verifies itself" in r["verify_note"], r
+    # every op is its own split under verify, and both timed runs were checked
+    assert r["splits_per_batch"] > 1 and r["verify_checks"] == 2 * r["splits_per_batch"] * r["batches"], r
+EOF
+
+# A --plot path that cannot be written fails before any model is loaded.
+out=$("$E" bench -m "$S" -p 16 -n 4 "${SMALL[@]}" --plot "$T/no/such/dir/p.svg" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q -- '--plot' && ! echo "$out" | grep -q loading \
+  && ok "unwritable --plot path: exit 2 before loading" || bad "bad --plot path: exit $rc: $out"
 
 expect_fail() { # name, expected exit, args...
   local name=$1 code=$2; shift 2
@@ -106,6 +221,7 @@ expect_fail "--bw-gbs not a number" 2 -m "$S" --bw-gbs fast
 expect_fail "unknown output format" 2 -m "$S" -o xml
 expect_fail "unknown flag" 2 -m "$S" --frobnicate
 expect_fail "flag without its value" 2 -m "$S" -p
+expect_fail "--plot without a file" 2 -m "$S" --plot
 expect_fail "unknown backend, before any model is loaded" 2 -m /nonexistent.gguf -b warp9
 expect_fail "unknown backend in a list" 2 -m /nonexistent.gguf -b cpu,warp9
 expect_fail "unknown policy, before any model is loaded" 2 -m /nonexistent.gguf --policy warp
