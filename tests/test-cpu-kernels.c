@@ -14,6 +14,9 @@
 #include "hx-backend.h"
 #include "registry.h"
 
+/* backends/cpu/cpu-impl.h: is the AMX Q8_0 path on (built, CPU, OS, HX_CPU_AMX)? */
+bool hx__cpu_amx(void);
+
 static uint64_t rng = 88172645463325252ull;
 static uint32_t rnd32(void)
 {
@@ -72,6 +75,9 @@ static struct hx_device *open_cpu(int threads)
     return dev;
 }
 
+/* When set, check_matmul copies its m × n output here (for comparing two paths bit for bit). */
+static float *capture;
+
 /* Run one MATMUL (m × k) · (n × k)ᵀ with a strided dst; check against f64. */
 static int check_matmul(enum hx_dtype t, int64_t m, int64_t k, int64_t n, int threads)
 {
@@ -104,6 +110,8 @@ static int check_matmul(enum hx_dtype t, int64_t m, int64_t k, int64_t n, int th
     if (hx__dev_run(dev, &sp) != HX_OK) bad = 1;
     const bool quant = hx_dtype_is_quantized(t);
     const int qb = act_qb(t);
+    for (int64_t r = 0; r < m && capture; r++)
+        memcpy(capture + r * n, hx_tensor_row(&op.dst, r), sizeof(float) * (size_t)n);
     for (int64_t r = 0; r < m && !bad; r++) {
         const float *xr = x + r * k;
         float *y = hx_tensor_row(&op.dst, r);
@@ -178,6 +186,38 @@ TEST(matmul_large_gemm)
     ASSERT_EQ(check_matmul(HX_DTYPE_Q8_0, 37, 512, 70, 2), 0);
     ASSERT_EQ(check_matmul(HX_DTYPE_TQ2_0, 20, 512, 41, 2), 0);
     ASSERT_EQ(check_matmul(HX_DTYPE_Q1_0, 1, 1024, 300, 2), 0);
+}
+
+TEST(matmul_q8_0_amx)
+{
+    /* The AMX Q8_0 kernel takes the full blocks of 16 rows, the VNNI kernel the rest: both
+     * must agree with f64, and with each other bit for bit (same integer dots, same float
+     * operations in the same order). */
+    setenv("HX_CPU_ISA", "avx512", 1);
+    if (!hx__cpu_amx()) {
+        unsetenv("HX_CPU_ISA");
+        SKIP("no AMX-INT8 (CPU, OS permission or compiler)");
+    }
+    static const int64_t cases[][3] = {{16, 64, 16}, {37, 512, 70}, {64, 1024, 48}, {80, 96, 33}, {130, 256, 20}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int64_t m = cases[c][0], k = cases[c][1], n = cases[c][2];
+        float *y[2];
+        for (int amx = 0; amx < 2; amx++) {
+            setenv("HX_CPU_AMX", amx ? "1" : "0", 1);
+            y[amx] = capture = malloc(sizeof(float) * (size_t)(m * n));
+            const uint64_t seed = rng;
+            ASSERT_EQ(check_matmul(HX_DTYPE_Q8_0, m, k, n, 2), 0);
+            rng = seed;   /* the same weights and inputs for the second path */
+        }
+        capture = NULL;
+        size_t diff = 0;
+        for (int64_t i = 0; i < m * n; i++) diff += memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
+        free(y[0]), free(y[1]);
+        if (diff) HX_FAIL_AT("q8_0 m=%lld k=%lld n=%lld: %zu outputs differ between AMX and VNNI",
+                             (long long)m, (long long)k, (long long)n, diff);
+    }
+    unsetenv("HX_CPU_AMX");
+    unsetenv("HX_CPU_ISA");
 }
 
 /* ---- other ops --------------------------------------------------------------------------- */

@@ -4,6 +4,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "cpu-impl.h"
 
@@ -79,6 +83,40 @@ enum hx_cpu_isa hx__cpu_isa(void)
                 return (enum hx_cpu_isa)i;
     }
     return hx__cpu_isa_best();
+}
+
+/* AMX-INT8 for the Q8_0 prefill GEMM (cpu-x16-amx.c): the CPU has AMX-TILE and AMX-INT8
+ * (CPUID 7.0 EDX bits 24, 25), the OS saves tile state (XCR0 bits 17, 18) and grants this
+ * process its use (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, Linux ≥ 5.16). Asked once. */
+static int hx__amx_ok = -1;
+
+static bool hx_cpu_amx_uncached(void)
+{
+#if defined(HX_HAVE_AMX) && defined(__x86_64__) && defined(__linux__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+        return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false; /* OSXSAVE */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    return false;
+#endif
+}
+
+bool hx__cpu_amx(void)
+{
+    if (hx__cpu_isa() != HX_CPU_ISA_AVX512) return false;
+    const char *env = getenv("HX_CPU_AMX");
+    if (env && !strcmp(env, "0")) return false;
+    int ok = __atomic_load_n(&hx__amx_ok, __ATOMIC_ACQUIRE);
+    if (ok < 0) {
+        ok = hx_cpu_amx_uncached();
+        __atomic_store_n(&hx__amx_ok, ok, __ATOMIC_RELEASE);
+    }
+    return ok;
 }
 
 const struct hx_cpu_kernels *hx__cpu_kernels(enum hx_cpu_isa isa)

@@ -34,6 +34,9 @@ bool hx__cpu_isa_supported(enum hx_cpu_isa isa);
  * Re-read from the environment on every call (cheap), so tests can switch paths. */
 enum hx_cpu_isa hx__cpu_isa(void);
 const char *hx__cpu_isa_name(enum hx_cpu_isa isa);
+/* AMX-INT8 usable now: built in, on this CPU, granted by the OS, the ISA is avx512 and
+ * HX_CPU_AMX is not 0 (tests turn it off to check the VNNI path on the same shapes). */
+bool hx__cpu_amx(void);
 
 /* Activation block size for a quantized weight type (32, 128 or 256). */
 int hx__cpu_act_qb(enum hx_dtype t);

@@ -88,6 +88,9 @@ static int hx_cpu_matmul_x16(const struct hx_op *op, const struct hx_cpu_x16 *x,
     const int64_t dstride = (int64_t)(op->dst.row_stride_bytes / sizeof(float));
     const float scale = op->weight->scale;
     if ((double)m * (double)x->n * (double)k < 65536.0) nt = 1;
+    /* AMX for the full blocks of 16 rows of a Q8_0 prefill */
+    const int64_t m16 = m / 16 * 16;
+    const bool amx = x->type == HX_DTYPE_Q8_0 && m16 > 0 && hx__cpu_amx();
 #pragma omp parallel num_threads(nt)
     {
         int tid = 0, nth = 1;
@@ -99,7 +102,12 @@ static int hx_cpu_matmul_x16(const struct hx_op *op, const struct hx_cpu_x16 *x,
         hx__x16_quantize_rows_avx512(&act, x->type, src, sstride, r0, r1);
 #pragma omp barrier
         int64_t t0 = x->n_tiles * tid / nth, t1 = x->n_tiles * (tid + 1) / nth;
-        if (t0 < t1) hx__x16_gemm_avx512(x, &act, 0, m, t0, t1, dst, dstride, scale);
+        if (t0 < t1 && amx) {
+            hx__x16_gemm_amx_q8_0(x, &act, 0, m16, t0, t1, dst, dstride, scale);
+            if (m16 < m) hx__x16_gemm_avx512(x, &act, m16, m, t0, t1, dst, dstride, scale);
+        } else if (t0 < t1) {
+            hx__x16_gemm_avx512(x, &act, 0, m, t0, t1, dst, dstride, scale);
+        }
     }
     return HX_OK;
 }

@@ -79,3 +79,8 @@ void hx__x16_quantize_rows_avx512(struct hx_cpu_xact *a, enum hx_dtype t, const 
 void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a, int64_t r0,
                          int64_t r1, int64_t t0, int64_t t1, float *dst, int64_t dst_stride,
                          float scale);
+/* Q8_0 on AMX (cpu-x16-amx.c, only where hx__cpu_amx()): act rows r0 .. r0 + 16·⌊(r1−r0)/16⌋,
+ * the rows after the last full 16 are the caller's to run with hx__x16_gemm_avx512. */
+void hx__x16_gemm_amx_q8_0(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a, int64_t r0,
+                           int64_t r1, int64_t t0, int64_t t1, float *dst, int64_t dst_stride,
+                           float scale);
