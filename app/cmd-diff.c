@@ -7,7 +7,8 @@
  * a plain `single:R` context runs the whole model. The prompt is prefilled, then N tokens are
  * generated greedily by the target and fed to both (teacher forcing), so both see one token
  * sequence. Reported: per op (per layer) max abs error and NMSE against test-backend-ops'
- * thresholds, the first op over its threshold, whole-model logits max abs error and NMSE per
+ * thresholds (core/numerics.h, for what the device that ran the op computes: an NPU's INT8
+ * GEMM is held to its own error model), the first op over its threshold, whole-model logits max abs error and NMSE per
  * step, top-1 agreement, and how many greedy tokens match before the first disagreement. A
  * disagreement where the reference's top-2 margin is within twice that step's logits error is
  * a near tie (data/README.md): reported, not a failure. Exit 0 pass, 1 fail, 2 usage.
@@ -42,6 +43,7 @@ struct hx_diff {
     int64_t n_steps, n_agree, n_greedy, n_near_ties, n_bad_mismatch;
     double worst_nmse, worst_abs;
     char target[512], refpol[96];
+    char devices[HX_PHASE_COUNT][256]; /* devices the target used, per phase, over every run */
 };
 
 static void hx_diff_usage(void)
@@ -135,6 +137,22 @@ static int hx_diff_open(const struct hx_cli *o, struct hx_diff *df)
     return 0;
 }
 
+/* Add the comma-separated ids of list to set (no repeats). */
+static void hx_diff_add_devices(char *set, size_t cap, const char *list)
+{
+    while (*list) {
+        size_t len = strcspn(list, ",");
+        bool seen = false;
+        for (const char *p = set; *p && !seen; p += strcspn(p, ","), p += *p == ',')
+            seen = strcspn(p, ",") == len && !strncmp(p, list, len);
+        size_t used = strlen(set);
+        if (!seen && used + len + 2 <= cap)
+            snprintf(set + used, cap - used, "%s%.*s", used ? "," : "", (int)len, list);
+        list += len;
+        list += *list == ',';
+    }
+}
+
 static int hx_diff_decode(struct hx_context *c, const hx_token *ids, int64_t n, int64_t pos0)
 {
     int32_t pos[256], seq[256] = {0};
@@ -204,6 +222,8 @@ static int hx_diff_run(struct hx_diff *df, const struct hx_cli *o)
         goto done;
     }
     int st = hx_diff_decode(df->tc, ids, n, 0);
+    hx_diff_add_devices(df->devices[n > 1 ? HX_PHASE_PREFILL : HX_PHASE_DECODE],
+                        sizeof df->devices[0], hx_context_devices(df->tc));
     if (st == HX_OK) st = hx_diff_decode(df->rc, ids, n, 0);
     int64_t last = n - 1;
     for (int64_t s = 0; st == HX_OK && s < o->n_predict; s++) {
@@ -211,6 +231,8 @@ static int hx_diff_run(struct hx_diff *df, const struct hx_cli *o)
         if (s + 1 == o->n_predict) break;
         hx_token t = df->steps[s].token;
         st = hx_diff_decode(df->tc, &t, 1, n + s);
+        hx_diff_add_devices(df->devices[HX_PHASE_DECODE], sizeof df->devices[0],
+                            hx_context_devices(df->tc));
         if (st == HX_OK) st = hx_diff_decode(df->rc, &t, 1, n + s);
         last = 0;
     }
@@ -244,7 +266,7 @@ static void hx_diff_op_line(const struct hx_verify_op *op, const char *phase)
     if (op->layer >= 0) snprintf(layer, sizeof layer, "L%d", op->layer);
     if (op->n_parts > 1) snprintf(part, sizeof part, " p%d", op->part);
     bool fail = op->n_failed > 0;
-    printf("  %-7s %5lld %-4s %-9s %-8s%-4s %-9s %6lld  %-10.3g %-10.3g %-8.0e %s\n", phase,
+    printf("  %-7s %5lld %-4s %-9s %-8s%-4s %-9s %6lld  %-10.3g %-10.3g %-8.2g %s\n", phase,
            (long long)op->node, layer, hx_op_kind_name(op->kind), hx_op_class_name(op->cls), part,
            op->dev, (long long)op->n_checks, op->max_abs, op->nmse, op->threshold,
            fail ? (op->nonfinite ? "FAIL (non-finite)" : "FAIL") : "ok");
@@ -256,13 +278,15 @@ static void hx_diff_layer_lines(const struct hx_verify_op *ops, int64_t n, const
     for (int64_t i = 0; i < n;) {
         int64_t j = i, worst = i, failed = 0;
         while (j < n && ops[j].layer == ops[i].layer) {
-            if (ops[j].nmse / ops[j].threshold > ops[worst].nmse / ops[worst].threshold) worst = j;
+            if (hx__verify_ratio(ops[j].nmse, ops[j].threshold) >
+                hx__verify_ratio(ops[worst].nmse, ops[worst].threshold))
+                worst = j;
             failed += ops[j].n_failed > 0, j++;
         }
         char layer[16] = "-";
         if (ops[i].layer >= 0) snprintf(layer, sizeof layer, "L%d", ops[i].layer);
         printf(
-            "  %-7s %-4s %3lld ops  worst %-9s %-8s max abs %-10.3g nmse %-10.3g (threshold %.0e)  %s\n",
+            "  %-7s %-4s %3lld ops  worst %-9s %-8s max abs %-10.3g nmse %-10.3g (threshold %.2g)  %s\n",
             phase, layer, (long long)(j - i), hx_op_kind_name(ops[worst].kind),
             hx_op_class_name(ops[worst].cls), ops[worst].max_abs, ops[worst].nmse,
             ops[worst].threshold, failed ? "FAIL" : "ok");
@@ -270,13 +294,23 @@ static void hx_diff_layer_lines(const struct hx_verify_op *ops, int64_t n, const
     }
 }
 
+/* Every device the target used, prefill's first. */
+static void hx_diff_all_devices(const struct hx_diff *df, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (int ph = 0; ph < HX_PHASE_COUNT; ph++) hx_diff_add_devices(out, cap, df->devices[ph]);
+}
+
 static void hx_diff_text(const struct hx_diff *df, const struct hx_cli *o,
                          const struct hx_verify_report *r, const struct hx_diff_opts *d)
 {
-    printf(
-        "engine diff: %s\n  target    %s (devices %s)\n  reference %s\n  %lld prompt tokens, %lld steps\n\n",
-        o->model, df->target, hx_context_devices(df->tc), df->refpol, (long long)df->n_prompt,
-        (long long)df->n_steps);
+    char all[512];
+    hx_diff_all_devices(df, all, sizeof all);
+    printf("engine diff: %s\n  target    %s (devices %s; prefill on %s, decode on %s)\n", o->model,
+           df->target, all, df->devices[HX_PHASE_PREFILL][0] ? df->devices[HX_PHASE_PREFILL] : "-",
+           df->devices[HX_PHASE_DECODE][0] ? df->devices[HX_PHASE_DECODE] : "-");
+    printf("  reference %s\n  %lld prompt tokens, %lld steps\n\n", df->refpol,
+           (long long)df->n_prompt, (long long)df->n_steps);
     printf("per op (the reference is fed the target's inputs; thresholds as test-backend-ops):\n");
     if (strcmp(d->ops, "layers"))
         printf("  %-7s %5s %-4s %-9s %-12s %-9s %6s  %-10s %-10s %-8s %s\n", "phase", "node", "lyr",
@@ -292,7 +326,7 @@ static void hx_diff_text(const struct hx_diff *df, const struct hx_cli *o,
            r->ref_failed ? "; the reference failed, checks stopped" : "");
     if (r->has_first)
         printf(
-            "first op over its threshold: %s node %lld (layer %d %s %s on %s), NMSE %.3g > %.0e, max abs err %.3g\n",
+            "first op over its threshold: %s node %lld (layer %d %s %s on %s), NMSE %.3g > %.3g, max abs err %.3g\n",
             hx_diff_phase[r->first_phase], (long long)r->first.node, r->first.layer,
             hx_op_kind_name(r->first.kind), hx_op_class_name(r->first.cls), r->first.dev,
             r->first.nmse, r->first.threshold, r->first.max_abs);
@@ -351,8 +385,14 @@ static void hx_diff_json(const struct hx_diff *df, const struct hx_cli *o,
     hx_diff_json_str(o->model);
     printf(",\n  \"target\": ");
     hx_diff_json_str(df->target);
+    char all[512];
+    hx_diff_all_devices(df, all, sizeof all);
     printf(",\n  \"devices\": ");
-    hx_diff_json_str(hx_context_devices(df->tc));
+    hx_diff_json_str(all);
+    printf(",\n  \"devices_prefill\": ");
+    hx_diff_json_str(df->devices[HX_PHASE_PREFILL]);
+    printf(",\n  \"devices_decode\": ");
+    hx_diff_json_str(df->devices[HX_PHASE_DECODE]);
     printf(",\n  \"reference\": ");
     hx_diff_json_str(df->refpol);
     printf(",\n  \"prompt_tokens\": %lld,\n  \"ops\": [", (long long)df->n_prompt);

@@ -18,6 +18,7 @@
  *
  * Presets: npu_only, gpu_only, cpu_only, layer_by_layer, attention_on_npu, ffn_on_npu,
  * qkv_on_npu, prefill_npu_decode_gpu, auto. "gpu" names the best GPU backend present.
+ * layer_by_layer alternates --backend with the CPU, so without --backend it alternates gpu.
  * Everything is checked here, before any model is loaded or device opened.
  */
 #include <ctype.h>
@@ -42,17 +43,19 @@ const char *hx__policy_kind_name(enum hx_policy_kind k)
 struct hx_preset {
     const char *name;
     const char *expand; /* "%s" = the --backend device */
+    const char *dflt;   /* "%s" without --backend (NULL: cpu) */
+    bool not_cpu;       /* "%s" must not be cpu (the preset would name cpu twice) */
 };
 
 static const struct hx_preset hx__presets[] = {
-    {"npu_only", "single:npu"},
-    {"gpu_only", "single:gpu"},
-    {"cpu_only", "single:cpu"},
-    {"layer_by_layer", "layer-split:alternate:%s,cpu"},
-    {"attention_on_npu", "op-map:qkv=npu,o=npu,default=%s"},
-    {"ffn_on_npu", "op-map:gate_up=npu,down=npu,default=%s"},
-    {"qkv_on_npu", "op-map:qkv=npu,default=%s"},
-    {"prefill_npu_decode_gpu", "phase-split:npu,gpu"},
+    {"npu_only", "single:npu", NULL, false},
+    {"gpu_only", "single:gpu", NULL, false},
+    {"cpu_only", "single:cpu", NULL, false},
+    {"layer_by_layer", "layer-split:alternate:%s,cpu", "gpu", true},
+    {"attention_on_npu", "op-map:qkv=npu,o=npu,default=%s", NULL, false},
+    {"ffn_on_npu", "op-map:gate_up=npu,down=npu,default=%s", NULL, false},
+    {"qkv_on_npu", "op-map:qkv=npu,default=%s", NULL, false},
+    {"prefill_npu_decode_gpu", "phase-split:npu,gpu", NULL, false},
 };
 
 const char *hx__resolve_gpu(void)
@@ -285,16 +288,24 @@ static int hx__parse_kind(struct hx_policy *p, char *name, char *args, const cha
     return st;
 }
 
-/* Replace a preset name in text (cap bytes) by its expansion. */
-static void hx__expand_preset(char *text, size_t cap, const char *primary)
+/* Replace a preset name in text (cap bytes) by its expansion; backend is --backend or NULL. */
+static int hx__expand_preset(char *text, size_t cap, const char *backend)
 {
-    for (size_t i = 0; i < HX_ARRAY_LEN(hx__presets); i++)
-        if (!strcmp(text, hx__presets[i].name)) {
-            char exp[256];
-            snprintf(exp, sizeof exp, hx__presets[i].expand, primary);
-            snprintf(text, cap, "%s", exp);
-            return;
-        }
+    for (size_t i = 0; i < HX_ARRAY_LEN(hx__presets); i++) {
+        const struct hx_preset *p = &hx__presets[i];
+        if (strcmp(text, p->name)) continue;
+        const char *dev = backend ? backend : p->dflt ? p->dflt : "cpu";
+        if (p->not_cpu && !strcasecmp(dev, "cpu"))
+            return hx__set_error(HX_E_INVAL,
+                                 "%s alternates layers between --backend and cpu; with --backend "
+                                 "cpu there is nothing to alternate (use cpu_only)",
+                                 p->name);
+        char exp[256];
+        snprintf(exp, sizeof exp, p->expand, dev);
+        snprintf(text, cap, "%s", exp);
+        return HX_OK;
+    }
+    return HX_OK;
 }
 
 static bool hx__is_policy_name(const char *text)
@@ -309,7 +320,8 @@ static bool hx__is_policy_name(const char *text)
 }
 
 /* "verify[@REF][:INNER]": set the verify flag and reference, rewrite text to INNER. */
-static int hx__parse_verify(struct hx_policy *p, char *text, size_t cap, const char *primary)
+static int hx__parse_verify(struct hx_policy *p, char *text, size_t cap, const char *primary,
+                            const char *backend)
 {
     char *rest = text + 6, inner[512];
     snprintf(p->verify_ref, sizeof p->verify_ref, "ref");
@@ -334,8 +346,7 @@ static int hx__parse_verify(struct hx_policy *p, char *text, size_t cap, const c
     if (!strncmp(inner, "verify", 6))
         return hx__set_error(HX_E_INVAL, "verify: cannot wrap another verify");
     snprintf(text, cap, "%s", inner);
-    hx__expand_preset(text, cap, primary);
-    return HX_OK;
+    return hx__expand_preset(text, cap, backend);
 }
 
 int hx__policy_parse(const char *spec, const char *backend, const char *fallback,
@@ -352,16 +363,17 @@ int hx__policy_parse(const char *spec, const char *backend, const char *fallback
     } else {
         snprintf(text, sizeof text, "%s", spec);
     }
-    hx__expand_preset(text, sizeof text, primary);
+    if (backend && !*backend) backend = NULL;
+    int st = hx__expand_preset(text, sizeof text, backend);
+    if (st) return st;
     snprintf(out->text, sizeof out->text, "%s", spec);
-    int st = HX_OK;
     if (!strncmp(text, "verify", 6) && (text[6] == '\0' || text[6] == ':' || text[6] == '@'))
-        st = hx__parse_verify(out, text, sizeof text, primary);
+        st = hx__parse_verify(out, text, sizeof text, primary, backend);
     if (st) return st;
     char *colon = strchr(text, ':');
     char *args = NULL;
     if (colon) *colon = '\0', args = colon + 1;
-    st = hx__parse_kind(out, text, args, primary, backend && *backend ? backend : NULL);
+    st = hx__parse_kind(out, text, args, primary, backend);
     if (st) return st;
     return hx__parse_fallback(out, fallback);
 }

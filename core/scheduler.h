@@ -106,7 +106,8 @@ struct hx_verify_op {
     int32_t layer;         /* -1: embedding / output */
     int16_t part, n_parts; /* tensor-split part, or 0, 0 */
     char dev[64];          /* device that ran it (last check) */
-    double max_abs, nmse, threshold;
+    double max_abs;        /* the worst of every check */
+    double nmse, threshold; /* of the check with the largest nmse / threshold */
     int64_t n_checks, n_failed;
     bool nonfinite; /* a NaN or Inf appeared in its output */
 };
@@ -123,9 +124,10 @@ struct hx_verify_report {
     bool ref_failed;   /* the reference itself failed; checks stopped */
 };
 
-/* NMSE threshold of an op checked against the reference with the same inputs (the values of
- * tests/test-backend-ops.c: f32 paths 1e-9, attention 1e-7, quantized matmuls 5e-4). */
-double hx__verify_threshold(const struct hx_op_desc *d);
+/* How far a check is from its threshold, nmse / threshold (a bit-exact op's: 0 or infinity).
+ * Thresholds are core/numerics.h's for what the device that ran the op computes: a fixed NMSE
+ * per f32 op kind, and for a matmul its data's bound over Σ ref² (so it differs per check). */
+double hx__verify_ratio(double nmse, double threshold);
 /* The report of a `verify` policy (borrowed, valid until the next run); HX_E_INVAL if the
  * policy does not verify. */
 int hx__sched_verify_report(const struct hx_sched *s, const struct hx_verify_report **out);

@@ -75,6 +75,20 @@ enum hx_device_kind {
 };
 HX_API const char *hx_device_kind_name(enum hx_device_kind k);
 
+/* What a device's matmuls compute: the error model its results are checked against
+ * (core/numerics.h; derived in docs/testing.md "Thresholds, and why"). 0 = float. */
+enum hx_numerics {
+    /* Weights as stored; activations rounded at most as the weight type allows (none for
+     * F32, to f16 for F16, to bf16 for BF16, symmetric int8 with one scale per block of at
+     * most 256 for the quantized types); f32 accumulation. cpu, ref, Vulkan, HIP. */
+    HX_NUMERICS_FLOAT,
+    /* int8 activations with one scale per row × int8 weights with one scale per output
+     * channel (exact where a row is integer multiples of one value), exact int32 sums
+     * (architecture.md's NPU GEMM; npu, npu-sim). */
+    HX_NUMERICS_INT8_ROW,
+    HX_NUMERICS_COUNT
+};
+
 struct hx_device_info {
     uint32_t struct_size;
     char name[128];          /* "cpu", "llvmpipe (LLVM 15.0.6, 256 bits)", "npu-sim" */
@@ -87,6 +101,7 @@ struct hx_device_info {
     bool unified_memory;         /* host and device share memory (CPU, APU, lavapipe) */
     uint32_t weight_types;       /* bitmask of 1u << enum hx_dtype it can run matmuls on */
     bool simulated;              /* timings are not hardware performance (npu-sim) */
+    enum hx_numerics numerics;   /* how its matmuls round (0: HX_NUMERICS_FLOAT) */
 };
 
 /* Init options handed to every device; fields a backend does not use are ignored. */

@@ -35,14 +35,13 @@
 #include <strings.h>
 #include <time.h>
 
+#include "numerics.h"
 #include "registry.h"
 
 #define HX_T_GUARD 256u         /* poisoned bytes before and after every tensor */
 #define HX_T_POISON 0xFFC0DEADu /* a quiet NaN: reading it poisons the result */
 #define HX_T_MAX_BUFS 8
 #define HX_T_MAX_DUTS 16
-#define HX_T_U 5.9604644775390625e-8  /* f32 unit roundoff, 2^-24 */
-#define HX_T_MB 256                   /* K-block of the matmul error model */
 #define HX_T_VARIANT_MACS 134217728.0 /* 2^27: larger matmuls skip variants without --full */
 
 /* ---- options and filters ------------------------------------------------------------------ */
@@ -208,34 +207,17 @@ struct hx_t_weight {
     uint64_t id; /* identifies the weight for the per-device handle cache; 0 = not built */
     uint64_t seed;
     uint8_t *data;
-    /* For the matmul error model, per weight row j and K-block b of HX_T_MB elements: e =
-     * Σ w², dw = Σ (w - ŵ)² with ŵ the per-row int8 conversion an NPU makes (NULL without one). */
+    /* For the matmul error model (core/numerics.h), per weight row j and K-block b: e = Σ w²,
+     * dw = Σ (w - ŵ)² of an HX_NUMERICS_INT8_ROW device's conversion (NULL without one). */
     int64_t nb;
     double *e, *dw;
 };
 
-static bool hx_t_have_npu;
-
-/* Σ (w - ŵ)² of one dequantized row under the NPU's weight conversion (architecture.md): one
- * scale per output channel; rows whose values are all 0 or ±a convert exactly (ternary,
- * binary), the others round to int8 with scale amax/127. */
-static void hx_t_npu_werr(const float *w, int64_t k, double *out, int64_t nb)
-{
-    float amax = 0;
-    bool two = true;
-    for (int64_t i = 0; i < k; i++) amax = fmaxf(amax, fabsf(w[i]));
-    for (int64_t i = 0; i < k && two; i++) two = w[i] == 0 || fabsf(w[i]) == amax;
-    const float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-    for (int64_t b = 0; b < nb; b++) out[b] = 0;
-    for (int64_t i = 0; i < k && !two; i++) {
-        double err = (double)w[i] - (double)(nearbyintf(w[i] * id) * d);
-        out[i / HX_T_MB] += err * err;
-    }
-}
+static bool hx_t_have_npu; /* a device under test is HX_NUMERICS_INT8_ROW */
 
 static void hx_t_weight_stats(struct hx_t_weight *tw)
 {
-    const int64_t k = tw->w.n_cols, n = tw->w.n_rows, nb = (k + HX_T_MB - 1) / HX_T_MB;
+    const int64_t k = tw->w.n_cols, n = tw->w.n_rows, nb = hx__mm_blocks(k);
     const size_t rb = hx_dtype_row_bytes(tw->w.type, k);
     float *row = hx_t_xmalloc((size_t)k * sizeof *row);
     tw->nb = nb;
@@ -243,10 +225,8 @@ static void hx_t_weight_stats(struct hx_t_weight *tw)
     if (hx_t_have_npu) tw->dw = hx_t_xmalloc((size_t)(n * nb) * sizeof *tw->dw);
     for (int64_t j = 0; j < n; j++) {
         hx_dequantize_row(tw->w.type, tw->data + (size_t)j * rb, row, k);
-        double *e = tw->e + j * nb;
-        for (int64_t b = 0; b < nb; b++) e[b] = 0;
-        for (int64_t i = 0; i < k; i++) e[i / HX_T_MB] += (double)row[i] * row[i];
-        if (tw->dw) hx_t_npu_werr(row, k, tw->dw + j * nb, nb);
+        hx__mm_weight_row(HX_NUMERICS_INT8_ROW, row, k, tw->e + j * nb,
+                          tw->dw ? tw->dw + j * nb : NULL);
     }
     free(row);
 }
@@ -386,9 +366,10 @@ struct hx_t_case {
     const struct hx_t_weight *aux; /* prepared per run */
     int32_t *tokens, *pos, *seq;
     double thr; /* NMSE threshold (not matmul) */
-    /* MATMUL error model, per activation row r and K-block b: s = expected squared rounding
-     * error of an element, xm = mean x²; s_row: the same for one int8 scale per row (NPU). */
-    double *s, *xm, *s_row;
+    /* MATMUL error model (core/numerics.h), per activation row r and K-block b: s = expected
+     * squared rounding error of an element, xm = mean x²; s8: s on an HX_NUMERICS_INT8_ROW
+     * device. */
+    double *s, *xm, *s8;
 };
 
 static void hx_t_case_init(struct hx_t_case *c, enum hx_op_kind kind, int64_t m)
@@ -404,7 +385,7 @@ static void hx_t_case_free(struct hx_t_case *c)
 {
     for (int i = 0; i < c->n_buf; i++) free(c->buf[i].init);
     free(c->tokens), free(c->pos), free(c->seq);
-    free(c->s), free(c->xm), free(c->s_row);
+    free(c->s), free(c->xm), free(c->s8);
     memset(c, 0, sizeof *c);
 }
 
@@ -655,7 +636,7 @@ static void hx_t_check_values(const struct hx_t_case *c, const struct hx_t_out *
         num += rn, den += rd;
         double rms = sqrt(rd / (double)t->cols);
         if (rms == 0) rms = 1e-30;
-        double lim = 8.0 * sqrt(c->thr), rel = rmax / rms;
+        double lim = hx__op_elem_limit(c->thr), rel = rmax / rms;
         double ratio = lim > 0 ? rel / lim : (rel > 0 ? INFINITY : 0);
         if (isnan(ratio)) ratio = INFINITY;
         if (row == 0 || ratio > worst) {
@@ -675,45 +656,29 @@ static void hx_t_check_values(const struct hx_t_case *c, const struct hx_t_out *
                  (long long)r->worst_col, r->maxrel, r->maxrel_lim);
 }
 
-/* Wilson-Hilferty: the z = 5 upper quantile of a chi-square with n degrees of freedom, over
- * n — how far a sum of n squared Gaussian errors may exceed its expectation. */
-static double hx_t_chi2_over_n(double n)
-{
-    const double a = 2.0 / (9.0 * n);
-    return pow(1.0 - a + 5.0 * sqrt(a), 3.0);
-}
-
-static double hx_t_f32_floor(int64_t k);
-
-/* MATMUL: each output's error e = Σ_k w·δ has variance var = Σ_b s·e_b (+ xm·dw_b on an NPU)
- * for rounding errors δ independent of w; typ = Σ_b xm·e_b is its expected square. The sum of
- * e² may reach 2 × the chi-square bound of Σ var, plus the f32 floor; each |e| 7 σ. */
+/* MATMUL against the error model of the device's numerics (core/numerics.h): Σ e² within
+ * hx__mm_allowed of Σ var and Σ typ; each |e| within hx__mm_elem_limit. */
 static void hx_t_check_matmul(const struct hx_t_case *c, const struct hx_t_out *got,
-                              const struct hx_t_out *want, bool npu, struct hx_t_cmp *r)
+                              const struct hx_t_out *want, bool int8_row, struct hx_t_cmp *r)
 {
     const struct hx_t_tensor *t = &c->dst;
     const struct hx_t_weight *tw = c->w;
-    const int64_t nb = tw->nb, n = t->cols;
-    const double fl = hx_t_f32_floor(tw->w.n_cols);
+    const int64_t nb = tw->nb, n = t->cols, k = tw->w.n_cols;
     const double sc2 = (double)tw->w.scale * tw->w.scale;
     double se = 0, sy = 0, sv = 0, st = 0, worst = -1;
     int64_t bad_nan = -1, want_nan = -1;
     for (int64_t row = 0; row < t->rows; row++) {
         const float *g = hx_t_at(t, got->buf[t->buf], row), *w = hx_t_at(t, want->buf[t->buf], row);
-        const double *s = c->s + row * nb, *xm = c->xm + row * nb;
+        const double *s = (int8_row ? c->s8 : c->s) + row * nb, *xm = c->xm + row * nb;
         for (int64_t j = 0; j < n; j++) {
-            const double *e = tw->e + j * nb, *dw = tw->dw ? tw->dw + j * nb : NULL;
-            double var = 0, typ = 0;
-            for (int64_t b = 0; b < nb; b++) {
-                typ += xm[b] * e[b];
-                var += npu ? c->s_row[row] * e[b] + (dw ? xm[b] * dw[b] : 0) : s[b] * e[b];
-            }
-            var *= sc2, typ *= sc2;
+            const double *dw = int8_row && tw->dw ? tw->dw + j * nb : NULL;
+            double var, typ;
+            hx__mm_output(nb, s, xm, tw->e + j * nb, dw, sc2, &var, &typ);
             if (!isfinite(g[j]) && bad_nan < 0) bad_nan = row * n + j;
             if (!isfinite(w[j]) && want_nan < 0) want_nan = row * n + j;
             const double err = (double)g[j] - (double)w[j];
             se += err * err, sy += (double)w[j] * w[j], sv += var, st += typ;
-            const double lim = 7.0 * sqrt(2.0 * var + fl * typ), ratio = fabs(err) / lim;
+            const double lim = hx__mm_elem_limit(var, typ, k), ratio = fabs(err) / lim;
             if (ratio > worst || isnan(err)) {
                 worst = isnan(err) ? INFINITY : ratio;
                 r->worst_row = row, r->worst_col = j;
@@ -721,7 +686,7 @@ static void hx_t_check_matmul(const struct hx_t_case *c, const struct hx_t_out *
             }
         }
     }
-    const double allowed = 2.0 * hx_t_chi2_over_n((double)(t->rows * n)) * sv + fl * st;
+    const double allowed = hx__mm_allowed(sv, st, t->rows * n, k);
     r->nmse = sy > 0 ? se / sy : se;
     r->thr = sy > 0 ? allowed / sy : allowed;
     if (want_nan >= 0) hx_t_why(r, "ref produced NaN/Inf at element %lld", (long long)want_nan);
@@ -735,7 +700,7 @@ static void hx_t_check_matmul(const struct hx_t_case *c, const struct hx_t_out *
 }
 
 static void hx_t_compare(const struct hx_t_case *c, const struct hx_t_out *got,
-                         const struct hx_t_out *want, bool npu, struct hx_t_cmp *r)
+                         const struct hx_t_out *want, bool int8_row, struct hx_t_cmp *r)
 {
     memset(r, 0, sizeof *r);
     r->ok = true;
@@ -745,7 +710,7 @@ static void hx_t_compare(const struct hx_t_case *c, const struct hx_t_out *got,
     }
     hx_t_check_untouched(c, got, want, r);
     if (c->desc.kind == HX_OP_MATMUL)
-        hx_t_check_matmul(c, got, want, npu, r);
+        hx_t_check_matmul(c, got, want, int8_row, r);
     else
         hx_t_check_values(c, got, want, r);
 }
@@ -825,7 +790,7 @@ static void hx_t_run_case(struct hx_t_case *c)
             const double t_before = d->seconds;
             hx_t_exec(d, c, &got);
             if (hx_t_opt.verbose) printf("     %.3f s\n", d->seconds - t_before);
-            hx_t_compare(c, &got, &want, d->dev->info.kind == HX_DEVICE_NPU, &r);
+            hx_t_compare(c, &got, &want, d->dev->info.numerics == HX_NUMERICS_INT8_ROW, &r);
             hx_t_out_free(&got);
         }
         if (r.ok)
@@ -840,61 +805,23 @@ static void hx_t_run_case(struct hx_t_case *c)
     hx_t_out_free(&want);
 }
 
-/* ---- thresholds (docs/testing.md) ------------------------------------------------------------ */
+/* ---- thresholds (docs/testing.md, core/numerics.c) ----------------------------------------- */
 
-/* The matmul activation model, per row r and K-block b: s = the expected squared rounding
- * error of an element under the coarsest activation format a backend may use with weight
- * type t: none for F32, f16 for F16, bf16 for BF16 (the actual rounding errors, averaged
- * over the block), and for quantized weights symmetric int8 with one f32 scale d = amax/127
- * per block of up to 256 elements (Q8_0 uses 32, Q8_K 256): d²/12. s_row is that int8 rule
- * with one scale for the whole row (the NPU's per-row activation scales). */
+/* The matmul activation model of the case, per row and K-block: s for float devices, s8 for
+ * HX_NUMERICS_INT8_ROW ones (one int8 scale per row), xm = mean x². */
 static void hx_t_mm_model(struct hx_t_case *c, const float *x, int64_t m, int64_t k)
 {
-    const enum hx_dtype t = c->desc.wtype;
-    const int64_t nb = (k + HX_T_MB - 1) / HX_T_MB;
+    const int64_t nb = hx__mm_blocks(k);
     c->s = hx_t_xmalloc((size_t)(m * nb) * sizeof *c->s);
+    c->s8 = hx_t_xmalloc((size_t)(m * nb) * sizeof *c->s8);
     c->xm = hx_t_xmalloc((size_t)(m * nb) * sizeof *c->xm);
-    c->s_row = hx_t_xmalloc((size_t)m * sizeof *c->s_row);
     for (int64_t r = 0; r < m; r++) {
-        float rmax = 0;
-        for (int64_t b = 0; b < nb; b++) {
-            const float *xb = x + r * k + b * HX_T_MB;
-            const int64_t len = k - b * HX_T_MB < HX_T_MB ? k - b * HX_T_MB : HX_T_MB;
-            double sq = 0, err = 0;
-            float amax = 0;
-            for (int64_t i = 0; i < len; i++) {
-                sq += (double)xb[i] * xb[i], amax = fmaxf(amax, fabsf(xb[i]));
-                float rd = t == HX_DTYPE_F16    ? hx_fp16_to_fp32(hx_fp32_to_fp16(xb[i]))
-                           : t == HX_DTYPE_BF16 ? hx_bf16_to_fp32(hx_fp32_to_bf16(xb[i]))
-                                                : xb[i];
-                err += ((double)xb[i] - rd) * ((double)xb[i] - rd);
-            }
-            const double d = (double)amax / 127.0;
-            c->xm[r * nb + b] = sq / (double)len;
-            c->s[r * nb + b] = t == HX_DTYPE_F32                         ? 0
-                               : t == HX_DTYPE_F16 || t == HX_DTYPE_BF16 ? err / (double)len
-                                                                         : d * d / 12.0;
-            rmax = fmaxf(rmax, amax);
-        }
-        c->s_row[r] = ((double)rmax / 127.0) * ((double)rmax / 127.0) / 12.0;
+        hx__mm_act_row(HX_NUMERICS_FLOAT, c->desc.wtype, x + r * k, k, c->s + r * nb,
+                       c->xm + r * nb);
+        hx__mm_act_row(HX_NUMERICS_INT8_ROW, c->desc.wtype, x + r * k, k, c->s8 + r * nb,
+                       c->xm + r * nb);
     }
 }
-
-/* f32 accumulation of K products: NMSE ≈ K·u²/6 (random-walk model of sequential summation);
- * allowed with a margin of 64. */
-static double hx_t_f32_floor(int64_t k)
-{
-    return 64.0 * (double)k * HX_T_U * HX_T_U / 6.0;
-}
-
-/* Per-op thresholds for the f32 ops; derivations in docs/testing.md. */
-#define HX_T_THR_EMBED 0.0    /* dequantization is exact products + at most one rounding */
-#define HX_T_THR_ADD 0.0      /* one correctly rounded operation */
-#define HX_T_THR_RELU2 1e-12  /* two multiplies, any order: <= 2u relative */
-#define HX_T_THR_SWIGLU 1e-10 /* exp/div to a few ulp (Vulkan: exp 3+2|x| ulp) */
-#define HX_T_THR_NORM 1e-10   /* an f32 sum of squares of up to ~8k terms + rsqrt */
-#define HX_T_THR_ROPE 1e-6    /* sin/cos with Vulkan's minimum 2^-11 absolute precision */
-#define HX_T_THR_ATTN 1e-8    /* f32 dots, exp, and sums over up to 4k positions */
 
 /* ---- matmul and embedding cases ------------------------------------------------------------- */
 
@@ -981,7 +908,7 @@ static void hx_t_embed_case(struct hx_t_weight *tw, int64_t m, bool strided, boo
     c.desc.n_in = tw->w.n_rows, c.desc.n_out = tw->w.n_cols, c.desc.wtype = t;
     c.dst = strided ? hx_t_slice(&c, m, 5, tw->w.n_cols, 3) : hx_t_alone(&c, m, tw->w.n_cols);
     c.tokens = hx_t_tokens(m, tw->w.n_rows, 77 + (uint64_t)m);
-    c.thr = HX_T_THR_EMBED;
+    c.thr = hx__op_nmse_threshold(HX_OP_EMBED);
     c.w = tw;
     hx_t_run_case(&c);
     hx_t_case_free(&c);
@@ -1084,7 +1011,7 @@ static void hx_t_norm_case(int64_t m, int64_t width, int64_t group, int layout, 
     struct hx_t_weight gain;
     hx_t_weight_vec(&gain, "gain", group, 0.5f, 2.0f, 301 + (uint64_t)group);
     c.w = &gain;
-    c.thr = HX_T_THR_NORM;
+    c.thr = hx__op_nmse_threshold(HX_OP_RMS_NORM);
     hx_t_run_case(&c);
     hx_t_case_free(&c);
     hx_t_weight_free(&gain);
@@ -1161,7 +1088,7 @@ static void hx_t_rope_case(const struct hx_t_rope *rp, enum hx_rope_mode mode, i
         hx_t_weight_vec(&ff, "rope_freqs", rp->n_rot / 2, 1.0f, 8.0f, 402);
         c.aux = &ff;
     }
-    c.thr = HX_T_THR_ROPE;
+    c.thr = hx__op_nmse_threshold(HX_OP_ROPE);
     hx_t_run_case(&c);
     hx_t_case_free(&c);
     if (rp->freqs) hx_t_weight_free(&ff);
@@ -1276,7 +1203,7 @@ static void hx_t_attn_case(const struct hx_t_attn *a, int kind, int64_t m, bool 
         }
     }
     c.pos = b.pos, c.seq = b.seq;
-    c.thr = HX_T_THR_ATTN;
+    c.thr = hx__op_nmse_threshold(HX_OP_ATTN);
     hx_t_run_case(&c);
     hx_t_case_free(&c);
 }
@@ -1347,9 +1274,7 @@ static void hx_t_binary_case(enum hx_op_kind kind, int64_t m, int64_t width, int
     free(g);
     hx_t_put_rand(&c, &c.src[1], 1.0f, 602 + (uint64_t)m);
     c.dst = layout == 2 ? c.src[0] : layout == 3 ? c.src[1] : hx_t_alone(&c, m, width);
-    c.thr = kind == HX_OP_ADD      ? HX_T_THR_ADD
-            : kind == HX_OP_SWIGLU ? HX_T_THR_SWIGLU
-                                   : HX_T_THR_RELU2;
+    c.thr = hx__op_nmse_threshold(kind);
     hx_t_run_case(&c);
     hx_t_case_free(&c);
 }
@@ -1600,7 +1525,7 @@ int main(int argc, char **argv)
     snprintf(hx_t_ref.label, sizeof hx_t_ref.label, "ref");
     hx_t_open_devices(&cfg);
     for (int i = 0; i < hx_t_n_duts; i++)
-        hx_t_have_npu |= hx_t_duts[i].dev->info.kind == HX_DEVICE_NPU;
+        hx_t_have_npu |= hx_t_duts[i].dev->info.numerics == HX_NUMERICS_INT8_ROW;
     if (!hx_t_n_duts) { /* cpu always registers: only a --backend that matches nothing */
         printf("FAIL no device to test besides ref%s\n", hx_t_opt.backend ? " (--backend)" : "");
         hx_t_failed++;

@@ -118,7 +118,8 @@ static int hx_npu_sim_device_info(int idx, struct hx_device_info *out)
     uint32_t ss = out->struct_size ? out->struct_size : (uint32_t)sizeof *out;
     struct hx_device_info info = {.struct_size = ss, .kind = HX_DEVICE_NPU, .alignment_bytes = 64,
                                   .unified_memory = true, .simulated = true,
-                                  .weight_types = (1u << HX_DTYPE_COUNT) - 1u};
+                                  .weight_types = (1u << HX_DTYPE_COUNT) - 1u,
+                                  .numerics = HX_NUMERICS_INT8_ROW};
     snprintf(info.name, sizeof info.name, "npu-sim");
     snprintf(info.description, sizeof info.description,
              "kernel-contract simulator of an XDNA NPU: the XRT host path (int8 x int8 -> int32 "
@@ -249,7 +250,8 @@ static int hx_npu_xrt_device_info(int idx, struct hx_device_info *out)
     uint32_t ss = out->struct_size ? out->struct_size : (uint32_t)sizeof *out;
     struct hx_device_info info = {.struct_size = ss, .kind = HX_DEVICE_NPU, .alignment_bytes = 64,
                                   .unified_memory = true,
-                                  .weight_types = (1u << HX_DTYPE_COUNT) - 1u};
+                                  .weight_types = (1u << HX_DTYPE_COUNT) - 1u,
+                                  .numerics = HX_NUMERICS_INT8_ROW};
     snprintf(info.name, sizeof info.name, "%s", hx_npu_xrt.pci[0] ? hx_npu_xrt.pci : "AMD XDNA NPU");
     snprintf(info.description, sizeof info.description, "XRT through %.180s, %s", hx_npu_xrt.module,
              HX_NPU_ACCEL_NODE);

@@ -1,0 +1,54 @@
+/*
+ * numerics.h — how far a device's result of one op may be from the reference's (`ref`:
+ * dequantize exactly, accumulate in double) when both get the same inputs. This is the one
+ * table of thresholds: tests/test-backend-ops.c checks every backend's ops against it and the
+ * scheduler's `verify` (so `engine diff`) checks every op of a model run against it.
+ * Derivations: docs/testing.md "Thresholds, and why" and docs/npu-backend.md §4.
+ *
+ * The f32 ops have one NMSE threshold per op kind (hx__op_nmse_threshold). A MATMUL's bound
+ * is computed from its own data and follows what the executing device computes
+ * (hx_device_info.numerics): each output's error e = Σ_k (w·δ_k + x·φ_k), δ the activation's
+ * rounding error and φ the weight conversion's, has variance var = Σ_b (s_b·E_b + xm_b·D_b)
+ * over K-blocks b of HX_NUM_BLOCK elements, with E_b = Σ w², D_b = Σ (w − ŵ)² per weight row,
+ * xm_b = mean x² and s_b = the expected squared rounding error of one activation element:
+ *
+ *   HX_NUMERICS_FLOAT     s_b: F32 0; F16, BF16 the actual (x − f16/bf16(x))², block mean;
+ *                         quantized types d²/12, d = amax/127 of the 256-block. D = 0.
+ *   HX_NUMERICS_INT8_ROW  s_b = (amax_row/127)²/12 (one scale per row); D the actual error of
+ *                         the per-row int8 weight conversion (0 for rows that are integer
+ *                         multiples, |q| <= 127, of their smallest non-zero magnitude).
+ *
+ * Over n outputs Σ e² may reach 2·q(n)·Σ var (q: the z = 5 chi-square quantile over n) plus
+ * the f32 summation floor 64·K·u²/6 · Σ typ, typ = Σ_b xm_b·E_b the expected square of an
+ * output; each |e| 7·√(2·var + floor·typ).
+ */
+#pragma once
+
+#include "hx-impl.h"
+
+#define HX_NUM_BLOCK 256                /* K-block of the matmul error model */
+#define HX_NUM_U 5.9604644775390625e-8  /* f32 unit roundoff, 2^-24 */
+
+/* NMSE threshold of an op that is f32 arithmetic only (every kind but MATMUL; 0 = bit-exact).
+ * MATMUL returns -1: its bound is hx__mm_allowed of its data. */
+double hx__op_nmse_threshold(enum hx_op_kind kind);
+/* Each element of such an op may be off by this × the RMS of its output row. */
+double hx__op_elem_limit(double nmse_threshold);
+
+/* Blocks of a K-long row. */
+static inline int64_t hx__mm_blocks(int64_t k) { return (k + HX_NUM_BLOCK - 1) / HX_NUM_BLOCK; }
+
+/* One dequantized weight row of k values: e[b] = Σ w², and, when dw is not NULL, dw[b] =
+ * Σ (w − ŵ)² of the conversion a device of `num` makes (0 for HX_NUMERICS_FLOAT). */
+void hx__mm_weight_row(enum hx_numerics num, const float *w, int64_t k, double *e, double *dw);
+/* One activation row of k values for a weight of type wtype: s[b] and xm[b] (see above). */
+void hx__mm_act_row(enum hx_numerics num, enum hx_dtype wtype, const float *x, int64_t k,
+                    double *s, double *xm);
+/* One output's error variance and expected square from its activation row (s, xm) and weight
+ * row (e, dw, dw may be NULL), times scale2 (the square of hx_weight.scale). */
+void hx__mm_output(int64_t nb, const double *s, const double *xm, const double *e,
+                   const double *dw, double scale2, double *var, double *typ);
+/* Σ e² allowed over n outputs of K-long dot products with Σ var and Σ typ. */
+double hx__mm_allowed(double sum_var, double sum_typ, int64_t n, int64_t k);
+/* |e| allowed for one output. */
+double hx__mm_elem_limit(double var, double typ, int64_t k);
