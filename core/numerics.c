@@ -113,9 +113,16 @@ static double hx__chi2_over_n(double n)
  * allowed with a margin of 64. */
 static double hx__f32_floor(int64_t k) { return 64.0 * (double)k * HX_NUM_U * HX_NUM_U / 6.0; }
 
-double hx__mm_allowed(double sum_var, double sum_typ, int64_t n, int64_t k)
+/* For i.i.d. weights G's diagonal is ≈ K·σ² and its off-diagonal ≈ √K·σ², so ‖G‖²_F ≈
+ * N·K²σ⁴ + N²·K·σ⁴ and a row's errors have ≈ N·K/(N + K) degrees of freedom. */
+double hx__mm_dof_iid(int64_t m, int64_t n, int64_t k)
 {
-    return 2.0 * hx__chi2_over_n((double)HX_MAX(n, 1)) * sum_var + hx__f32_floor(k) * sum_typ;
+    return (double)m * (double)n * (double)k / (double)(n + k);
+}
+
+double hx__mm_allowed(double sum_var, double sum_typ, double dof, int64_t k)
+{
+    return 2.0 * hx__chi2_over_n(dof > 1.0 ? dof : 1.0) * sum_var + hx__f32_floor(k) * sum_typ;
 }
 
 double hx__mm_elem_limit(double var, double typ, int64_t k)

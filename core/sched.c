@@ -1014,7 +1014,7 @@ static int hx__verify_mm_allowed(struct hx_sched *s, const struct hx_graph *g,
             sv += var, sty += typ;
         }
     }
-    *allowed = hx__mm_allowed(sv, sty, m * n, k);
+    *allowed = hx__mm_allowed(sv, sty, (double)m, k); /* trained weights: one dof per row */
     return HX_OK;
 }
 

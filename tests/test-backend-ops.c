@@ -686,7 +686,7 @@ static void hx_t_check_matmul(const struct hx_t_case *c, const struct hx_t_out *
             }
         }
     }
-    const double allowed = hx__mm_allowed(sv, st, t->rows * n, k);
+    const double allowed = hx__mm_allowed(sv, st, hx__mm_dof_iid(t->rows, n, k), k);
     r->nmse = sy > 0 ? se / sy : se;
     r->thr = sy > 0 ? allowed / sy : allowed;
     if (want_nan >= 0) hx_t_why(r, "ref produced NaN/Inf at element %lld", (long long)want_nan);

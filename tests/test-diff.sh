@@ -7,17 +7,9 @@ set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
 export HX_PROFILE_DIR=${TMPDIR:-/tmp}/hx-test-diff.$$
 trap 'rm -rf "$HX_PROFILE_DIR"' EXIT
-pass=0 fail=0 xfail=0
+pass=0 fail=0
 ok() { pass=$((pass+1)); echo "ok   $1"; }
 bad() { fail=$((fail+1)); echo "FAIL $1"; }
-
-# Known marginal cases: "model|policy" whose down projection may exceed its threshold. Such a
-# run passes when the only ops over threshold are `matmul down` and the logits and tokens
-# agree; anything else fails.
-#   cpu quantizes TQ2_0 activations in 256-element blocks (cpu-x16.c act block, as llama.cpp's
-#   Q8_K does), which puts the down projection of real SwiGLU outputs at NMSE ~5-6e-4, at the
-#   5e-4 of test-backend-ops.
-known=" qwen3-tern-tq2_0.gguf|single:cpu qwen3-tern-tq2_0.gguf|tensor-split:cpu=0.5,ref=0.5 qwen3-tern-tq2_0.gguf|cpu_only qwen3-tern-tq2_0.gguf|tensor-split:cpu=0.5,vulkan=0.5 qwen3-tern-tq2_0.gguf|gemm-offload:cpu "
 
 policies="single:cpu gemm-offload:cpu tensor-split:cpu=0.5,ref=0.5 tensor-split:ref=0.3,cpu=0.7 auto:cpu,ref
 layer-split:cpu=0.5,ref=0.5 phase-split:cpu,ref op-map:attn=ref,lm_head=ref,default=cpu cpu_only"
@@ -35,14 +27,6 @@ for m in $models; do
   for p in $policies; do
     out=$("$E" diff -m "$m" --policy "$p" -n 6 --ops failed 2>&1); rc=$?
     summary=$(echo "$out" | grep -E 'over threshold$|^logits:|^top-1' | tr '\n' ';')
-    case "$known" in
-      *" $base|$p "*)
-        others=$(echo "$out" | grep ' FAIL' | grep -v 'matmul *down ')
-        if [ $rc -eq 1 ] && [ -z "$others" ] && echo "$out" | grep -q '^logits: .*: ok$' && ! echo "$out" | grep -q MISMATCH; then
-          xfail=$((xfail+1)); echo "ok   $base $p (known marginal: down projection over its threshold)"
-          continue
-        fi ;;
-    esac
     [ $rc -eq 0 ] && ok "$base $p" || bad "$base $p: exit $rc: $summary $(echo "$out" | grep -E 'FAIL|first op|error' | head -3)"
   done
 done
@@ -90,5 +74,5 @@ expect_fail "unknown reference" 2 diff -m /nonexistent.gguf --ref nosuch
 expect_fail "bad -o" 2 diff -m /nonexistent.gguf -o xml
 expect_fail "ratios that do not add up" 2 diff -m /nonexistent.gguf --policy tensor-split:cpu=0.5,ref=0.6
 expect_fail "missing model" 1 diff -m /nonexistent.gguf
-echo "$pass passed, $fail failed, $xfail known marginal"
+echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
