@@ -34,13 +34,15 @@ struct hx_bk_opts {
     int n_ms;
     int threads, reps;
     double bw_gbs;  /* --bw-gbs: skip the probe */
+    size_t set_bytes; /* --working-set MIB: weight copies per case (default HX_BK_MIN_SET) */
 };
 
 static void hx_bk_usage(void)
 {
     fprintf(stderr,
             "usage: engine bench --kernels [--backend B] [--types LIST] [--shapes qwen3|KxN,...]\n"
-            "                    [-m 1,512] [-t THREADS] [-r REPS] [-o md|json|csv] [--bw-gbs X]\n");
+            "                    [-m 1,512] [-t THREADS] [-r REPS] [-o md|json|csv] [--bw-gbs X]\n"
+            "                    [--working-set MIB]  (default 256: past the caches; 1 = in cache)\n");
 }
 
 static bool hx_bk_parse_list(const char *s, int64_t *out, int *n, int64_t lo, int64_t hi)
@@ -88,6 +90,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
     o->fmt = "md";
     o->threads = 2;
     o->reps = 5;
+    o->set_bytes = HX_BK_MIN_SET;
     for (int t = 0; t < HX_DTYPE_COUNT; t++) o->types[o->n_types++] = (enum hx_dtype)t;
     hx_bk_parse_shapes("qwen3", o);
     o->ms[0] = 1, o->ms[1] = 512, o->n_ms = 2;
@@ -107,6 +110,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
             o->bw_gbs = strtod(v, &end);
             if (!end || *end || !(o->bw_gbs > 0 && o->bw_gbs < 1e5)) return -1;
         }
+        else if (!strcmp(a, "--working-set")) { if (!hx_app_parse_i64(v, 1, 65536, &x)) return -1; o->set_bytes = (size_t)x << 20; }
         else if (!strcmp(a, "-t")) { if (!hx_app_parse_i64(v, 1, 1024, &x)) return -1; o->threads = (int)x; }
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 5, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--types")) {
@@ -165,7 +169,7 @@ static int hx_bk_case(struct hx_device *dev, const struct hx_bk_opts *o, enum hx
     size_t wbytes = 0;
     void *wdata = hx_bk_make_weight(t, k, n, &wbytes);
     if (!wdata) return HX_E_NOMEM;
-    int copies = (int)((HX_BK_MIN_SET + wbytes - 1) / wbytes);
+    int copies = (int)((o->set_bytes + wbytes - 1) / wbytes);
     if (copies < 1) copies = 1;
     if (copies > HX_BK_MAX_COPIES) copies = HX_BK_MAX_COPIES;
     struct hx_weight *w = calloc((size_t)copies, sizeof *w);
@@ -263,11 +267,11 @@ int hx_cmd_bench_kernels(int argc, char **argv)
         hx_app_error("bench", "%s", hx_last_error());
         return 1;
     }
-    /* The probe reads as much as each case's working set (HX_BK_MIN_SET), so a GEMV's share
+    /* The probe reads as much as each case's working set (--working-set), so a GEMV's share
      * compares like with like; --bw-gbs X skips it. */
     struct hx_app_bw probe = {0};
     double bw = o.bw_gbs;
-    if (bw <= 0 && hx_app_bw_probe(o.threads, HX_BK_MIN_SET, 9, &probe) == 0) bw = probe.median_gbs;
+    if (bw <= 0 && hx_app_bw_probe(o.threads, o.set_bytes, 9, &probe) == 0) bw = probe.median_gbs;
     bool md = !strcmp(o.fmt, "md"), js = !strcmp(o.fmt, "json");
     char desc[256] = "";
     if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);

@@ -933,9 +933,11 @@ static void hx_t_weight_ops(enum hx_dtype t)
         hx_t_matmul_case(&tw, 1, false, false, " one block");
         hx_t_matmul_case(&tw, 7, false, false, " one block");
         hx_t_weight_free(&tw);
-        /* small K, N = 17: every m */
+        /* small K, N = 17: every m, and m = 2 (the two-row decode kernel) and 9 (8 + 1) */
         hx_t_weight_plan(&tw, t, 17, ks, 1.0f, 12);
         for (size_t i = 0; i < 4; i++) hx_t_matmul_case(&tw, hx_t_ms[i], false, false, "");
+        hx_t_matmul_case(&tw, 2, false, false, "");
+        hx_t_matmul_case(&tw, 9, false, false, "");
         hx_t_weight_free(&tw);
         /* strided input and output, and a BitNet-style weight scale */
         hx_t_weight_plan(&tw, t, 33, ks, 0.37f, 13);

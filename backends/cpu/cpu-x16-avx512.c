@@ -82,7 +82,15 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
     const int64_t k = a->k;
     const int G = T == HX_DTYPE_Q6_K ? 16 : (T == HX_DTYPE_Q1_0 ? 128 : (T == HX_DTYPE_TQ1_0 || T == HX_DTYPE_TQ2_0) ? 256 : 32);
     const int QB = T == HX_DTYPE_Q6_K ? 32 : G;
-    const int A = (R == 1 && G >= 128) ? 4 : 1;
+    /* Integer accumulators per activation row: 8 independent vpdpbusd chains for one row of
+     * the long groups (latency ~5 cycles, 2 issued per cycle). TQ2_0 and Q1_0 pack several
+     * chunks in one byte (4 fields of 2 bits, 8 of 1 bit); for R <= 2 each field is masked
+     * in place, u·2^(shift), still a u8 operand: one vpand per chunk instead of a shift and a
+     * vpand. Field f's accumulator then holds 2^(FS·f) times its dot product exactly and is
+     * shifted back once per group ("field mode"). */
+    const int NF = T == HX_DTYPE_TQ2_0 ? 4 : T == HX_DTYPE_Q1_0 ? 8 : 0, FS = T == HX_DTYPE_TQ2_0 ? 2 : 1;
+    const bool TF = NF > 0 && R <= 2;
+    const int A = TF ? (NF == 4 && R == 1 ? 8 : NF) : (R == 1 && G >= 128) ? 8 : 1;
     const int64_t ng = k / G, nb = k / QB;
     const int8_t *xr[HX_X16_RMAX];
     const float *dr[HX_X16_RMAX], *fr[HX_X16_RMAX];
@@ -96,22 +104,27 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
         acc[r] = _mm512_setzero_ps();
     }
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3), m6 = _mm512_set1_epi8(0x30);
-    const __m512i one = _mm512_set1_epi8(1), two = _mm512_set1_epi8(2);
+    const __m512i one = _mm512_set1_epi8(1);
     const __m512i c86 = _mm512_set1_epi8((char)86), c171 = _mm512_set1_epi8((char)171);
 
     const int64_t gbytes = (int64_t)(x_tile_bytes / (size_t)ng);
     for (int64_t g = 0; g < ng; g++) {
-        if (R <= 2 && HX_X16_PF > 0) {
-            /* decode streams the weights once: fetch well ahead of the hardware prefetcher,
-             * into L2 only (T2): T0 prefetches held L1 fill buffers for a whole DRAM latency
-             * and measured 10-25% slower on the low-bit types */
-            const char *pf = (const char *)tile + g * gbytes + HX_X16_PF;
-            for (int64_t o = 0; o < gbytes; o += 64) _mm_prefetch(pf + o, _MM_HINT_T2);
-        }
-        __m512i di[4][HX_X16_RMAX];
+        /* Decode streams the weights once: fetch well ahead of the hardware prefetcher, into
+         * L2 only (T0 prefetches held L1 fill buffers for a whole DRAM latency, 10-25% slower
+         * on the low-bit types), one line beside each vector load: the group's prefetches
+         * issued in one burst stalled the loads behind them (TQ2_0 -17%, Q1_0 -7% measured). */
+        const bool PFON = R <= 2 && HX_X16_PF > 0;
+        const char *pfb = (const char *)tile + g * gbytes + HX_X16_PF;
+        const int64_t npf = (gbytes + 63) / 64;
+#define HX_PFV(i)                                                                                   \
+    do {                                                                                            \
+        if (PFON && (i) < npf) _mm_prefetch(pfb + 64 * (i), _MM_HINT_T2);                           \
+    } while (0)
+        __m512i di[8][HX_X16_RMAX];
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-            di[0][r] = _mm512_set1_epi32(kr[r][g]);
-            for (int s = 1; s < A; s++) di[s][r] = _mm512_setzero_si512();
+            /* Q1_0 takes its start value after doubling (w = 2u - 1) */
+            di[0][r] = T == HX_DTYPE_Q1_0 ? _mm512_setzero_si512() : _mm512_set1_epi32(kr[r][g]);
+            _Pragma("GCC unroll 16") for (int s = 1; s < A; s++) di[s][r] = _mm512_setzero_si512();
         }
         const int8_t *xg[HX_X16_RMAX];
         for (int r = 0; r < R; r++) xg[r] = xr[r] + g * G;
@@ -124,10 +137,15 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
     } while (0)
 #define HX_DOT(c, w) HX_DOTA(c, c, w)
         __m512 ws, mv = _mm512_setzero_ps();
+        int nv = 4; /* vector loads of the group: each carries one prefetch */
         if (T == HX_DTYPE_Q8_0) {
             const uint8_t *p = tile + g * 544;
             ws = hx_x16_h16(p + 512);
-            _Pragma("GCC unroll 32") for (int c = 0; c < 8; c++) HX_DOT(c, _mm512_loadu_si512(p + 64 * c));
+            _Pragma("GCC unroll 32") for (int c = 0; c < 8; c++) {
+                HX_PFV(c);
+                HX_DOT(c, _mm512_loadu_si512(p + 64 * c));
+            }
+            nv = 8;
         } else if (T == HX_DTYPE_Q4_0 || T == HX_DTYPE_Q4_K) {
             const uint8_t *p;
             if (T == HX_DTYPE_Q4_0) {
@@ -144,16 +162,22 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
             }
             _Pragma("GCC unroll 32")
             for (int v = 0; v < 4; v++) {
+                HX_PFV(v);
                 const __m512i raw = _mm512_loadu_si512(p + 64 * v);
                 HX_DOT(v, _mm512_and_si512(raw, m4));
                 HX_DOT(v + 4, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
             }
+            nv = 4;
         } else if (T == HX_DTYPE_Q6_K) {
             const uint8_t *base = tile + (g >> 4) * 3360;
             const int j = (int)(g & 15);
             __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(base + 32 + 16 * j))));
             ws = _mm512_mul_ps(hx_x16_h16(base), sc);
             const uint8_t *q = base + 288 + 192 * j;
+            HX_PFV(0);
+            HX_PFV(1);
+            HX_PFV(2);
+            nv = 3;
             const __m512i lo0 = _mm512_loadu_si512(q), lo1 = _mm512_loadu_si512(q + 64), hi = _mm512_loadu_si512(q + 128);
             HX_DOT(0, _mm512_or_si512(_mm512_and_si512(lo0, m4), _mm512_and_si512(_mm512_slli_epi16(hi, 4), m6)));
             HX_DOT(1, _mm512_or_si512(_mm512_and_si512(lo1, m4), _mm512_and_si512(_mm512_slli_epi16(hi, 2), m6)));
@@ -162,19 +186,32 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
         } else if (T == HX_DTYPE_TQ2_0) {
             const uint8_t *p = tile + g * 1056;
             ws = hx_x16_h16(p + 1024);
+            if (TF) {
+                _Pragma("GCC unroll 32")
+                for (int v = 0; v < 16; v++) {
+                    HX_PFV(v);
+                    const __m512i raw = _mm512_loadu_si512(p + 64 * v);
+                    _Pragma("GCC unroll 4")
+                    for (int f = 0; f < 4; f++)
+                        HX_DOTA(v + 16 * f, f + 4 * (v & 1), _mm512_and_si512(raw, _mm512_set1_epi8((char)(3 << (2 * f)))));
+                }
+            } else
             _Pragma("GCC unroll 32")
             for (int v = 0; v < 16; v++) {
+                HX_PFV(v);
                 const __m512i raw = _mm512_loadu_si512(p + 64 * v);
                 HX_DOTA(v, 0, _mm512_and_si512(raw, m2));
                 HX_DOTA(v + 16, 1, _mm512_and_si512(_mm512_srli_epi16(raw, 2), m2));
                 HX_DOTA(v + 32, 2, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m2));
                 HX_DOTA(v + 48, 3, _mm512_and_si512(_mm512_srli_epi16(raw, 6), m2));
             }
+            nv = 16;
         } else if (T == HX_DTYPE_TQ1_0) {
             const uint8_t *p = tile + g * 864;
             ws = hx_x16_h16(p + 832);
             _Pragma("GCC unroll 32")
             for (int v = 0; v < 13; v++) {
+                HX_PFV(v);
                 __m512i m = _mm512_loadu_si512(p + 64 * v);
                 const int nd = v < 12 ? 5 : 4;
                 _Pragma("GCC unroll 32")
@@ -185,20 +222,29 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
                     m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
                 }
             }
+            nv = 13;
         } else { /* Q1_0 */
             const uint8_t *p = tile + g * 288;
             ws = hx_x16_h16(p);
             _Pragma("GCC unroll 32")
-            for (int c = 0; c < 32; c++) {
-                uint64_t mask;
-                memcpy(&mask, p + 32 + 8 * c, 8);
-                HX_DOT(c, _mm512_maskz_mov_epi8(mask, two));
+            for (int v = 0; v < 4; v++) {
+                HX_PFV(v);
+                const __m512i raw = _mm512_loadu_si512(p + 32 + 64 * v);
+                _Pragma("GCC unroll 8")
+                for (int i = 0; i < 8; i++) {
+                    if (TF) HX_DOTA(8 * v + i, i, _mm512_and_si512(raw, _mm512_set1_epi8((char)(1 << i))));
+                    else HX_DOT(8 * v + i, _mm512_and_si512(_mm512_srli_epi16(raw, i), one));
+                }
             }
         }
 #undef HX_DOT
+        for (int i = nv; i < npf; i++) HX_PFV(i); /* the lines beyond the group's vector loads */
+#undef HX_PFV
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             __m512i s = di[0][r];
-            for (int ss = 1; ss < A; ss++) s = _mm512_add_epi32(s, di[ss][r]);
+            _Pragma("GCC unroll 16") for (int ss = 1; ss < A; ss++)
+                s = _mm512_add_epi32(s, TF ? _mm512_srai_epi32(di[ss][r], FS * (ss % NF)) : di[ss][r]);
+            if (T == HX_DTYPE_Q1_0) s = _mm512_add_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(kr[r][g]));
             const __m512 sx = _mm512_mul_ps(ws, _mm512_set1_ps(dr[r][(g * G) / QB]));
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sx, acc[r]);
             if (T == HX_DTYPE_Q4_K) acc[r] = _mm512_fmadd_ps(mv, _mm512_set1_ps(fr[r][g]), acc[r]);

@@ -169,12 +169,13 @@ static void hx_x16_pack_tile(enum hx_dtype t, int64_t k, const uint8_t *rows[], 
     case HX_DTYPE_Q1_0:
         for (int64_t sb = 0; sb < k / 128; sb++, o += 288) {
             hx_x16_put_h(o, rows, nr, (size_t)sb * 18);
-            for (int c = 0; c < 32; c++) {
-                uint64_t mask = 0;
-                for (int pos = 0; pos < 64; pos++)
-                    mask |= (uint64_t)(hx_x16_cb(p, t, nr, pos, 32 * sb + c) & 1) << pos;
-                memcpy(o + 32 + 8 * c, &mask, 8);
-            }
+            for (int v = 0; v < 4; v++)
+                for (int pos = 0; pos < 64; pos++) {
+                    uint8_t byte = 0;
+                    for (int i = 0; i < 8; i++)
+                        byte |= (uint8_t)((hx_x16_cb(p, t, nr, pos, 32 * sb + 8 * v + i) & 1) << i);
+                    o[32 + 64 * v + pos] = byte;
+                }
         }
         break;
     default:

@@ -9,7 +9,7 @@
  * reused for up to 8 activation rows in registers.
  *
  * Codes are unsigned: w = s·(u − K) per group of G elements (Q8_0: u = q + 128, K = 128;
- * Q4_0: K = 8; Q6_K: K = 32; TQ1_0, TQ2_0: u = trit, K = 1; Q1_0: u = 2·bit, K = 1), except
+ * Q4_0: K = 8; Q6_K: K = 32; TQ1_0, TQ2_0: u = trit, K = 1; Q1_0: u = bit, w = s·(2u − 1)), except
  * Q4_K, where w = d·sc·u − dmin·m. The −K·Σx term is an integer the activation quantizer
  * computes per group, used as the accumulator's start value, so it costs nothing in the loop.
  * Codes stay packed as tightly as in GGUF (nibbles, 2-bit, base-3, bit masks) and every tile
@@ -26,7 +26,7 @@
  *   TQ2_0 G=256: vec[16] (chunk p + 16·s at bits 2s), h[16] d                  = 16 × 66
  *   TQ1_0 G=256: vec[12] (chunks 5p..5p+4, base 3), vec (chunks 60..63 + a zero
  *                trit), h[16] d — the byte coding of GGUF's TQ1_0               = 16 × 54
- *   Q1_0  G=128: h[16] d, u64 mask[32] (chunk c: bit 4·r + b)                  = 16 × 18
+ *   Q1_0  G=128: h[16] d, vec[4] (chunk 8v + i at bit i)                       = 16 × 18
  */
 #pragma once
 
