@@ -231,5 +231,8 @@ out=$("$E" bench -m "$D/vocab/ggml-vocab-qwen2.gguf" -p 16 -n 8 "${SMALL[@]}" 2>
 [ $rc -eq 1 ] && [ -n "$out" ] && ok "vocab-only file fails cleanly (exit 1)" || bad "vocab-only: exit $rc: $out"
 "$E" bench --help | grep -q -- '--policy' && ok "bench --help" || bad "bench --help"
 "$E" bench --kernels --help > /dev/null 2>&1 && ok "--kernels still routes to the kernel benchmark" || bad "--kernels --help"
+expect_fail "--kernels --working-set 0" 2 --kernels --working-set 0
+out=$("$E" bench --kernels --types q1_0 --shapes 256x64 -m 1 --working-set 1 --bw-gbs 20 2>&1); rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -q '^| Q1_0 | 256×64 | 1 |' && ok "--kernels --working-set 1 (in-cache rates)" || bad "--working-set 1: exit $rc: $out"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
