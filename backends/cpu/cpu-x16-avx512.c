@@ -83,14 +83,16 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
     const int G = T == HX_DTYPE_Q6_K ? 16 : (T == HX_DTYPE_Q1_0 ? 128 : (T == HX_DTYPE_TQ1_0 || T == HX_DTYPE_TQ2_0) ? 256 : 32);
     const int QB = T == HX_DTYPE_Q6_K ? 32 : G;
     /* Integer accumulators per activation row: 8 independent vpdpbusd chains for one row of
-     * the long groups (latency ~5 cycles, 2 issued per cycle). TQ2_0 and Q1_0 pack several
-     * chunks in one byte (4 fields of 2 bits, 8 of 1 bit); for R <= 2 each field is masked
-     * in place, u·2^(shift), still a u8 operand: one vpand per chunk instead of a shift and a
-     * vpand. Field f's accumulator then holds 2^(FS·f) times its dot product exactly and is
-     * shifted back once per group ("field mode"). */
-    const int NF = T == HX_DTYPE_TQ2_0 ? 4 : T == HX_DTYPE_Q1_0 ? 8 : 0, FS = T == HX_DTYPE_TQ2_0 ? 2 : 1;
+     * the long groups (latency ~5 cycles, 2 issued per cycle). TQ2_0, Q1_0 and the Q4 types
+     * pack several chunks in one byte (4 fields of 2 bits, 8 of 1 bit, 2 nibbles); for R <= 2
+     * each field is masked in place, u·2^shift, still a u8 operand: one vpand per chunk
+     * instead of a shift and a vpand. Field f's accumulator then holds 2^(FS·f) times its dot
+     * product exactly and is shifted back once per group ("field mode"). */
+    const bool Q4 = T == HX_DTYPE_Q4_0 || T == HX_DTYPE_Q4_K;
+    const int NF = T == HX_DTYPE_TQ2_0 ? 4 : T == HX_DTYPE_Q1_0 ? 8 : Q4 ? 2 : 0;
+    const int FS = T == HX_DTYPE_TQ2_0 ? 2 : Q4 ? 4 : 1;
     const bool TF = NF > 0 && R <= 2;
-    const int A = TF ? (NF == 4 && R == 1 ? 8 : NF) : (R == 1 && G >= 128) ? 8 : 1;
+    const int A = TF ? (NF == 4 && R == 1 ? 8 : NF) : (R == 1 && G >= 128) ? 8 : 1; /* Q4 R=1: 2 */
     const int64_t ng = k / G, nb = k / QB;
     const int8_t *xr[HX_X16_RMAX];
     const float *dr[HX_X16_RMAX], *fr[HX_X16_RMAX];
@@ -164,8 +166,9 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
             for (int v = 0; v < 4; v++) {
                 HX_PFV(v);
                 const __m512i raw = _mm512_loadu_si512(p + 64 * v);
-                HX_DOT(v, _mm512_and_si512(raw, m4));
-                HX_DOT(v + 4, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+                HX_DOTA(v, 0, _mm512_and_si512(raw, m4));
+                if (TF) HX_DOTA(v + 4, 1, _mm512_andnot_si512(m4, raw)); /* 16·u */
+                else HX_DOT(v + 4, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
             }
             nv = 4;
         } else if (T == HX_DTYPE_Q6_K) {
