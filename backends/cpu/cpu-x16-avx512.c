@@ -92,7 +92,15 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
     const int NF = T == HX_DTYPE_TQ2_0 ? 4 : T == HX_DTYPE_Q1_0 ? 8 : Q4 ? 2 : 0;
     const int FS = T == HX_DTYPE_TQ2_0 ? 2 : Q4 ? 4 : 1;
     const bool TF = NF > 0 && R <= 2;
-    const int A = TF ? (NF == 4 && R == 1 ? 8 : NF) : (R == 1 && G >= 128) ? 8 : 1; /* Q4 R=1: 2 */
+    /* TQ1_0 for R <= 2: trit j of a byte is d_j = floor(3·m_j / 256), where m_0 is the byte
+     * and m_{j+1} = 3·m_j mod 256, so d_j = (3·m_j − m_{j+1}) / 256 exactly. Rather than
+     * extract each trit (two compares, two mask ops), the states themselves (u8) go into
+     * vpdpbusd against the chunk's activations: chains "a" take m_j, chains "b" take m_{j+1},
+     * and the group's dot product is (3·a − b) >> 8 — two vpdpbusd and two adds per chunk
+     * instead of seven ops. For more rows the extracted trits are shared and cheaper. */
+    const bool TD = T == HX_DTYPE_TQ1_0 && R <= 2;
+    const int A = TD ? (R == 1 ? 8 : 4)
+                : TF ? (NF == 4 && R == 1 ? 8 : NF) : (R == 1 && G >= 128) ? 8 : 1; /* Q4 R=1: 2 */
     const int64_t ng = k / G, nb = k / QB;
     const int8_t *xr[HX_X16_RMAX];
     const float *dr[HX_X16_RMAX], *fr[HX_X16_RMAX];
@@ -125,7 +133,7 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
         __m512i di[8][HX_X16_RMAX];
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             /* Q1_0 takes its start value after doubling (w = 2u - 1) */
-            di[0][r] = T == HX_DTYPE_Q1_0 ? _mm512_setzero_si512() : _mm512_set1_epi32(kr[r][g]);
+            di[0][r] = T == HX_DTYPE_Q1_0 || TD ? _mm512_setzero_si512() : _mm512_set1_epi32(kr[r][g]);
             _Pragma("GCC unroll 16") for (int s = 1; s < A; s++) di[s][r] = _mm512_setzero_si512();
         }
         const int8_t *xg[HX_X16_RMAX];
@@ -212,6 +220,21 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
         } else if (T == HX_DTYPE_TQ1_0) {
             const uint8_t *p = tile + g * 864;
             ws = hx_x16_h16(p + 832);
+            if (TD)
+            _Pragma("GCC unroll 32")
+            for (int v = 0; v < 13; v++) {
+                HX_PFV(v);
+                __m512i m = _mm512_loadu_si512(p + 64 * v);
+                const int nd = v < 12 ? 5 : 4;
+                _Pragma("GCC unroll 32")
+                for (int jd = 0; jd < nd; jd++) {
+                    const int c = 5 * v + jd, ch = 2 * (c % (A / 2));
+                    HX_DOTA(c, ch, m);
+                    m = _mm512_add_epi8(m, _mm512_add_epi8(m, m));
+                    HX_DOTA(c, ch + 1, m);
+                }
+            }
+            else
             _Pragma("GCC unroll 32")
             for (int v = 0; v < 13; v++) {
                 HX_PFV(v);
@@ -245,6 +268,15 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
 #undef HX_PFV
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
             __m512i s = di[0][r];
+            if (TD) {
+                __m512i sb = di[1][r];
+                _Pragma("GCC unroll 16") for (int ss = 2; ss < A; ss += 2) {
+                    s = _mm512_add_epi32(s, di[ss][r]);
+                    sb = _mm512_add_epi32(sb, di[ss + 1][r]);
+                }
+                s = _mm512_srai_epi32(_mm512_sub_epi32(_mm512_add_epi32(s, _mm512_add_epi32(s, s)), sb), 8);
+                s = _mm512_add_epi32(s, _mm512_set1_epi32(kr[r][g]));
+            } else
             _Pragma("GCC unroll 16") for (int ss = 1; ss < A; ss++)
                 s = _mm512_add_epi32(s, TF ? _mm512_srai_epi32(di[ss][r], FS * (ss % NF)) : di[ss][r]);
             if (T == HX_DTYPE_Q1_0) s = _mm512_add_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(kr[r][g]));
