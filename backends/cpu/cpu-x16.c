@@ -6,8 +6,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include "cpu-arena.h"
 #include "cpu-impl.h"
 #include "cpu-unpack.h"
 #include "cpu-x16.h"
@@ -200,23 +200,14 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
     const int nt = n_threads > 0 ? n_threads : 1;
     const size_t pb = hx__cpu_panel_bytes(HX_X16_ROWS, k);
     char *panels = hx_malloc(pb * (size_t)nt);
-    /* 2 MiB aligned and backed by huge pages where the kernel allows: decode streams the
-     * whole buffer, and 4 KiB pages would cost a TLB walk every 4 KiB of it. */
-    /* An anonymous mapping 2 MiB larger than needed: the part before the aligned start is
-     * never touched, so it costs address space only. */
-    const size_t huge = (size_t)2 << 20;
-    x->map_bytes = (total + 2 * huge - 1) / huge * huge;
-    void *map = mmap(NULL, x->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    x->raw = map == MAP_FAILED ? NULL : map;
-    if (!x->raw || !panels) {
+    /* Decode streams the whole buffer: on 4 KiB pages it would cost a TLB walk every 4 KiB
+     * and restart the hardware prefetcher at every page (cpu-arena.h). */
+    x->data = hx__cpu_arena_alloc(total, &x->chunk);
+    if (!x->data || !panels) {
         hx_free(panels);
         hx__x16_free(x);
         return NULL;
     }
-    x->data = (uint8_t *)(((uintptr_t)x->raw + huge - 1) & ~(uintptr_t)(huge - 1));
-#ifdef MADV_HUGEPAGE
-    madvise(x->data, total, MADV_HUGEPAGE);
-#endif
 #pragma omp parallel for schedule(dynamic, 16) num_threads(nt)
     for (int64_t tt = 0; tt < x->n_tiles; tt++) {
         int tid = 0;
@@ -241,7 +232,7 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
 void hx__x16_free(struct hx_cpu_x16 *x)
 {
     if (!x) return;
-    if (x->raw) munmap(x->raw, x->map_bytes);
+    hx__cpu_arena_free(x->chunk);
     hx_free(x);
 }
 

@@ -43,9 +43,8 @@ struct hx_cpu_x16 {
     enum hx_dtype type;
     int64_t n, k, n_tiles;
     size_t tile_bytes;
-    uint8_t *data;             /* n_tiles × tile_bytes, 2 MiB aligned */
-    void *raw;                 /* the anonymous mapping holding data */
-    size_t map_bytes;
+    uint8_t *data;             /* n_tiles × tile_bytes, 4 KiB aligned, on huge pages */
+    struct hx_cpu_chunk *chunk; /* the arena chunk holding data (cpu-arena.h) */
 };
 #define HX_X16_MAGIC 0x36317848u /* "Hx16" */
 
