@@ -35,6 +35,18 @@ size_t hx_app_bw_default_bytes(void);
  */
 int hx_app_bw_probe(int n_threads, size_t working_set_bytes, int n_passes, struct hx_app_bw *out);
 
+/*
+ * The same probe, with its buffer kept between measurements: open maps and first-touches it
+ * (NULL when it cannot be allocated), measure runs one untimed and n_passes timed passes over
+ * it (pass_gbs, when given, receives each pass's GB/s), close unmaps it. A benchmark on a
+ * shared machine measures again next to each case, so a share compares figures taken in the
+ * same seconds.
+ */
+struct hx_app_bw_buf;
+struct hx_app_bw_buf *hx_app_bw_open(int n_threads, size_t working_set_bytes);
+int hx_app_bw_measure(struct hx_app_bw_buf *b, int n_passes, struct hx_app_bw *out, double *pass_gbs);
+void hx_app_bw_close(struct hx_app_bw_buf *b);
+
 /* Median read bandwidth in GB/s of n_threads threads over at least working_set_bytes (raised to
  * hx_app_bw_default_bytes() when smaller, so the buffer never fits in cache). 0 on allocation
  * failure. Kept for callers that need only the one figure. */

@@ -158,12 +158,13 @@ fail:
 }
 
 struct hx_bk_result {
-    double med_us, mean_us, sd_us, gbs, gflops, bw_pct, host_us, dev_us;
+    double med_us, mean_us, sd_us, gbs, gflops, host_us, dev_us;
+    double bw_gbs, bw_pct;   /* the read bandwidth the share is of, and the share */
     bool have_timing, modelled;
 };
 
 static int hx_bk_case(struct hx_device *dev, const struct hx_bk_opts *o, enum hx_dtype t,
-                      int64_t k, int64_t n, int64_t m, double bw, struct hx_bk_result *res)
+                      int64_t k, int64_t n, int64_t m, struct hx_bk_result *res)
 {
     int st = HX_OK;
     size_t wbytes = 0;
@@ -225,7 +226,6 @@ static int hx_bk_case(struct hx_device *dev, const struct hx_bk_opts *o, enum hx
     /* rates from the median: robust to the other tenants of a shared machine */
     res->gbs = (double)wbytes / (res->med_us * 1e-6) / 1e9;
     res->gflops = 2.0 * (double)m * (double)n * (double)k / (res->med_us * 1e-6) / 1e9;
-    res->bw_pct = bw > 0 ? 100.0 * res->gbs / bw : 0.0;
     if ((res->have_timing = ts != NULL)) {
         double calls = (double)o->reps * per;
         res->host_us = (ts->host_us - t0.host_us) / calls;
@@ -271,7 +271,10 @@ int hx_cmd_bench_kernels(int argc, char **argv)
      * compares like with like; --bw-gbs X skips it. */
     struct hx_app_bw probe = {0};
     double bw = o.bw_gbs;
-    if (bw <= 0 && hx_app_bw_probe(o.threads, o.set_bytes, 9, &probe) == 0) bw = probe.median_gbs;
+    struct hx_app_bw_buf *pb = NULL;
+    if (bw <= 0 && (pb = hx_app_bw_open(o.threads, o.set_bytes)) &&
+        hx_app_bw_measure(pb, 9, &probe, NULL) == 0)
+        bw = probe.median_gbs;
     bool md = !strcmp(o.fmt, "md"), js = !strcmp(o.fmt, "json");
     char desc[256] = "";
     if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
@@ -285,13 +288,17 @@ int hx_cmd_bench_kernels(int argc, char **argv)
                    "%zu MiB working set, %d passes; LLC reported %zu MiB)\n\n",
                    bw, probe.best_gbs, probe.n_threads, probe.kernel ? probe.kernel : "?",
                    probe.working_set_bytes >> 20, probe.n_passes, probe.llc_bytes >> 20);
+        if (pb)
+            printf("Each GEMV's share is of the probe run again around it (3 passes just before, 3 "
+                   "just after, median; its GB/s after the share): on a shared machine the read "
+                   "bandwidth moves by tens of percent within a minute.\n\n");
         printf("| type | K×N | m | µs/call median (mean ± sd) | GB/s | GFLOP/s | %% of read BW | host µs | device µs |\n");
         printf("|---|---|---|---|---|---|---|---|---|\n");
     } else if (js) {
         printf("{\"backend\":\"%s\",\"threads\":%d,\"read_bw_gbs\":%.2f,\"results\":[", dev->id,
                o.threads, bw);
     } else {
-        printf("backend,type,k,n,m,threads,median_us,mean_us,sd_us,gbs,gflops,bw_pct,host_us,device_us,modelled\n");
+        printf("backend,type,k,n,m,threads,median_us,mean_us,sd_us,gbs,gflops,bw_pct,host_us,device_us,modelled,bw_gbs\n");
     }
     fflush(stdout);
     int first = 1, rc = 0;
@@ -302,7 +309,13 @@ int hx_cmd_bench_kernels(int argc, char **argv)
                 int64_t k = o.shapes[si][0], n = o.shapes[si][1], m = o.ms[mi];
                 if (k % hx_dtype_block_elems(t)) continue;
                 struct hx_bk_result r = {0};
-                int st = hx_bk_case(dev, &o, t, k, n, m, bw, &r);
+                double near[6], cbw = bw;
+                struct hx_app_bw nb;
+                bool around = pb && m == 1 && hx_app_bw_measure(pb, 3, &nb, near) == 0;
+                int st = hx_bk_case(dev, &o, t, k, n, m, &r);
+                if (around && hx_app_bw_measure(pb, 3, &nb, near + 3) == 0) cbw = hx_app_median(near, 6);
+                r.bw_gbs = cbw;
+                r.bw_pct = cbw > 0 ? 100.0 * r.gbs / cbw : 0.0;
                 if (st == HX_E_UNSUPPORTED) continue;
                 if (st) {
                     hx_app_error("bench", "%s %lldx%lld m=%lld: %s", hx_dtype_name(t),
@@ -315,30 +328,32 @@ int hx_cmd_bench_kernels(int argc, char **argv)
                     snprintf(hu, sizeof hu, "%.1f", r.host_us);
                     snprintf(du, sizeof du, "%.1f%s", r.dev_us, r.modelled ? " (modelled)" : "");
                 }
-                if (m == 1) snprintf(pct, sizeof pct, "%.0f%%", r.bw_pct);
+                if (m == 1 && pb) snprintf(pct, sizeof pct, "%.0f%% of %.1f", r.bw_pct, r.bw_gbs);
+                else if (m == 1) snprintf(pct, sizeof pct, "%.0f%%", r.bw_pct);
                 if (md) {
                     printf("| %s | %lld×%lld | %lld | %.1f (%.1f ± %.1f) | %.1f | %.1f | %s | %s | %s |\n",
                            hx_dtype_name(t), (long long)k, (long long)n, (long long)m, r.med_us,
                            r.mean_us, r.sd_us, r.gbs, r.gflops, pct, hu, du);
                 } else if (js) {
                     printf("%s{\"type\":\"%s\",\"k\":%lld,\"n\":%lld,\"m\":%lld,\"median_us\":%.2f,\"mean_us\":%.2f,"
-                           "\"sd_us\":%.2f,\"gbs\":%.3f,\"gflops\":%.3f,\"bw_pct\":%.2f",
+                           "\"sd_us\":%.2f,\"gbs\":%.3f,\"gflops\":%.3f,\"bw_pct\":%.2f,\"bw_gbs\":%.2f",
                            first ? "" : ",", hx_dtype_name(t), (long long)k, (long long)n,
-                           (long long)m, r.med_us, r.mean_us, r.sd_us, r.gbs, r.gflops, r.bw_pct);
+                           (long long)m, r.med_us, r.mean_us, r.sd_us, r.gbs, r.gflops, r.bw_pct, r.bw_gbs);
                     if (r.have_timing)
                         printf(",\"host_us\":%.2f,\"device_us\":%.2f,\"modelled\":%s", r.host_us,
                                r.dev_us, r.modelled ? "true" : "false");
                     printf("}");
                 } else {
-                    printf("%s,%s,%lld,%lld,%lld,%d,%.2f,%.2f,%.2f,%.3f,%.3f,%.2f,%s,%s,%d\n", dev->id,
+                    printf("%s,%s,%lld,%lld,%lld,%d,%.2f,%.2f,%.2f,%.3f,%.3f,%.2f,%s,%s,%d,%.2f\n", dev->id,
                            hx_dtype_name(t), (long long)k, (long long)n, (long long)m, o.threads,
                            r.med_us, r.mean_us, r.sd_us, r.gbs, r.gflops, r.bw_pct,
-                           r.have_timing ? hu : "", r.have_timing ? du : "", r.modelled);
+                           r.have_timing ? hu : "", r.have_timing ? du : "", r.modelled, r.bw_gbs);
                 }
                 first = 0;
                 fflush(stdout);
             }
     if (js) printf("]}\n");
+    hx_app_bw_close(pb);
     hx__device_close(dev);
     return rc;
 }

@@ -234,5 +234,15 @@ out=$("$E" bench -m "$D/vocab/ggml-vocab-qwen2.gguf" -p 16 -n 8 "${SMALL[@]}" 2>
 expect_fail "--kernels --working-set 0" 2 --kernels --working-set 0
 out=$("$E" bench --kernels --types q1_0 --shapes 256x64 -m 1 --working-set 1 --bw-gbs 20 2>&1); rc=$?
 [ $rc -eq 0 ] && echo "$out" | grep -q '^| Q1_0 | 256×64 | 1 |' && ok "--kernels --working-set 1 (in-cache rates)" || bad "--working-set 1: exit $rc: $out"
+"$E" bench --kernels --types q8_0,q1_0 --shapes 256x64 -m 1 -r 5 --working-set 1 -o json > "$T/kj" 2>/dev/null
+python3 - "$T/kj" <<'EOF' && ok "--kernels: each GEMV's share is of a probe measured around it" || bad "--kernels probe per case: $(cat "$T/kj")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["read_bw_gbs"] > 0 and len(r["results"]) == 2, r
+for c in r["results"]:
+    assert c["bw_gbs"] > 0 and abs(c["bw_pct"] - 100 * c["gbs"] / c["bw_gbs"]) < 0.01 + 1e-3 * c["bw_pct"], c
+EOF
+out=$("$E" bench --kernels --types q8_0 --shapes 256x64 -m 1 -r 5 --working-set 1 2>&1)
+echo "$out" | grep -Eq '^\| Q8_0 \| 256×64 \| 1 \|.*\| [0-9]+% of [0-9.]+ \|' && ok "--kernels md: share and the probe it is of" || bad "--kernels md share: $out"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
