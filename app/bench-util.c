@@ -6,9 +6,10 @@
  * from cache), each OpenMP thread first-touches and then streams only its own slice, the inner
  * loop issues full-width loads into eight independent accumulators (AVX-512 or AVX2 chosen at
  * run time; the file itself is built for the baseline ISA) with a software prefetch 2 KiB
- * ahead (on the Zen 5 VM of 2026-12-04 the plain loop read 23-27 GB/s in phases where the
- * same loop with the prefetch read 45-75 and the GEMV kernels 35-37), and the time of a pass runs from a
- * barrier before the first load to a barrier after the last thread finishes. One untimed pass
+ * ahead (on the Zen 5 VM of 2026-12-04 the plain loop read 23-30 GB/s in phases where the
+ * same loop with the prefetch read 36-79 and the GEMV kernels 35-37), and the time of a
+ * pass runs from a barrier before the first load to a barrier after the last thread
+ * finishes. One untimed pass
  * warms TLBs and prefetchers; the median of the timed passes is the figure to use, the best is
  * reported beside it.
  */
