@@ -336,7 +336,7 @@ int hx_cmd_bench_kernels(int argc, char **argv)
                            r.mean_us, r.sd_us, r.gbs, r.gflops, pct, hu, du);
                 } else if (js) {
                     printf("%s{\"type\":\"%s\",\"k\":%lld,\"n\":%lld,\"m\":%lld,\"median_us\":%.2f,\"mean_us\":%.2f,"
-                           "\"sd_us\":%.2f,\"gbs\":%.3f,\"gflops\":%.3f,\"bw_pct\":%.2f,\"bw_gbs\":%.2f",
+                           "\"sd_us\":%.2f,\"gbs\":%.3f,\"gflops\":%.3f,\"bw_pct\":%.2f,\"bw_gbs\":%.3f",
                            first ? "" : ",", hx_dtype_name(t), (long long)k, (long long)n,
                            (long long)m, r.med_us, r.mean_us, r.sd_us, r.gbs, r.gflops, r.bw_pct, r.bw_gbs);
                     if (r.have_timing)
@@ -344,7 +344,7 @@ int hx_cmd_bench_kernels(int argc, char **argv)
                                r.dev_us, r.modelled ? "true" : "false");
                     printf("}");
                 } else {
-                    printf("%s,%s,%lld,%lld,%lld,%d,%.2f,%.2f,%.2f,%.3f,%.3f,%.2f,%s,%s,%d,%.2f\n", dev->id,
+                    printf("%s,%s,%lld,%lld,%lld,%d,%.2f,%.2f,%.2f,%.3f,%.3f,%.2f,%s,%s,%d,%.3f\n", dev->id,
                            hx_dtype_name(t), (long long)k, (long long)n, (long long)m, o.threads,
                            r.med_us, r.mean_us, r.sd_us, r.gbs, r.gflops, r.bw_pct,
                            r.have_timing ? hu : "", r.have_timing ? du : "", r.modelled, r.bw_gbs);
