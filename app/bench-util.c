@@ -3,7 +3,7 @@
  *
  * The probe is the roofline every memory-bound figure is compared with, so it has to read as
  * fast as the machine can: the buffer is at least 8× the last-level cache (so no pass is served
- * from cache), each OpenMP thread first-touches and then streams only its own slice, the inner
+ * from cache), each pool thread first-touches and then streams only its own slice, the inner
  * loop issues full-width loads into eight independent accumulators (AVX-512 or AVX2 chosen at
  * run time; the file itself is built for the baseline ISA) with a software prefetch 2 KiB
  * ahead (on the Zen 5 VM of 2026-12-04 the plain loop read 23-30 GB/s in phases where the
@@ -13,6 +13,7 @@
  * the figure to use, the best is reported beside it.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,10 +24,7 @@
 #include <unistd.h>
 
 #include "bench-util.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "pool.h"
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HX_APP_X86 1
@@ -34,6 +32,7 @@
 
 /* Elements of one block: 512 bytes, eight 64-byte cache lines. Slices are whole blocks. */
 #define HX_APP_BLOCK 64
+#define HX_APP_MAX_THREADS 256
 #ifndef HX_APP_PF
 #define HX_APP_PF 2048
 #endif
@@ -203,15 +202,30 @@ static void hx_app_bw_slice(size_t n_blocks, int tid, int nt, size_t *b0, size_t
     *b1 = n_blocks * (size_t)(tid + 1) / (size_t)nt;
 }
 
-static int hx_app_thread(int *nt)
+/* First touch: each thread writes the blocks it will read. */
+static void hx_app_bw_touch(void *arg, int tid, int nt)
 {
-#ifdef _OPENMP
-    *nt = omp_get_num_threads();
-    return omp_get_thread_num();
-#else
-    *nt = 1;
-    return 0;
-#endif
+    struct hx_app_bw_buf *b = arg;
+    size_t b0, b1;
+    hx_app_bw_slice(b->n_blocks, tid, nt, &b0, &b1);
+    uint64_t *p = b->buf + b0 * HX_APP_BLOCK;
+    for (size_t i = 0; i < (b1 - b0) * HX_APP_BLOCK; i++) p[i] = i ^ (uint64_t)tid;
+}
+
+/* One pass: each thread sums its blocks; sinks[tid] keeps the work from being optimized away. */
+struct hx_app_bw_pass {
+    struct hx_app_bw_buf *b;
+    uint64_t sinks[HX_APP_MAX_THREADS];
+    _Atomic int used;
+};
+
+static void hx_app_bw_read(void *arg, int tid, int nt)
+{
+    struct hx_app_bw_pass *ps = arg;
+    size_t b0, b1;
+    hx_app_bw_slice(ps->b->n_blocks, tid, nt, &b0, &b1);
+    ps->sinks[tid] += ps->b->sum(ps->b->buf + b0 * HX_APP_BLOCK, b1 - b0);
+    if (tid == 0) atomic_store(&ps->used, nt);
 }
 
 struct hx_app_bw_buf *hx_app_bw_open(int n_threads, size_t working_set_bytes)
@@ -221,7 +235,7 @@ struct hx_app_bw_buf *hx_app_bw_open(int n_threads, size_t working_set_bytes)
     size_t want = working_set_bytes ? working_set_bytes : hx_app_bw_default_bytes();
     b->n_blocks = want / (HX_APP_BLOCK * sizeof(uint64_t));
     b->nbytes = b->n_blocks * HX_APP_BLOCK * sizeof(uint64_t);
-    b->n_threads = n_threads < 1 ? 1 : n_threads;
+    b->n_threads = n_threads < 1 ? 1 : n_threads > HX_APP_MAX_THREADS ? HX_APP_MAX_THREADS : n_threads;
     void *m = b->nbytes ? mmap(NULL, b->nbytes, PROT_READ | PROT_WRITE,
                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
     if (m == MAP_FAILED) {
@@ -234,14 +248,7 @@ struct hx_app_bw_buf *hx_app_bw_open(int n_threads, size_t working_set_bytes)
 #endif
     b->sum = hx_app_sum_pick(&b->kernel);
     b->llc_bytes = hx_app_llc_bytes();
-#pragma omp parallel num_threads(b->n_threads)
-    {
-        int nt, tid = hx_app_thread(&nt);
-        size_t b0, b1;
-        hx_app_bw_slice(b->n_blocks, tid, nt, &b0, &b1);
-        uint64_t *p = b->buf + b0 * HX_APP_BLOCK;
-        for (size_t i = 0; i < (b1 - b0) * HX_APP_BLOCK; i++) p[i] = i ^ (uint64_t)tid;
-    }
+    hx__pool_run(b->n_threads, hx_app_bw_touch, b);
     return b;
 }
 
@@ -252,36 +259,25 @@ void hx_app_bw_close(struct hx_app_bw_buf *b)
     free(b);
 }
 
-/* One untimed pass, then n_passes timed ones. The `single` blocks end in barriers, so t0 is
- * taken once all threads are ready and each pass's end once the slowest thread is done. */
+/* One untimed pass, then n_passes timed ones, each a task of the pool (core/pool.h) like the
+ * kernels it is compared with: a pass ends when the slowest thread is done. */
 int hx_app_bw_measure(struct hx_app_bw_buf *b, int n_passes, struct hx_app_bw *out, double *pass_gbs)
 {
     memset(out, 0, sizeof *out);
     if (n_passes < 1) n_passes = 1;
     double *us = malloc((size_t)n_passes * sizeof *us);
     if (!us) return -1;
-    uint64_t sink = 0;
-    int used = 1;
-    double t0 = 0.0;
+    struct hx_app_bw_pass ps = {.b = b};
+    atomic_init(&ps.used, 1);
     struct hx_app_load_mark m0, m1;
     hx_app_load_mark(&m0);
-#pragma omp parallel num_threads(b->n_threads) reduction(+ : sink)
-    {
-        int nt, tid = hx_app_thread(&nt);
-        size_t b0, b1;
-        hx_app_bw_slice(b->n_blocks, tid, nt, &b0, &b1);
-#pragma omp single
-        used = nt;
-        for (int pass = -1; pass < n_passes; pass++) {
-#pragma omp single
-            t0 = hx_app_now_us();
-            sink += b->sum(b->buf + b0 * HX_APP_BLOCK, b1 - b0);
-#pragma omp barrier
-#pragma omp single
-            if (pass >= 0) us[pass] = hx_app_now_us() - t0;
-        }
+    for (int pass = -1; pass < n_passes; pass++) {
+        const double t0 = hx_app_now_us();
+        hx__pool_run(b->n_threads, hx_app_bw_read, &ps);
+        if (pass >= 0) us[pass] = hx_app_now_us() - t0;
     }
-    hx_app_sink = sink;
+    const int used = atomic_load(&ps.used);
+    for (int i = 0; i < used; i++) hx_app_sink += ps.sinks[i];
     hx_app_load_mark(&m1);
     for (int i = 0; i < n_passes; i++)   /* bytes / µs / 1e3 = GB/s */
         us[i] = (double)b->nbytes / (us[i] > 0 ? us[i] : 1e-3) / 1e3;

@@ -27,7 +27,7 @@ size_t hx_app_llc_bytes(void);
 size_t hx_app_bw_default_bytes(void);
 
 /*
- * Measure main-memory read bandwidth: n_threads OpenMP threads each stream their own slice of
+ * Measure main-memory read bandwidth: n_threads pool threads each stream their own slice of
  * a working_set_bytes buffer (0 = hx_app_bw_default_bytes()) with wide loads into independent
  * accumulators (AVX-512 or AVX2 where the CPU has it, chosen at run time), one untimed
  * warm-up pass, then n_passes timed passes (at least 7). Returns 0, or -1 when the buffer

@@ -1,21 +1,36 @@
 /*
  * cpu-ops.c — the non-matmul ops of docs/ops.md for the fast CPU backend: the same formulas
- * as `ref`, parallelized over rows (attention over row × head pairs) with OpenMP. Every op
+ * as `ref`, parallelized over rows (attention over row × head pairs) on the pool of pool.h. Every op
  * reads a row before writing it, so dst may alias src where the contract allows it.
  */
 #include <math.h>
 #include <string.h>
 
 #include "cpu-impl.h"
+#include "pool.h"
 #include "hx-impl.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 static int hx_cpu_threads_for(int64_t work, int n_threads)
 {
     return work < 16384 ? 1 : n_threads;
+}
+
+struct hx_embed_job {
+    const struct hx_op *op;
+    const struct hx_split *s;
+    size_t rb;
+    _Atomic int bad;
+};
+
+static void hx_embed_row(void *arg, int64_t r, int tid)
+{
+    struct hx_embed_job *j = arg;
+    const struct hx_weight *w = j->op->weight;
+    (void)tid;
+    const char *src = (const char *)w->data + (size_t)j->s->tokens[r] * j->rb;
+    if (hx_dequantize_row(w->type, src, hx_tensor_row(&j->op->dst, r), w->n_cols) != HX_OK)
+        atomic_store(&j->bad, 1);
 }
 
 int hx__cpu_op_embed(const struct hx_op *op, const struct hx_split *s, int n_threads)
@@ -25,24 +40,22 @@ int hx__cpu_op_embed(const struct hx_op *op, const struct hx_split *s, int n_thr
     const size_t rb = hx_dtype_row_bytes(w->type, d);
     for (int64_t r = 0; r < n; r++)
         if (s->tokens[r] < 0 || s->tokens[r] >= w->n_rows) return HX_E_INVAL;
-    int bad = 0;
-#pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * d, n_threads)) reduction(| : bad)
-    for (int64_t r = 0; r < n; r++) {
-        const char *src = (const char *)w->data + (size_t)s->tokens[r] * rb;
-        bad |= hx_dequantize_row(w->type, src, hx_tensor_row(&op->dst, r), d) != HX_OK;
-    }
-    return bad ? HX_E_INTERNAL : HX_OK;
+    struct hx_embed_job j = {.op = op, .s = s, .rb = rb};
+    atomic_init(&j.bad, 0);
+    hx__pool_for(n, hx_cpu_threads_for(n * d, n_threads), 0, hx_embed_row, &j);
+    return atomic_load(&j.bad) ? HX_E_INTERNAL : HX_OK;
 }
 
-void hx__cpu_op_rms_norm(const struct hx_op *op, int n_threads)
+static void hx_rms_norm_row(void *arg, int64_t r, int tid)
 {
-    const int64_t n = op->src[0].n_rows, d = op->src[0].n_cols;
+    const struct hx_op *op = arg;
+    (void)tid;
+    const int64_t d = op->src[0].n_cols;
     const int64_t g = op->desc.p.norm.group > 0 ? op->desc.p.norm.group : d;
     const float eps = op->desc.p.norm.eps;
     const float *gain = op->weight->data;
     const bool v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512;
-#pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * d, n_threads))
-    for (int64_t r = 0; r < n; r++) {
+    {
         const float *x = hx_tensor_row(&op->src[0], r);
         float *y = hx_tensor_row(&op->dst, r);
         for (int64_t c0 = 0; c0 < d; c0 += g) {
@@ -57,17 +70,30 @@ void hx__cpu_op_rms_norm(const struct hx_op *op, int n_threads)
     }
 }
 
-void hx__cpu_op_rope(const struct hx_op *op, const struct hx_split *s, int n_threads)
+void hx__cpu_op_rms_norm(const struct hx_op *op, int n_threads)
 {
-    const int64_t n = op->src[0].n_rows;
+    const int64_t n = op->src[0].n_rows, d = op->src[0].n_cols;
+    hx__pool_for(n, hx_cpu_threads_for(n * d, n_threads), 0, hx_rms_norm_row, (void *)op);
+}
+
+struct hx_rope_job {
+    const struct hx_op *op;
+    const struct hx_split *s;
+};
+
+static void hx_rope_row(void *arg, int64_t r, int tid)
+{
+    const struct hx_rope_job *j = arg;
+    const struct hx_op *op = j->op;
+    const struct hx_split *s = j->s;
+    (void)tid;
     const int n_head = op->desc.p.rope.n_head, hd = op->desc.p.rope.head_dim;
     const int n_rot = op->desc.p.rope.n_rot;
     const float theta_scale = powf(op->desc.p.rope.base, -2.0f / (float)n_rot);
     const float fs = op->desc.p.rope.freq_scale;
     const bool neox = op->desc.p.rope.mode == HX_ROPE_NEOX;
     const float *ff = op->aux ? op->aux->data : NULL;
-#pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * n_head * hd, n_threads))
-    for (int64_t r = 0; r < n; r++) {
+    {
         const float *x = hx_tensor_row(&op->src[0], r);
         float *y = hx_tensor_row(&op->dst, r);
         if (x != y) memcpy(y, x, (size_t)n_head * hd * sizeof(float));
@@ -94,143 +120,181 @@ void hx__cpu_op_rope(const struct hx_op *op, const struct hx_split *s, int n_thr
     }
 }
 
+void hx__cpu_op_rope(const struct hx_op *op, const struct hx_split *s, int n_threads)
+{
+    const int64_t n = op->src[0].n_rows;
+    const int64_t work = n * op->desc.p.rope.n_head * op->desc.p.rope.head_dim;
+    struct hx_rope_job j = {op, s};
+    hx__pool_for(n, hx_cpu_threads_for(work, n_threads), 0, hx_rope_row, &j);
+}
+
+/* Attention's parameters and buffers, shared by the three loops below. */
+struct hx_attn_job {
+    const struct hx_op *op;
+    const struct hx_split *s;
+    int64_t n, n_ctx, max_pos, lp;
+    int n_head, n_kv, hd, grp, rb;
+    int64_t n_rb;
+    float scale;
+    bool v512;
+    size_t ks, vs, head_floats, per_thread;
+    float *kt, *vh, *scratch;
+};
+
+/* Block b of 32 keys: K transposed (d-major) and V copied head-major, padding zero. */
+static void hx_attn_transpose(void *arg, int64_t b, int tid)
+{
+    const struct hx_attn_job *j = arg;
+    const struct hx_op *op = j->op;
+    const int hd = j->hd;
+    const int64_t base = (int64_t)j->s->seq[0] * j->n_ctx;
+    (void)tid;
+    for (int64_t jj = 0; jj < 32; jj++) {
+        const int64_t t = b * 32 + jj;
+        const float *kr = t <= j->max_pos ? hx_tensor_row(&op->k_cache, base + t) : NULL;
+        const float *vr = t <= j->max_pos ? hx_tensor_row(&op->v_cache, base + t) : NULL;
+        for (int kvh = 0; kvh < j->n_kv; kvh++) {
+            float *dst = j->kt + (size_t)kvh * j->head_floats + (size_t)(b * hd) * 32 + jj;
+            for (int d = 0; d < hd; d++) dst[d * 32] = kr ? kr[kvh * hd + d] : 0.0f;
+            float *vd = j->vh + (size_t)kvh * j->head_floats + (size_t)t * hd;
+            if (vr)
+                memcpy(vd, vr + (size_t)kvh * hd, sizeof(float) * (size_t)hd);
+            else
+                memset(vd, 0, sizeof(float) * (size_t)hd);
+        }
+    }
+}
+
+/* Job jb: the grp query heads of rb consecutive rows that share one KV head. Jobs of one KV
+ * head are consecutive, so both threads work on the same head's K and V (256 KiB each at 512
+ * keys) while they are in cache. */
+static void hx_attn_flash(void *arg, int64_t jb, int tid)
+{
+    const struct hx_attn_job *j = arg;
+    const struct hx_op *op = j->op;
+    const int64_t b = jb % j->n_rb;
+    const int kvh = (int)(jb / j->n_rb), hd = j->hd;
+    const float *qs[8];
+    float *outs[8];
+    int64_t lens[8];
+    int nq = 0;
+    (void)tid;
+    for (int64_t r = b * j->rb; r < j->n && r < (b + 1) * j->rb; r++)
+        for (int g = 0; g < j->grp; g++, nq++) {
+            const int h = kvh * j->grp + g;
+            qs[nq] = hx_tensor_row(&op->src[0], r) + (size_t)h * hd;
+            outs[nq] = hx_tensor_row(&op->dst, r) + (size_t)h * hd;
+            lens[nq] = (int64_t)j->s->pos[r] + 1;
+        }
+    hx__cpu_attn_flash_avx512(qs, nq, lens, j->kt + (size_t)kvh * j->head_floats,
+                              j->vh + (size_t)kvh * j->head_floats, (size_t)hd, hd, j->scale, outs);
+}
+
+/* One (row, head) pair. */
+static void hx_attn_pair(void *arg, int64_t ph, int tid)
+{
+    const struct hx_attn_job *j = arg;
+    const struct hx_op *op = j->op;
+    const int hd = j->hd;
+    const float scale = j->scale;
+    float *sc = j->scratch + j->per_thread * (size_t)tid, *o = sc + j->n_ctx;
+    const int64_t r = ph / j->n_head;
+    const int h = (int)(ph % j->n_head), kvh = h / j->grp;
+    const int64_t base = (int64_t)j->s->seq[r] * j->n_ctx, len = (int64_t)j->s->pos[r] + 1;
+    const float *q = hx_tensor_row(&op->src[0], r) + (size_t)h * hd;
+    if (j->kt) {
+        hx__cpu_attn_kt_avx512(q, j->kt + (size_t)kvh * j->head_floats,
+                               j->vh + (size_t)kvh * j->head_floats, (size_t)hd, len,
+                               hd, scale, sc, hx_tensor_row(&op->dst, r) + (size_t)h * hd);
+        return;
+    }
+    if (j->v512) {
+        hx__cpu_attn_row_avx512(q, hx_tensor_row(&op->k_cache, base) + (size_t)kvh * hd, j->ks,
+                                hx_tensor_row(&op->v_cache, base) + (size_t)kvh * hd, j->vs, len,
+                                hd, scale, hx_tensor_row(&op->dst, r) + (size_t)h * hd);
+        return;
+    }
+    float mx = -INFINITY;
+    for (int64_t t = 0; t < len; t++) {
+        const float *kk = hx_tensor_row(&op->k_cache, base + t) + (size_t)kvh * hd;
+        float dot = 0.0f;
+        for (int i = 0; i < hd; i++) dot += q[i] * kk[i];
+        sc[t] = scale * dot;
+        mx = fmaxf(mx, sc[t]);
+    }
+    float sum = 0.0f;
+    for (int64_t t = 0; t < len; t++) {
+        sc[t] = expf(sc[t] - mx);
+        sum += sc[t];
+    }
+    memset(o, 0, (size_t)hd * sizeof(float));
+    for (int64_t t = 0; t < len; t++) {
+        const float *vv = hx_tensor_row(&op->v_cache, base + t) + (size_t)kvh * hd;
+        const float p = sc[t] / sum;
+        for (int i = 0; i < hd; i++) o[i] += p * vv[i];
+    }
+    memcpy(hx_tensor_row(&op->dst, r) + (size_t)h * hd, o, (size_t)hd * sizeof(float));
+}
+
 void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_threads,
                      float *scratch, size_t per_thread)
 {
-    const int64_t n = op->src[0].n_rows, n_ctx = op->desc.p.attn.n_ctx;
-    const int n_head = op->desc.p.attn.n_head, n_kv = op->desc.p.attn.n_head_kv;
-    const int hd = op->desc.p.attn.head_dim, grp = n_head / n_kv;
-    const float scale = op->desc.p.attn.scale;
-    const size_t kv_bytes = (size_t)n_kv * hd * sizeof(float);
+    struct hx_attn_job j = {
+        .op = op, .s = s, .n = op->src[0].n_rows, .n_ctx = op->desc.p.attn.n_ctx,
+        .n_head = op->desc.p.attn.n_head, .n_kv = op->desc.p.attn.n_head_kv,
+        .hd = op->desc.p.attn.head_dim, .scale = op->desc.p.attn.scale,
+        .scratch = scratch, .per_thread = per_thread,
+    };
+    const int64_t n = j.n;
+    j.grp = j.n_head / j.n_kv;
+    const size_t kv_bytes = (size_t)j.n_kv * j.hd * sizeof(float);
     for (int64_t r = 0; r < n; r++) {
-        const int64_t row = (int64_t)s->seq[r] * n_ctx + s->pos[r];
+        const int64_t row = (int64_t)s->seq[r] * j.n_ctx + s->pos[r];
         memcpy(hx_tensor_row(&op->k_cache, row), hx_tensor_row(&op->src[1], r), kv_bytes);
         memcpy(hx_tensor_row(&op->v_cache, row), hx_tensor_row(&op->src[2], r), kv_bytes);
     }
-    const int64_t pairs = n * n_head;
-    const bool v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512 && hd % 16 == 0 && hd <= 256;
-    const size_t ks = op->k_cache.row_stride_bytes / sizeof(float), vs = op->v_cache.row_stride_bytes / sizeof(float);
-    int64_t work = 0, max_pos = 0;
+    j.v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512 && j.hd % 16 == 0 && j.hd <= 256;
+    j.ks = op->k_cache.row_stride_bytes / sizeof(float), j.vs = op->v_cache.row_stride_bytes / sizeof(float);
+    int64_t work = 0;
     bool one_seq = true;
     for (int64_t r = 0; r < n; r++) {
-        work += (int64_t)(s->pos[r] + 1) * n_head * hd;
-        max_pos = s->pos[r] > max_pos ? s->pos[r] : max_pos;
+        work += (int64_t)(s->pos[r] + 1) * j.n_head * j.hd;
+        j.max_pos = s->pos[r] > j.max_pos ? s->pos[r] : j.max_pos;
         one_seq &= s->seq[r] == s->seq[0];
     }
     /* Prefill of one sequence: keys transposed once per KV head (d-major within blocks of 32
      * keys, each block contiguous), so the scores of 32 or 64 keys come out of plain FMAs over
      * sequential loads; decode keeps the row-wise kernel (transposing the whole cache for one
      * query would cost more than it saves). Padding keys are zero. */
-    const int64_t lp = (max_pos + 1 + 31) / 32 * 32; /* the flash kernel reads 32 keys a block */
+    j.lp = (j.max_pos + 1 + 31) / 32 * 32; /* the flash kernel reads 32 keys a block */
     /* V is copied head-major too: in the cache a head's rows are a whole KV row apart (4 KiB
      * for Qwen3), so the 32 rows of a block fell into one L1 set and were fetched again for
      * every pair of queries. */
-    float *kt = NULL, *vh = NULL;
-    const size_t head_floats = (size_t)hd * (size_t)lp;
-    if (v512 && one_seq && n >= 16 && lp <= n_ctx + hd) {
-        kt = hx_malloc(2 * sizeof(float) * (size_t)n_kv * head_floats);
-        vh = kt ? kt + (size_t)n_kv * head_floats : NULL;
+    j.head_floats = (size_t)j.hd * (size_t)j.lp;
+    if (j.v512 && one_seq && n >= 16 && j.lp <= j.n_ctx + j.hd) {
+        j.kt = hx_malloc(2 * sizeof(float) * (size_t)j.n_kv * j.head_floats);
+        j.vh = j.kt ? j.kt + (size_t)j.n_kv * j.head_floats : NULL;
     }
-    if (kt) {
-        const int64_t base = (int64_t)s->seq[0] * n_ctx;
-#pragma omp parallel for schedule(static) num_threads(n_threads)
-        for (int64_t b = 0; b < lp / 32; b++)
-            for (int64_t j = 0; j < 32; j++) {
-                const int64_t t = b * 32 + j;
-                const float *kr = t <= max_pos ? hx_tensor_row(&op->k_cache, base + t) : NULL;
-                const float *vr = t <= max_pos ? hx_tensor_row(&op->v_cache, base + t) : NULL;
-                for (int kvh = 0; kvh < n_kv; kvh++) {
-                    float *dst = kt + (size_t)kvh * head_floats + (size_t)(b * hd) * 32 + j;
-                    for (int d = 0; d < hd; d++) dst[d * 32] = kr ? kr[kvh * hd + d] : 0.0f;
-                    float *vd = vh + (size_t)kvh * head_floats + (size_t)t * hd;
-                    if (vr)
-                        memcpy(vd, vr + (size_t)kvh * hd, sizeof(float) * (size_t)hd);
-                    else
-                        memset(vd, 0, sizeof(float) * (size_t)hd);
-                }
-            }
-    }
-    if (kt && grp <= 8) {
+    if (j.kt) hx__pool_for(j.lp / 32, n_threads, 0, hx_attn_transpose, &j);
+    if (j.kt && j.grp <= 8) {
         /* queries in groups sharing a KV head: the grp heads of rb consecutive rows */
-        const int rb = 8 / grp;
-        const int64_t n_rb = (n + rb - 1) / rb, jobs = n_rb * n_kv;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
-        for (int64_t j = 0; j < jobs; j++) {
-            /* jobs of one KV head are consecutive, so both threads work on the same head's
-             * K and V (256 KiB each at 512 keys) while they are in cache */
-            const int64_t b = j % n_rb;
-            const int kvh = (int)(j / n_rb);
-            const float *qs[8];
-            float *outs[8];
-            int64_t lens[8];
-            int nq = 0;
-            for (int64_t r = b * rb; r < n && r < (b + 1) * rb; r++)
-                for (int g = 0; g < grp; g++, nq++) {
-                    const int h = kvh * grp + g;
-                    qs[nq] = hx_tensor_row(&op->src[0], r) + (size_t)h * hd;
-                    outs[nq] = hx_tensor_row(&op->dst, r) + (size_t)h * hd;
-                    lens[nq] = (int64_t)s->pos[r] + 1;
-                }
-            hx__cpu_attn_flash_avx512(qs, nq, lens, kt + (size_t)kvh * head_floats,
-                                      vh + (size_t)kvh * head_floats, (size_t)hd, hd, scale, outs);
-        }
-        hx_free(kt);
-        return;
+        j.rb = 8 / j.grp;
+        j.n_rb = (n + j.rb - 1) / j.rb;
+        hx__pool_for(j.n_rb * j.n_kv, n_threads, 1, hx_attn_flash, &j);
+    } else {
+        hx__pool_for(n * j.n_head, hx_cpu_threads_for(work, n_threads), 1, hx_attn_pair, &j);
     }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(hx_cpu_threads_for(work, n_threads))
-    for (int64_t ph = 0; ph < pairs; ph++) {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        float *sc = scratch + per_thread * (size_t)tid, *o = sc + n_ctx;
-        const int64_t r = ph / n_head;
-        const int h = (int)(ph % n_head), kvh = h / grp;
-        const int64_t base = (int64_t)s->seq[r] * n_ctx, len = (int64_t)s->pos[r] + 1;
-        const float *q = hx_tensor_row(&op->src[0], r) + (size_t)h * hd;
-        if (kt) {
-            hx__cpu_attn_kt_avx512(q, kt + (size_t)kvh * head_floats,
-                                   vh + (size_t)kvh * head_floats, (size_t)hd, len,
-                                   hd, scale, sc, hx_tensor_row(&op->dst, r) + (size_t)h * hd);
-            continue;
-        }
-        if (v512) {
-            hx__cpu_attn_row_avx512(q, hx_tensor_row(&op->k_cache, base) + (size_t)kvh * hd, ks,
-                                    hx_tensor_row(&op->v_cache, base) + (size_t)kvh * hd, vs, len,
-                                    hd, scale, hx_tensor_row(&op->dst, r) + (size_t)h * hd);
-            continue;
-        }
-        float mx = -INFINITY;
-        for (int64_t t = 0; t < len; t++) {
-            const float *kk = hx_tensor_row(&op->k_cache, base + t) + (size_t)kvh * hd;
-            float dot = 0.0f;
-            for (int i = 0; i < hd; i++) dot += q[i] * kk[i];
-            sc[t] = scale * dot;
-            mx = fmaxf(mx, sc[t]);
-        }
-        float sum = 0.0f;
-        for (int64_t t = 0; t < len; t++) {
-            sc[t] = expf(sc[t] - mx);
-            sum += sc[t];
-        }
-        memset(o, 0, (size_t)hd * sizeof(float));
-        for (int64_t t = 0; t < len; t++) {
-            const float *vv = hx_tensor_row(&op->v_cache, base + t) + (size_t)kvh * hd;
-            const float p = sc[t] / sum;
-            for (int i = 0; i < hd; i++) o[i] += p * vv[i];
-        }
-        memcpy(hx_tensor_row(&op->dst, r) + (size_t)h * hd, o, (size_t)hd * sizeof(float));
-    }
-    hx_free(kt);
+    hx_free(j.kt);
 }
 
-void hx__cpu_op_glu(const struct hx_op *op, int n_threads)
+static void hx_glu_row(void *arg, int64_t r, int tid)
 {
-    const int64_t n = op->src[0].n_rows, f = op->src[0].n_cols;
+    const struct hx_op *op = arg;
+    (void)tid;
+    const int64_t f = op->src[0].n_cols;
     const bool relu2 = op->desc.kind == HX_OP_RELU2_GLU;
     const bool v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512;
-#pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * f, n_threads))
-    for (int64_t r = 0; r < n; r++) {
+    {
         const float *g = hx_tensor_row(&op->src[0], r), *u = hx_tensor_row(&op->src[1], r);
         float *y = hx_tensor_row(&op->dst, r);
         if (relu2) {
@@ -246,13 +310,23 @@ void hx__cpu_op_glu(const struct hx_op *op, int n_threads)
     }
 }
 
+void hx__cpu_op_glu(const struct hx_op *op, int n_threads)
+{
+    const int64_t n = op->src[0].n_rows, f = op->src[0].n_cols;
+    hx__pool_for(n, hx_cpu_threads_for(n * f, n_threads), 0, hx_glu_row, (void *)op);
+}
+
+static void hx_add_row(void *arg, int64_t r, int tid)
+{
+    const struct hx_op *op = arg;
+    (void)tid;
+    const float *a = hx_tensor_row(&op->src[0], r), *b = hx_tensor_row(&op->src[1], r);
+    float *y = hx_tensor_row(&op->dst, r);
+    for (int64_t c = 0; c < op->src[0].n_cols; c++) y[c] = a[c] + b[c];
+}
+
 void hx__cpu_op_add(const struct hx_op *op, int n_threads)
 {
     const int64_t n = op->src[0].n_rows, d = op->src[0].n_cols;
-#pragma omp parallel for schedule(static) num_threads(hx_cpu_threads_for(n * d, n_threads))
-    for (int64_t r = 0; r < n; r++) {
-        const float *a = hx_tensor_row(&op->src[0], r), *b = hx_tensor_row(&op->src[1], r);
-        float *y = hx_tensor_row(&op->dst, r);
-        for (int64_t c = 0; c < d; c++) y[c] = a[c] + b[c];
-    }
+    hx__pool_for(n, hx_cpu_threads_for(n * d, n_threads), 0, hx_add_row, (void *)op);
 }

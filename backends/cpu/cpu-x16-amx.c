@@ -17,7 +17,7 @@
  * weight tiles, as the VNNI path), the integer tiles of one group are scaled while the next
  * group's products run, and rows past the last full block of 16 are left to the VNNI kernel.
  * AMX state needs the kernel's permission (arch_prctl, cpu-features.c) and a tile
- * configuration per thread, loaded on every call (the OpenMP threads are long-lived, but a
+ * configuration per thread, loaded on every call (the pool threads are long-lived, but a
  * call must not assume what ran on them before).
  */
 #include <immintrin.h>

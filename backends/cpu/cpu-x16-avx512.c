@@ -327,6 +327,21 @@ static const hx_x16_fn *hx_x16_table(enum hx_dtype t)
     }
 }
 
+/* The first HX_X16_PF bytes of each decode stream are before any in-kernel prefetch reaches
+ * them: fetch them up front, while the thread is still quantizing its activations. */
+void hx__x16_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
+{
+    const int64_t nt = t1 - t0, per = (nt + HX_X16_STREAMS - 1) / HX_X16_STREAMS;
+    if (nt <= 0 || HX_X16_PF <= 0) return;
+    for (int sidx = 0; sidx < HX_X16_STREAMS; sidx++) {
+        const int64_t ts = t0 + sidx * per;
+        if (ts >= t1) break;
+        const char *p = (const char *)x->data + x->tile_bytes * (size_t)ts;
+        const size_t len = HX_MIN((size_t)HX_X16_PF, x->tile_bytes * (size_t)HX_MIN(per, t1 - ts));
+        for (size_t o = 0; o < len; o += 64) _mm_prefetch(p + o, _MM_HINT_T2);
+    }
+}
+
 void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a, int64_t r0,
                          int64_t r1, int64_t t0, int64_t t1, float *dst, int64_t dst_stride,
                          float scale)

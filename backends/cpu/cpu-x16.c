@@ -9,13 +9,10 @@
 
 #include "cpu-arena.h"
 #include "cpu-impl.h"
+#include "pool.h"
 #include "cpu-unpack.h"
 #include "cpu-x16.h"
 #include "hx-impl.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define HX_X16_ALIGN(x) (((x) + 63) & ~(size_t)63)
 
@@ -183,6 +180,30 @@ static void hx_x16_pack_tile(enum hx_dtype t, int64_t k, const uint8_t *rows[], 
     }
 }
 
+struct hx_x16_pack_job {
+    const struct hx_weight *w;
+    struct hx_cpu_x16 *x;
+    char *panels;
+    size_t pb, rb;
+};
+
+static void hx_x16_pack_one(void *arg, int64_t tt, int tid)
+{
+    const struct hx_x16_pack_job *j = arg;
+    const struct hx_weight *w = j->w;
+    const int64_t k = j->x->k, n = j->x->n;
+    struct hx_cpu_panel p;
+    hx__cpu_panel_init(&p, j->panels + j->pb * (size_t)tid, HX_X16_ROWS, k);
+    const int64_t j0 = tt * HX_X16_ROWS;
+    const int nr = (int)HX_MIN((int64_t)HX_X16_ROWS, n - j0);
+    const uint8_t *rows[HX_X16_ROWS];
+    for (int i = 0; i < nr; i++) {
+        rows[i] = (const uint8_t *)w->data + (size_t)(j0 + i) * j->rb;
+        hx__cpu_unpack_row(w->type, rows[i], k, &p, i);
+    }
+    hx_x16_pack_tile(w->type, k, rows, nr, &p, j->x->data + j->x->tile_bytes * (size_t)tt);
+}
+
 struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
 {
     if (!hx__x16_usable(w->type, w->n_cols)) return NULL;
@@ -208,23 +229,8 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
         hx__x16_free(x);
         return NULL;
     }
-#pragma omp parallel for schedule(dynamic, 16) num_threads(nt)
-    for (int64_t tt = 0; tt < x->n_tiles; tt++) {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        struct hx_cpu_panel p;
-        hx__cpu_panel_init(&p, panels + pb * (size_t)tid, HX_X16_ROWS, k);
-        const int64_t j0 = tt * HX_X16_ROWS;
-        const int nr = (int)HX_MIN((int64_t)HX_X16_ROWS, n - j0);
-        const uint8_t *rows[HX_X16_ROWS];
-        for (int i = 0; i < nr; i++) {
-            rows[i] = (const uint8_t *)w->data + (size_t)(j0 + i) * rb;
-            hx__cpu_unpack_row(w->type, rows[i], k, &p, i);
-        }
-        hx_x16_pack_tile(w->type, k, rows, nr, &p, x->data + x->tile_bytes * (size_t)tt);
-    }
+    struct hx_x16_pack_job j = {.w = w, .x = x, .panels = panels, .pb = pb, .rb = rb};
+    hx__pool_for(x->n_tiles, nt, 1, hx_x16_pack_one, &j);
     hx_free(panels);
     return x;
 }

@@ -75,6 +75,7 @@ void hx__xact_init(struct hx_cpu_xact *a, void *mem, int64_t m, int64_t k, enum 
 void hx__x16_quantize_rows_avx512(struct hx_cpu_xact *a, enum hx_dtype t, const float *src,
                                   size_t src_stride_floats, int64_t r0, int64_t r1);
 /* dst rows r0..r1 (act rows), columns of tiles t0..t1; dst row stride in floats. */
+void hx__x16_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1);
 void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a, int64_t r0,
                          int64_t r1, int64_t t0, int64_t t1, float *dst, int64_t dst_stride,
                          float scale);

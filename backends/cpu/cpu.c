@@ -1,7 +1,7 @@
 /*
  * cpu.c — the `cpu` backend: one device, the host, running every op of docs/ops.md with SIMD
- * kernels (scalar / AVX2 / AVX-512 VNNI, chosen at run time: cpu-features.c) and OpenMP
- * threads (hx_device_config.n_threads). Buffers are host memory (host-buffer.c) and weights
+ * kernels (scalar / AVX2 / AVX-512 VNNI, chosen at run time: cpu-features.c) on the threads
+ * of core/pool.c (hx_device_config.n_threads). Buffers are host memory (host-buffer.c) and weights
  * are used in place from the model's mapping. run() executes the split synchronously, so
  * synchronize has nothing to wait for. Scratch (quantized activations, panels, attention
  * scores) is owned by the device and grown on demand; a device is used by one thread at a time.
@@ -14,10 +14,6 @@
 #include "cpu-x16.h"
 #include "host-buffer.h"
 #include "hx-impl.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 struct hx_cpu_dev {
     int n_threads;
@@ -45,7 +41,7 @@ static int hx_cpu_device_info(int idx, struct hx_device_info *out)
 {
     if (idx != 0) return HX_E_NOTFOUND;
     char desc[128];
-    snprintf(desc, sizeof desc, "host CPU, %s kernels, OpenMP",
+    snprintf(desc, sizeof desc, "host CPU, %s kernels, thread pool",
              hx__cpu_isa_name(hx__cpu_isa_best()));
     hx__host_device_info("cpu", desc, out);
     return HX_OK;
