@@ -29,6 +29,14 @@ void hx_app_error(const char *cmd, const char *fmt, ...) __attribute__((format(p
 bool hx_app_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool hx_app_parse_f32(const char *s, float lo, float hi, float *out);
 
+/* Rows [0, n_rows) of a tensor, each converted by fn (scratch: width floats of its thread),
+ * on up to n_threads threads of the pool (one below 2^20 elements). Returns HX_OK or the
+ * status of a failing row; after a failure the remaining rows may be left unconverted. */
+typedef int (*hx_app_row_fn)(void *ctx, int64_t r, float *scratch);
+int hx_app_rows(int64_t n_rows, int64_t width, int n_threads, hx_app_row_fn fn, void *ctx);
+/* Threads a command uses when -t is not given: the CPUs online. */
+int hx_app_default_threads(void);
+
 /* Shared by quantize and mkmodel (defined in cmd-quantize.c): a progress line on stderr
  * ("tensor i/n, MB, elapsed"), redrawn in place on a tty; when forced while stderr is not
  * a tty, one line per tenth of the tensors. */

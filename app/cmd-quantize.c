@@ -9,7 +9,7 @@
  * matrices get TYPE. A matrix whose row length is not a multiple of the target's block keeps
  * a fallback type (Q4_K -> Q4_0 -> Q8_0 -> F16, Q6_K / TQ* / Q1_0 -> Q8_0 -> F16), and the
  * command says so. Conversion is dequantize-to-f32 then the reference quantizer of
- * core/quant.c, row by row (OpenMP over rows); tensors stream through the GGUF writer one at a
+ * core/quant.c, row by row (rows split over the thread pool); tensors stream through the GGUF writer one at a
  * time, so memory stays at about one tensor. Output: alignment 32, tensor order and names of
  * the input, i.e. what llama.cpp loads.
  *
@@ -21,9 +21,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "app.h"
 #include "gguf.h"
@@ -233,40 +230,28 @@ static int hx_quant_metadata(struct hx_quant_job *j, struct hx_gguf_writer *w)
 
 /* ---- conversion --------------------------------------------------------------------------- */
 
-/* Below this many elements one thread converts the tensor (a parallel region can cost a
- * scheduler time slice on a busy machine, more than the work). */
-#define HX_QUANT_PARALLEL_MIN (1 << 20)
+struct hx_quant_rows {
+    enum hx_dtype st, dt;
+    const uint8_t *src;
+    uint8_t *dst;
+    int64_t n;
+    size_t sr, dr;
+};
+
+static int hx_quant_row(void *ctx, int64_t r, float *row)
+{
+    const struct hx_quant_rows *q = ctx;
+    int st = hx_dequantize_row(q->st, q->src + (size_t)r * q->sr, row, q->n);
+    return st ? st : hx_quantize_row(q->dt, row, q->dst + (size_t)r * q->dr, q->n);
+}
 
 /* Convert rows [0, n_rows) of width n from src to dst; any row failing fails the tensor. */
 static int hx_quant_rows(enum hx_dtype st, const uint8_t *src, enum hx_dtype dt, uint8_t *dst, int64_t n,
                          int64_t n_rows, int n_threads)
 {
-    size_t sr = hx_dtype_row_bytes(st, n), dr = hx_dtype_row_bytes(dt, n);
-    int status = HX_OK;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(n_threads) if (n * n_rows >= HX_QUANT_PARALLEL_MIN)
-#endif
-    {
-        float *row = hx__malloc((size_t)(n ? n : 1) * sizeof *row);
-        int my = row ? HX_OK : HX_E_NOMEM;
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (int64_t r = 0; r < n_rows; r++) {
-            if (my) continue;
-            my = hx_dequantize_row(st, src + (size_t)r * sr, row, n);
-            if (!my) my = hx_quantize_row(dt, row, dst + (size_t)r * dr, n);
-        }
-        hx__free(row);
-        if (my) {
-#ifdef _OPENMP
-#pragma omp critical
-#endif
-            status = my;
-        }
-    }
-    (void)n_threads;
-    return status;
+    struct hx_quant_rows q = {.st = st, .dt = dt, .src = src, .dst = dst, .n = n,
+                              .sr = hx_dtype_row_bytes(st, n), .dr = hx_dtype_row_bytes(dt, n)};
+    return hx_app_rows(n_rows, n, n_threads, hx_quant_row, &q);
 }
 
 static int hx_quant_fill(void *user_data, uint64_t i, void *dst, size_t nbytes)
@@ -363,10 +348,7 @@ int hx_cmd_quantize(int argc, char **argv)
     struct hx_quant_opts o = {0};
     int rc = hx_quant_parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-#ifdef _OPENMP
-    if (!o.n_threads) o.n_threads = omp_get_max_threads();
-#endif
-    if (!o.n_threads) o.n_threads = 1;
+    if (!o.n_threads) o.n_threads = hx_app_default_threads();
     if (hx_quant_same_file(o.in, o.out)) {
         hx_app_error("quantize", "IN and OUT are the same file ('%s'); write to a new file", o.out);
         return 2;

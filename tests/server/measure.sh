@@ -5,7 +5,7 @@
 #      Qwen3-0.6B-shaped Q8_0 model (made with `engine mkmodel` unless HX_BIG_MODEL names one);
 #   3. time to first token, server vs `engine run`, medians (qwen3-micro and the 0.6B model).
 # usage: HX_ENGINE=build/engine HX_DATA=../shared/data tests/server/measure.sh [THREADS]
-# THREADS defaults to 1: on a shared 2-core machine OpenMP with 2 threads measures contention.
+# THREADS defaults to 1: on a shared 2-core machine 2 threads measure contention.
 set -eu
 E=${HX_ENGINE:?HX_ENGINE}; D=${HX_DATA:?HX_DATA}
 T=${1:-1}
