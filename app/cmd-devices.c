@@ -16,8 +16,12 @@ static void hx_devices_print_one(const struct hx_backend_entry *e, int i)
         return;
     }
     printf("    [%d] %-5s %s — %s\n", i, hx_device_kind_name(info.kind), info.name, info.description);
-    printf("        memory %.1f GiB total, %.1f GiB free%s; weight types:", info.memory_total_bytes / 1073741824.0,
-           info.memory_free_bytes / 1073741824.0, info.unified_memory ? ", unified" : "");
+    /* 0 means the backend cannot tell (hx-backend.h): say so rather than print "0.0 GiB" */
+    char total[32] = "total unknown", avail[32] = "free unknown";
+    if (info.memory_total_bytes)
+        snprintf(total, sizeof total, "%.1f GiB total", info.memory_total_bytes / 1073741824.0);
+    if (info.memory_free_bytes) snprintf(avail, sizeof avail, "%.1f GiB free", info.memory_free_bytes / 1073741824.0);
+    printf("        memory %s, %s%s; weight types:", total, avail, info.unified_memory ? ", unified" : "");
     for (int t = 0; t < HX_DTYPE_COUNT; t++)
         if (info.weight_types & (1u << t)) printf(" %s", hx_dtype_name((enum hx_dtype)t));
     printf("%s\n", info.simulated ? "  [simulated: timings are not hardware performance]" : "");
