@@ -33,6 +33,7 @@ struct hx_bk_opts {
     int64_t ms[HX_BK_MAX];
     int n_ms;
     int threads, reps;
+    const char *bad_opt, *bad_val; /* the option (and value) a parse error is about */
     double bw_gbs;  /* --bw-gbs: skip the probe */
     size_t set_bytes; /* --working-set MIB: weight copies per case (default HX_BK_MIN_SET) */
 };
@@ -42,7 +43,10 @@ static void hx_bk_usage(void)
     fprintf(stderr,
             "usage: engine bench --kernels [--backend B] [--types LIST] [--shapes qwen3|KxN,...]\n"
             "                    [-m 1,512] [-t THREADS] [-r REPS] [-o md|json|csv] [--bw-gbs X]\n"
-            "                    [--working-set MIB]  (default 256: past the caches; 1 = in cache)\n");
+            "                    [--working-set MIB]  (default 256: past the caches; 1 = in cache)\n"
+            "  --types: weight type names (default all); -m: rows per call, 1..65536 (default 1,512);\n"
+            "  -t: 1..1024 threads (default 2); -r: 5..100000 timed samples per case (default 5);\n"
+            "  --bw-gbs: skip the bandwidth probe and use X GB/s; --working-set: 1..65536 MiB\n");
 }
 
 static bool hx_bk_parse_list(const char *s, int64_t *out, int *n, int64_t lo, int64_t hi)
@@ -99,6 +103,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
         int64_t x;
         if (!strcmp(a, "--kernels")) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1;
+        o->bad_opt = a, o->bad_val = v;
         if (!v) return -1;
         i++;
         if (!strcmp(a, "--backend")) o->backend = v;
@@ -122,9 +127,14 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
                     return -1;
                 o->n_types++;
             }
-        } else return -1;
+        } else {
+            o->bad_val = NULL; /* not an option of this command */
+            return -1;
+        }
     }
+    o->bad_opt = "-o", o->bad_val = o->fmt;
     if (strcmp(o->fmt, "md") && strcmp(o->fmt, "json") && strcmp(o->fmt, "csv")) return -1;
+    o->bad_opt = o->bad_val = NULL;
     return 0;
 }
 
@@ -258,6 +268,11 @@ int hx_cmd_bench_kernels(int argc, char **argv)
     struct hx_bk_opts o;
     int pr = hx_bk_parse(argc, argv, &o);
     if (pr) {
+        if (pr < 0 && o.bad_opt && o.bad_val)
+            hx_app_error("bench", "bad value '%s' for %s (the usage below gives the values it takes)", o.bad_val,
+                         o.bad_opt);
+        else if (pr < 0 && o.bad_opt)
+            hx_app_error("bench", "unknown option or missing value: '%s'", o.bad_opt);
         hx_bk_usage();
         return pr > 0 ? 0 : 2;
     }

@@ -232,6 +232,10 @@ out=$("$E" bench -m "$D/vocab/ggml-vocab-qwen2.gguf" -p 16 -n 8 "${SMALL[@]}" 2>
 "$E" bench --help | grep -q -- '--policy' && ok "bench --help" || bad "bench --help"
 "$E" bench --kernels --help > /dev/null 2>&1 && ok "--kernels still routes to the kernel benchmark" || bad "--kernels --help"
 expect_fail "--kernels --working-set 0" 2 --kernels --working-set 0
+out=$("$E" bench --kernels -r 3 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "bad value '3' for -r" && ok "--kernels -r 3: the error names the option and value" || bad "--kernels -r 3: exit $rc: $out"
+out=$("$E" bench --kernels --bogus 1 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "unknown option or missing value: '--bogus'" && ok "--kernels --bogus: unknown option named" || bad "--kernels --bogus: exit $rc: $out"
 out=$("$E" bench --kernels --types q1_0 --shapes 256x64 -m 1 --working-set 1 --bw-gbs 20 2>&1); rc=$?
 [ $rc -eq 0 ] && echo "$out" | grep -q '^| Q1_0 | 256×64 | 1 |' && ok "--kernels --working-set 1 (in-cache rates)" || bad "--working-set 1: exit $rc: $out"
 "$E" bench --kernels --types q8_0,q1_0 --shapes 256x64 -m 1 -r 5 --working-set 1 -o json > "$T/kj" 2>/dev/null
