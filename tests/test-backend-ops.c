@@ -19,7 +19,8 @@
  * word outside a tensor shows up as a NaN in the result. Cases supports() refuses are SKIPs.
  *
  * The `cpu` backend is also run with each other ISA path it has (HX_CPU_ISA) and, on AVX-512,
- * without its repacked weights (HX_CPU_REPACK=0): those are separate rows of the summary.
+ * without its repacked weights (HX_CPU_REPACK=0) and with the other decode stream count
+ * (HX_CPU_STREAMS, 1 or 2): those are separate rows of the summary.
  *
  * Usage: test-backend-ops [--full] [--backend NAME[,..]] [--op NAME[,..]] [--type T[,..]]
  *                         [--m N[,..]] [--threads N] [--list] [-q] [-v]
@@ -295,6 +296,7 @@ struct hx_t_dut {
     struct hx_device *dev;
     const char *isa; /* HX_CPU_ISA for this variant, or NULL */
     bool norepack;   /* HX_CPU_REPACK=0 */
+    const char *streams; /* HX_CPU_STREAMS for this variant, or NULL */
     bool variant;    /* an extra code path of a backend: big matmuls only with --full */
     uint64_t wid;    /* weight whose handle is cached */
     void *wh;
@@ -318,6 +320,10 @@ static void hx_t_dut_env(const struct hx_t_dut *d)
         setenv("HX_CPU_REPACK", "0", 1);
     else
         unsetenv("HX_CPU_REPACK");
+    if (d->streams)
+        setenv("HX_CPU_STREAMS", d->streams, 1);
+    else
+        unsetenv("HX_CPU_STREAMS");
 }
 
 static void hx_t_dut_release(struct hx_t_dut *d)
@@ -1388,13 +1394,24 @@ static bool hx_t_cpu_runs(struct hx_device *dev, const char *isa)
     return strncmp(desc, want, strlen(want)) == 0;
 }
 
-static void hx_t_add_dut(struct hx_device *dev, const char *label, const char *isa, bool norepack)
+/* The decode stream count a cpu device uses, from its description (0 if it does not say). */
+static int hx_t_cpu_streams(struct hx_device *dev)
+{
+    char desc[256] = "";
+    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    const char *p = strstr(desc, "decode streams per thread: ");
+    return p ? atoi(p + strlen("decode streams per thread: ")) : 0;
+}
+
+static void hx_t_add_dut(struct hx_device *dev, const char *label, const char *isa, bool norepack,
+                         const char *streams)
 {
     if (hx_t_n_duts >= HX_T_MAX_DUTS) return;
     struct hx_t_dut *d = &hx_t_duts[hx_t_n_duts++];
     memset(d, 0, sizeof *d);
     snprintf(d->label, sizeof d->label, "%s", label);
-    d->dev = dev, d->isa = isa, d->norepack = norepack, d->variant = isa || norepack;
+    d->dev = dev, d->isa = isa, d->norepack = norepack, d->streams = streams;
+    d->variant = isa || norepack || streams;
 }
 
 /* The cpu backend's other code paths, each as its own device instance. */
@@ -1404,16 +1421,20 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
     struct hx_device *dev = NULL;
     if (hx__device_open(spec, cfg, &dev) != HX_OK) return;
     unsetenv("HX_CPU_ISA");
+    unsetenv("HX_CPU_STREAMS");
     const char *best = NULL;
     for (size_t i = 0; i < 3 && !best; i++)
         if (hx_t_cpu_runs(dev, isas[i])) best = isas[i];
+    /* the decode stream count the plain device does not use (the default depends on the CPU) */
+    const char *other_streams = hx_t_cpu_streams(dev) == 1 ? "2" : "1";
     hx__device_close(dev);
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 5; i++) {
         const char *isa = i < 3 ? isas[i] : "avx512";
         char label[96];
-        snprintf(label, sizeof label, "%s[%s%s]", id, isa, i == 3 ? ",norepack" : "");
+        snprintf(label, sizeof label, "%s[%s%s%s]", id, isa, i == 3 ? ",norepack" : "",
+                 i == 4 ? (other_streams[0] == '1' ? ",1 stream" : ",2 streams") : "");
         if (i < 3 && best && !strcmp(isa, best)) continue; /* that is the plain device */
-        if (i == 3 && !(best && !strcmp(best, "avx512"))) continue;
+        if (i >= 3 && !(best && !strcmp(best, "avx512"))) continue;
         if (!hx_t_backend_wanted("cpu", spec, label)) continue;
         if (hx__device_open(spec, cfg, &dev) != HX_OK) continue;
         setenv("HX_CPU_ISA", isa, 1);
@@ -1425,7 +1446,7 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
             hx__device_close(dev);
             continue;
         }
-        hx_t_add_dut(dev, label, isa, i == 3);
+        hx_t_add_dut(dev, label, isa, i == 3, i == 4 ? other_streams : NULL);
     }
 }
 
@@ -1459,7 +1480,7 @@ static void hx_t_open_devices(const struct hx_device_config *cfg)
             char id[64];
             snprintf(id, sizeof id, "%s", dev->id);
             if (hx_t_backend_wanted(name, spec, id))
-                hx_t_add_dut(dev, id, NULL, false);
+                hx_t_add_dut(dev, id, NULL, false, NULL);
             else
                 hx__device_close(dev);
             if (!strcmp(name, "cpu")) hx_t_cpu_variants(spec, id, cfg);

@@ -85,6 +85,24 @@ enum hx_cpu_isa hx__cpu_isa(void)
     return hx__cpu_isa_best();
 }
 
+/* Decode weight streams per thread (cpu-x16-avx512.c), asked when a weight is repacked. Same-run A/B, median of 3 rounds, Qwen3
+ * layer shapes from DRAM: on the Xeon (AMX) VM two interleaved streams beat one by 15-30% for
+ * the low-bit types; on the Zen 5 VM one stream beats two on every type and shape, 2 threads
+ * (e.g. Q6_K 1024x6144 135.8 -> 103.6 us, TQ1_0 2048x1024 16.7 -> 11.7, Q1_0 3072x1024 14.3 ->
+ * 11.8) and 1 thread (3-15%). So: one on AMD, two elsewhere; HX_CPU_STREAMS=1..4 overrides. */
+int hx__cpu_decode_streams(void)
+{
+    const char *env = getenv("HX_CPU_STREAMS");
+    if (env && env[0] >= '1' && env[0] <= '4' && !env[1]) return env[0] - '0';
+    int n = 2;
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    /* "AuthenticAMD": ebx "Auth", edx "enti", ecx "cAMD" */
+    if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u) n = 1;
+#endif
+    return n;
+}
+
 /* AMX-INT8 for the Q8_0 prefill GEMM (cpu-x16-amx.c): the CPU has AMX-TILE and AMX-INT8
  * (CPUID 7.0 EDX bits 24, 25), the OS saves tile state (XCR0 bits 17, 18) and grants this
  * process its use (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, Linux ≥ 5.16). Asked once. */

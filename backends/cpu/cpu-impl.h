@@ -38,6 +38,10 @@ const char *hx__cpu_isa_name(enum hx_cpu_isa isa);
  * HX_CPU_AMX is not 0 (tests turn it off to check the VNNI path on the same shapes). */
 bool hx__cpu_amx(void);
 
+/* Sequential weight streams per thread for decode GEMVs (1 on AMD, 2 elsewhere; measured in
+ * cpu-features.c); HX_CPU_STREAMS=1..4 overrides. Asked when a weight is repacked (x16). */
+int hx__cpu_decode_streams(void);
+
 /* Activation block size for a quantized weight type (32, 128 or 256). */
 int hx__cpu_act_qb(enum hx_dtype t);
 /* True if a type's codes are stored permuted within a 256 block (TQ2_0). */

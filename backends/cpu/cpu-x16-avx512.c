@@ -12,14 +12,12 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "cpu-impl.h"
 #include "cpu-x16.h"
 #include "hx-impl.h"
 
 #define HX_X16_RMAX 8
 #define HX_X16_MB 64
-#ifndef HX_X16_STREAMS
-#define HX_X16_STREAMS 2 /* decode: sequential weight streams per thread */
-#endif
 #ifndef HX_X16_PF
 #define HX_X16_PF 16384 /* bytes of software prefetch distance for decode */
 #endif /* activation rows per pass over a thread's tiles (kept in L2) */
@@ -331,9 +329,10 @@ static const hx_x16_fn *hx_x16_table(enum hx_dtype t)
  * them: fetch them up front, while the thread is still quantizing its activations. */
 void hx__x16_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
 {
-    const int64_t nt = t1 - t0, per = (nt + HX_X16_STREAMS - 1) / HX_X16_STREAMS;
+    const int ns = x->streams > 0 ? x->streams : 1;
+    const int64_t nt = t1 - t0, per = (nt + ns - 1) / ns;
     if (nt <= 0 || HX_X16_PF <= 0) return;
-    for (int sidx = 0; sidx < HX_X16_STREAMS; sidx++) {
+    for (int sidx = 0; sidx < ns; sidx++) {
         const int64_t ts = t0 + sidx * per;
         if (ts >= t1) break;
         const char *p = (const char *)x->data + x->tile_bytes * (size_t)ts;
@@ -348,14 +347,16 @@ void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a
 {
     const hx_x16_fn *tab = hx_x16_table(x->type);
     if (!tab) return;
-    if (r1 - r0 <= 2 && HX_X16_STREAMS > 1) {
-        /* decode: the thread's tiles as HX_X16_STREAMS interleaved sequential streams. With
-         * one stream the low-bit types ran at ~1/(1/compute + 1/memory): their decode work
-         * per byte kept too few lines in flight; a second stream gives the hardware
-         * prefetcher a second front (Q4_K, TQ2_0, Q1_0 +15-30% here, Q8_0 unchanged). */
-        const int64_t nt = t1 - t0, per = (nt + HX_X16_STREAMS - 1) / HX_X16_STREAMS;
+    const int ns = r1 - r0 <= 2 && x->streams > 1 ? x->streams : 1;
+    if (ns > 1) {
+        /* decode: the thread's tiles as ns interleaved sequential streams. On the Xeon VM,
+         * with one stream the low-bit types ran at ~1/(1/compute + 1/memory): their decode
+         * work per byte kept too few lines in flight; a second stream gave the hardware
+         * prefetcher a second front (Q4_K, TQ2_0, Q1_0 +15-30%, Q8_0 unchanged). On Zen 5
+         * one stream is faster (hx__cpu_decode_streams). */
+        const int64_t nt = t1 - t0, per = (nt + ns - 1) / ns;
         for (int64_t i = 0; i < per; i++)
-            for (int sidx = 0; sidx < HX_X16_STREAMS; sidx++) {
+            for (int sidx = 0; sidx < ns; sidx++) {
                 const int64_t t = t0 + sidx * per + i;
                 if (t >= t1) break;
                 const uint8_t *tile = x->data + x->tile_bytes * (size_t)t;

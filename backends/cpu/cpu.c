@@ -166,8 +166,9 @@ static int hx_cpu_run(struct hx_device *dev, const struct hx_split *split)
 static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
 {
     struct hx_cpu_dev *c = dev->ctx;
-    snprintf(out, len, "kernels: %s (best on this CPU: %s), threads: %d",
-             hx__cpu_isa_name(hx__cpu_isa()), hx__cpu_isa_name(hx__cpu_isa_best()), c->n_threads);
+    snprintf(out, len, "kernels: %s (best on this CPU: %s), threads: %d, decode streams per thread: %d",
+             hx__cpu_isa_name(hx__cpu_isa()), hx__cpu_isa_name(hx__cpu_isa_best()), c->n_threads,
+             hx__cpu_decode_streams());
 }
 
 const struct hx_backend_ops hx_backend_cpu_ops = {
