@@ -8,10 +8,9 @@
 #include <string.h>
 
 #include "cpu-impl.h"
-#include "pool.h"
 #include "cpu-x16.h"
 #include "hx-impl.h"
-
+#include "pool.h"
 
 #define HX_CPU_NR 4
 
@@ -82,9 +81,9 @@ static int hx_cpu_matmul_float(const struct hx_op *op, const struct hx_cpu_kerne
 /* x16 tiles (cpu-x16.h): quantize the activation rows, then each thread takes a contiguous
  * run of tiles (one sequential stream per thread for decode) over every activation row.
  * Decode (m <= HX_CPU_OWN_ROWS) quantizes its rows in every thread, into the thread's own
- * buffer, instead of splitting them and meeting at a barrier: the barrier cost 1.4-1.8 µs
- * per call on this 2-core VM (rdtsc around it), the redundant quantization of one row
- * ~0.1 µs, and the short decode GEMVs last 20-60 µs. */
+ * buffer, instead of splitting them and meeting at a barrier: an OpenMP barrier cost 1.4-1.8
+ * µs per call on the 2-core VM (rdtsc around it), the redundant quantization of one row
+ * ~0.1 µs, and the short decode GEMVs last 10-60 µs. */
 #define HX_CPU_OWN_ROWS 2
 struct hx_x16_job {
     const struct hx_op *op;

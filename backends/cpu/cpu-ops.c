@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "cpu-impl.h"
-#include "pool.h"
 #include "hx-impl.h"
-
+#include "pool.h"
 
 static int hx_cpu_threads_for(int64_t work, int n_threads)
 {

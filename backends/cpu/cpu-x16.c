@@ -9,10 +9,10 @@
 
 #include "cpu-arena.h"
 #include "cpu-impl.h"
-#include "pool.h"
 #include "cpu-unpack.h"
 #include "cpu-x16.h"
 #include "hx-impl.h"
+#include "pool.h"
 
 #define HX_X16_ALIGN(x) (((x) + 63) & ~(size_t)63)
 
