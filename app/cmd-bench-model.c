@@ -46,6 +46,7 @@
 #include "bench-util.h"
 #include "gguf.h"
 #include "hx.h"
+#include "registry.h"
 #include "scheduler.h"
 
 #define HX_BM_MAX_LIST 16
@@ -624,6 +625,31 @@ static double hx_bm_implied_gbs(const struct hx_bm_row *r)
     return r->n_gen ? (double)r->model->w.bytes_per_token * r->median_ts / 1e9 : 0.0;
 }
 
+/* The share of read bandwidth divides by the host's probe: it means something only when every
+ * device the row ran on reads host memory (the CPU, an iGPU or NPU with unified memory), not
+ * for a discrete GPU with its own memory. devices: "cpu", "cpu,vulkan:0", ... */
+static bool hx_bm_host_memory(const char *devices)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", devices);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(t, ':');
+        int idx = 0;
+        if (colon) *colon = '\0', idx = colon[1] >= '0' && colon[1] <= '9' ? atoi(colon + 1) : 0;
+        const struct hx_backend_entry *e = hx_backend_find(t);
+        struct hx_device_info info = {.struct_size = sizeof info};
+        if (!e || e->ops->device_info(idx, &info) != HX_OK || !info.unified_memory) return false;
+    }
+    return true;
+}
+
+/* The share of the host probe for a tg row, or < 0 when there is none to give. */
+static double hx_bm_bw_share(const struct hx_bm_row *r, double gbs)
+{
+    if (!r->n_gen || !(r->bw->median_gbs > 0) || !hx_bm_host_memory(r->devices)) return -1.0;
+    return gbs / r->bw->median_gbs;
+}
+
 /* A tg row whose weights fit in the last-level cache: its share is not a DRAM roofline. */
 static bool hx_bm_fits_cache(const struct hx_bm_row *r)
 {
@@ -689,8 +715,8 @@ static int hx_bm_fields(const struct hx_bm_row *r, struct hx_bm_field *f)
     f[n].key = "samples_ns", f[n++].kind = HX_BM_LIST;
     hx_bm_set(f, &n, "weight_bytes_per_token", HX_BM_NUM, "%zu", m->w.bytes_per_token);
     hx_bm_set(f, &n, "implied_gbs", r->n_gen ? HX_BM_NUM : HX_BM_NULL, "%.3f", gbs);
-    hx_bm_set(f, &n, "bw_share", r->n_gen && bw->median_gbs > 0 ? HX_BM_NUM : HX_BM_NULL, "%.4f",
-              bw->median_gbs > 0 ? gbs / bw->median_gbs : 0.0);
+    const double share = hx_bm_bw_share(r, gbs);
+    hx_bm_set(f, &n, "bw_share", share >= 0 ? HX_BM_NUM : HX_BM_NULL, "%.4f", share >= 0 ? share : 0.0);
     hx_bm_set(f, &n, "weights_fit_llc", HX_BM_NUM, "%s", hx_bm_fits_cache(r) ? "true" : "false");
     hx_bm_set(f, &n, "other_load_cores", r->other_cores >= 0 ? HX_BM_NUM : HX_BM_NULL, "%.2f",
               r->other_cores);
@@ -820,9 +846,8 @@ static void hx_bm_emit_md(const struct hx_bm_row *r)
     if (r->n_gen) {
         snprintf(wpt, sizeof wpt, "%.2f MiB", (double)m->w.bytes_per_token / 1048576.0);
         snprintf(g, sizeof g, "%.2f", gbs);
-        if (r->bw->median_gbs > 0)
-            snprintf(share, sizeof share, "%.0f%%%s", 100.0 * gbs / r->bw->median_gbs,
-                     hx_bm_fits_cache(r) ? "*" : "");
+        const double sh = hx_bm_bw_share(r, gbs);
+        if (sh >= 0) snprintf(share, sizeof share, "%.0f%%%s", 100.0 * sh, hx_bm_fits_cache(r) ? "*" : "");
     }
     char load[16] = "?", moved[32];
     if (r->other_cores >= 0) snprintf(load, sizeof load, "%.2f", r->other_cores);

@@ -204,6 +204,11 @@ if [ -n "$D" ] && [ -d "$D" ]; then
         got=$(HX_HIP_EMU_FAIL_LAUNCH=40 "$E" run -m "$M" -p Once -n 4 --temp 0 --ids --backend hip --fallback cpu 2>/dev/null | xargs)
         [ -n "$got" ] && [ "$got" = "$want" ] && ok "kernel launch failure with --fallback cpu: the cpu's tokens ($got)" \
             || bad "launch failure with --fallback cpu: '$got', cpu '$want'"
+        # the emulated GPU has its own memory (not "unified"): no share of the host's probe
+        share() { "$E" bench -m "$M" -b "$1" -p 0 -n 4 -r 5 --bw-gbs 20 2>/dev/null | awk -F'|' '/ tg4 /{gsub(/ /, "", $15); print $15}'; }
+        sh=$(share hip) sc=$(share cpu)
+        [ "$sh" = "—" ] && echo "$sc" | grep -Eq '^[0-9]+%' && ok "engine bench: no host-bandwidth share for a discrete GPU ('$sh'; cpu '$sc')" \
+            || bad "engine bench share: hip '$sh', cpu '$sc'"
     fi
 else
     skipped "no HX_DATA: engine runs skipped"
