@@ -1,7 +1,7 @@
 /*
  * cpu-ops.c — the non-matmul ops of docs/ops.md for the fast CPU backend: the same formulas
- * as `ref`, parallelized over rows (attention over row × head pairs) on the pool of pool.h. Every op
- * reads a row before writing it, so dst may alias src where the contract allows it.
+ * as `ref`, parallelized over rows (attention over row × head pairs) on the pool of pool.h.
+ * Every op reads a row before writing it, so dst may alias src where the contract allows it.
  */
 #include <math.h>
 #include <string.h>
@@ -45,76 +45,80 @@ int hx__cpu_op_embed(const struct hx_op *op, const struct hx_split *s, int n_thr
     return atomic_load(&j.bad) ? HX_E_INTERNAL : HX_OK;
 }
 
+/* A row-wise op and what is the same for all its rows, worked out once per op (the ISA check
+ * reads the environment; RoPE's theta scale is a powf). */
+struct hx_rows_job {
+    const struct hx_op *op;
+    const struct hx_split *s;
+    float theta_scale;
+    bool v512;
+};
+
+static struct hx_rows_job hx_rows_job(const struct hx_op *op, const struct hx_split *s)
+{
+    return (struct hx_rows_job){.op = op, .s = s, .v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512};
+}
+
 static void hx_rms_norm_row(void *arg, int64_t r, int tid)
 {
-    const struct hx_op *op = arg;
+    const struct hx_rows_job *j = arg;
+    const struct hx_op *op = j->op;
     (void)tid;
     const int64_t d = op->src[0].n_cols;
     const int64_t g = op->desc.p.norm.group > 0 ? op->desc.p.norm.group : d;
     const float eps = op->desc.p.norm.eps;
     const float *gain = op->weight->data;
-    const bool v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512;
-    {
-        const float *x = hx_tensor_row(&op->src[0], r);
-        float *y = hx_tensor_row(&op->dst, r);
-        for (int64_t c0 = 0; c0 < d; c0 += g) {
-            double ss = 0.0;
-            if (v512) ss = hx__cpu_sumsq_avx512(x + c0, g);
-            else
-                for (int64_t c = 0; c < g; c++) ss += (double)x[c0 + c] * (double)x[c0 + c];
-            const float mean = (float)(ss / (double)g);
-            const float sc = 1.0f / sqrtf(mean + eps);
-            for (int64_t c = 0; c < g; c++) y[c0 + c] = x[c0 + c] * sc * gain[c];
-        }
+    const float *x = hx_tensor_row(&op->src[0], r);
+    float *y = hx_tensor_row(&op->dst, r);
+    for (int64_t c0 = 0; c0 < d; c0 += g) {
+        double ss = 0.0;
+        if (j->v512) ss = hx__cpu_sumsq_avx512(x + c0, g);
+        else
+            for (int64_t c = 0; c < g; c++) ss += (double)x[c0 + c] * (double)x[c0 + c];
+        const float mean = (float)(ss / (double)g);
+        const float sc = 1.0f / sqrtf(mean + eps);
+        for (int64_t c = 0; c < g; c++) y[c0 + c] = x[c0 + c] * sc * gain[c];
     }
 }
 
 void hx__cpu_op_rms_norm(const struct hx_op *op, int n_threads)
 {
     const int64_t n = op->src[0].n_rows, d = op->src[0].n_cols;
-    hx__pool_for(n, hx_cpu_threads_for(n * d, n_threads), 0, hx_rms_norm_row, (void *)op);
+    struct hx_rows_job j = hx_rows_job(op, NULL);
+    hx__pool_for(n, hx_cpu_threads_for(n * d, n_threads), 0, hx_rms_norm_row, &j);
 }
-
-struct hx_rope_job {
-    const struct hx_op *op;
-    const struct hx_split *s;
-};
 
 static void hx_rope_row(void *arg, int64_t r, int tid)
 {
-    const struct hx_rope_job *j = arg;
+    const struct hx_rows_job *j = arg;
     const struct hx_op *op = j->op;
-    const struct hx_split *s = j->s;
     (void)tid;
     const int n_head = op->desc.p.rope.n_head, hd = op->desc.p.rope.head_dim;
     const int n_rot = op->desc.p.rope.n_rot;
-    const float theta_scale = powf(op->desc.p.rope.base, -2.0f / (float)n_rot);
     const float fs = op->desc.p.rope.freq_scale;
     const bool neox = op->desc.p.rope.mode == HX_ROPE_NEOX;
     const float *ff = op->aux ? op->aux->data : NULL;
-    {
-        const float *x = hx_tensor_row(&op->src[0], r);
-        float *y = hx_tensor_row(&op->dst, r);
-        if (x != y) memcpy(y, x, (size_t)n_head * hd * sizeof(float));
-        /* the angles depend on the position only: once per row, not per head */
-        float cs[512], sn[512];
-        float theta_base = (float)s->pos[r];
+    const float *x = hx_tensor_row(&op->src[0], r);
+    float *y = hx_tensor_row(&op->dst, r);
+    if (x != y) memcpy(y, x, (size_t)n_head * hd * sizeof(float));
+    /* the angles depend on the position only: once per row, not per head */
+    float cs[512], sn[512];
+    float theta_base = (float)j->s->pos[r];
+    for (int i = 0; i < n_rot / 2; i++) {
+        float theta = theta_base;
+        if (ff) theta /= ff[i];
+        theta *= fs;
+        cs[i] = cosf(theta);
+        sn[i] = sinf(theta);
+        theta_base *= j->theta_scale;
+    }
+    for (int h = 0; h < n_head; h++) {
+        float *v = y + (size_t)h * hd;
         for (int i = 0; i < n_rot / 2; i++) {
-            float theta = theta_base;
-            if (ff) theta /= ff[i];
-            theta *= fs;
-            cs[i] = cosf(theta);
-            sn[i] = sinf(theta);
-            theta_base *= theta_scale;
-        }
-        for (int h = 0; h < n_head; h++) {
-            float *v = y + (size_t)h * hd;
-            for (int i = 0; i < n_rot / 2; i++) {
-                const int i0 = neox ? i : 2 * i, i1 = neox ? i + n_rot / 2 : 2 * i + 1;
-                const float a = v[i0], b = v[i1];
-                v[i0] = a * cs[i] - b * sn[i];
-                v[i1] = a * sn[i] + b * cs[i];
-            }
+            const int i0 = neox ? i : 2 * i, i1 = neox ? i + n_rot / 2 : 2 * i + 1;
+            const float a = v[i0], b = v[i1];
+            v[i0] = a * cs[i] - b * sn[i];
+            v[i1] = a * sn[i] + b * cs[i];
         }
     }
 }
@@ -123,7 +127,8 @@ void hx__cpu_op_rope(const struct hx_op *op, const struct hx_split *s, int n_thr
 {
     const int64_t n = op->src[0].n_rows;
     const int64_t work = n * op->desc.p.rope.n_head * op->desc.p.rope.head_dim;
-    struct hx_rope_job j = {op, s};
+    struct hx_rows_job j = hx_rows_job(op, s);
+    j.theta_scale = powf(op->desc.p.rope.base, -2.0f / (float)op->desc.p.rope.n_rot);
     hx__pool_for(n, hx_cpu_threads_for(work, n_threads), 0, hx_rope_row, &j);
 }
 
@@ -288,31 +293,29 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
 
 static void hx_glu_row(void *arg, int64_t r, int tid)
 {
-    const struct hx_op *op = arg;
+    const struct hx_rows_job *j = arg;
+    const struct hx_op *op = j->op;
     (void)tid;
     const int64_t f = op->src[0].n_cols;
-    const bool relu2 = op->desc.kind == HX_OP_RELU2_GLU;
-    const bool v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512;
-    {
-        const float *g = hx_tensor_row(&op->src[0], r), *u = hx_tensor_row(&op->src[1], r);
-        float *y = hx_tensor_row(&op->dst, r);
-        if (relu2) {
-            for (int64_t c = 0; c < f; c++) {
-                const float a = g[c] > 0.0f ? g[c] : 0.0f;
-                y[c] = a * a * u[c];
-            }
-        } else if (v512) {
-            hx__cpu_silu_glu_avx512(g, u, y, f);
-        } else {
-            for (int64_t c = 0; c < f; c++) y[c] = g[c] / (1.0f + expf(-g[c])) * u[c];
+    const float *g = hx_tensor_row(&op->src[0], r), *u = hx_tensor_row(&op->src[1], r);
+    float *y = hx_tensor_row(&op->dst, r);
+    if (op->desc.kind == HX_OP_RELU2_GLU) {
+        for (int64_t c = 0; c < f; c++) {
+            const float a = g[c] > 0.0f ? g[c] : 0.0f;
+            y[c] = a * a * u[c];
         }
+    } else if (j->v512) {
+        hx__cpu_silu_glu_avx512(g, u, y, f);
+    } else {
+        for (int64_t c = 0; c < f; c++) y[c] = g[c] / (1.0f + expf(-g[c])) * u[c];
     }
 }
 
 void hx__cpu_op_glu(const struct hx_op *op, int n_threads)
 {
     const int64_t n = op->src[0].n_rows, f = op->src[0].n_cols;
-    hx__pool_for(n, hx_cpu_threads_for(n * f, n_threads), 0, hx_glu_row, (void *)op);
+    struct hx_rows_job j = hx_rows_job(op, NULL);
+    hx__pool_for(n, hx_cpu_threads_for(n * f, n_threads), 0, hx_glu_row, &j);
 }
 
 static void hx_add_row(void *arg, int64_t r, int tid)
