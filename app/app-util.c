@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "app.h"
 #include "hx-impl.h"
@@ -82,10 +81,4 @@ int hx_app_rows(int64_t n_rows, int64_t width, int n_threads, hx_app_row_fn fn, 
     if (n_threads > n_rows) n_threads = (int)n_rows;
     hx__pool_run(n_threads, hx_app_rows_task, &j);
     return atomic_load(&j.status);
-}
-
-int hx_app_default_threads(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
 }

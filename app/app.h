@@ -34,8 +34,6 @@ bool hx_app_parse_f32(const char *s, float lo, float hi, float *out);
  * status of a failing row; after a failure the remaining rows may be left unconverted. */
 typedef int (*hx_app_row_fn)(void *ctx, int64_t r, float *scratch);
 int hx_app_rows(int64_t n_rows, int64_t width, int n_threads, hx_app_row_fn fn, void *ctx);
-/* Threads a command uses when -t is not given: the CPUs online. */
-int hx_app_default_threads(void);
 
 /* Shared by quantize and mkmodel (defined in cmd-quantize.c): a progress line on stderr
  * ("tensor i/n, MB, elapsed"), redrawn in place on a tty; when forced while stderr is not

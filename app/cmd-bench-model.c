@@ -40,12 +40,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "app.h"
 #include "bench-util.h"
 #include "gguf.h"
 #include "hx.h"
+#include "pool.h"
 #include "registry.h"
 #include "scheduler.h"
 
@@ -274,12 +274,11 @@ static void hx_bm_defaults(struct hx_bm_opts *o)
 
 static void hx_bm_fill_defaults(struct hx_bm_opts *o)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (!o->n_backends) snprintf(o->backends[0], sizeof o->backends[0], "cpu"), o->n_backends = 1;
     if (!o->n_policies) hx_bm_policy_push(o, "single", 6, false);
     if (!o->n_n_prompt) o->n_prompt[0] = 512, o->n_n_prompt = 1;
     if (!o->n_n_gen) o->n_gen[0] = 128, o->n_n_gen = 1;
-    if (!o->n_threads) o->threads[0] = ncpu > 0 ? ncpu : 1, o->n_threads = 1;
+    if (!o->n_threads) o->threads[0] = hx__pool_default_threads(), o->n_threads = 1;
 }
 
 static int hx_bm_bad(const char *opt, const char *v)

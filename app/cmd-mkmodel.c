@@ -27,6 +27,7 @@
 #include "app.h"
 #include "gguf.h"
 #include "hx-impl.h"
+#include "pool.h"
 
 struct hx_mk_shape {
     const char *name;
@@ -399,7 +400,7 @@ int hx_cmd_mkmodel(int argc, char **argv)
     struct hx_mk_opts o = {0};
     int rc = hx_mk_parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-    if (!o.n_threads) o.n_threads = hx_app_default_threads();
+    if (!o.n_threads) o.n_threads = hx__pool_default_threads();
     struct hx_mk_job j = {.o = &o};
     rc = hx_mk_write(&j);
     hx__free(j.t);

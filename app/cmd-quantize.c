@@ -25,6 +25,7 @@
 #include "app.h"
 #include "gguf.h"
 #include "hx-impl.h"
+#include "pool.h"
 
 /* ---- shared: progress and file type ------------------------------------------------------- */
 
@@ -348,7 +349,7 @@ int hx_cmd_quantize(int argc, char **argv)
     struct hx_quant_opts o = {0};
     int rc = hx_quant_parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-    if (!o.n_threads) o.n_threads = hx_app_default_threads();
+    if (!o.n_threads) o.n_threads = hx__pool_default_threads();
     if (hx_quant_same_file(o.in, o.out)) {
         hx_app_error("quantize", "IN and OUT are the same file ('%s'); write to a new file", o.out);
         return 2;

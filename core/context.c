@@ -9,8 +9,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "pool.h"
 #include "scheduler.h"
 
 struct hx_context {
@@ -62,12 +62,11 @@ int hx_context_new(struct hx_model *model, const struct hx_context_params *p,
     c->logits = hx__malloc((size_t)c->n_logits * (size_t)model->hp.n_vocab * sizeof(float));
     if (st == HX_OK && (!c->kv_len || !c->seen || !c->logits)) st = HX_E_NOMEM;
     if (st == HX_OK) {
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         struct hx_sched_params sp = {
             .model = model, .policy = &c->policy, .n_ctx = c->n_ctx, .n_batch = c->n_batch,
             .n_logits = c->n_logits, .n_seq = c->n_seq,
             .devcfg = {.struct_size = sizeof sp.devcfg,
-                       .n_threads = p && p->n_threads > 0 ? p->n_threads : (int)(ncpu > 0 ? ncpu : 1),
+                       .n_threads = p && p->n_threads > 0 ? p->n_threads : hx__pool_default_threads(),
                        .kernels_dir = p ? p->npu_kernels : NULL},
         };
         st = hx__sched_new(&sp, &c->sched);

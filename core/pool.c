@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pool.h"
 
@@ -136,6 +137,12 @@ void hx__pool_run(int nth, hx_pool_task_fn fn, void *ctx)
         if (++spins % 65536) HX_PAUSE();
         else sched_yield(); /* a worker was descheduled: let it run */
     pthread_mutex_unlock(&hx_pool.run_mu);
+}
+
+int hx__pool_default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 struct hx_pool_for {

@@ -23,6 +23,9 @@ typedef void (*hx_pool_task_fn)(void *ctx, int tid, int nth);
  * Callers from several threads take turns; a task that calls it again runs inline. */
 void hx__pool_run(int nth, hx_pool_task_fn fn, void *ctx);
 
+/* The thread count to use when none is given: the CPUs online (1 if that cannot be read). */
+int hx__pool_default_threads(void);
+
 /* Rows [*r0, *r1) of n for thread tid of nth: contiguous, sizes differing by at most one. */
 static inline void hx__pool_range(int64_t n, int tid, int nth, int64_t *r0, int64_t *r1)
 {
