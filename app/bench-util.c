@@ -215,6 +215,7 @@ static void hx_app_bw_touch(void *arg, int tid, int nt)
 /* One pass: each thread sums its blocks; sinks[tid] keeps the work from being optimized away. */
 struct hx_app_bw_pass {
     struct hx_app_bw_buf *b;
+    size_t first, count; /* the blocks this pass reads */
     uint64_t sinks[HX_APP_MAX_THREADS];
     _Atomic int used;
 };
@@ -223,8 +224,8 @@ static void hx_app_bw_read(void *arg, int tid, int nt)
 {
     struct hx_app_bw_pass *ps = arg;
     size_t b0, b1;
-    hx_app_bw_slice(ps->b->n_blocks, tid, nt, &b0, &b1);
-    ps->sinks[tid] += ps->b->sum(ps->b->buf + b0 * HX_APP_BLOCK, b1 - b0);
+    hx_app_bw_slice(ps->count, tid, nt, &b0, &b1);
+    ps->sinks[tid] += ps->b->sum(ps->b->buf + (ps->first + b0) * HX_APP_BLOCK, b1 - b0);
     if (tid == 0) atomic_store(&ps->used, nt);
 }
 
@@ -267,7 +268,7 @@ int hx_app_bw_measure(struct hx_app_bw_buf *b, int n_passes, struct hx_app_bw *o
     if (n_passes < 1) n_passes = 1;
     double *us = malloc((size_t)n_passes * sizeof *us);
     if (!us) return -1;
-    struct hx_app_bw_pass ps = {.b = b};
+    struct hx_app_bw_pass ps = {.b = b, .count = b->n_blocks};
     atomic_init(&ps.used, 1);
     struct hx_app_load_mark m0, m1;
     hx_app_load_mark(&m0);
@@ -291,6 +292,33 @@ int hx_app_bw_measure(struct hx_app_bw_buf *b, int n_passes, struct hx_app_bw *o
     out->llc_bytes = b->llc_bytes;
     out->n_passes = n_passes;
     out->below_8x_llc = out->llc_bytes && b->nbytes < 8 * out->llc_bytes;
+    free(us);
+    return 0;
+}
+
+int hx_app_bw_burst(struct hx_app_bw_buf *b, size_t bytes, int n_samples, double *median_us)
+{
+    const size_t bb = HX_APP_BLOCK * sizeof(uint64_t);
+    size_t nb = (bytes + bb - 1) / bb;
+    if (nb < 1) nb = 1;
+    if (nb > b->n_blocks) nb = b->n_blocks;
+    const size_t per = b->n_blocks / nb; /* reads per rotation through the buffer */
+    if (n_samples < 1) n_samples = 1;
+    double *us = malloc((size_t)n_samples * sizeof *us);
+    if (!us) return -1;
+    struct hx_app_bw_pass ps = {.b = b, .count = nb};
+    atomic_init(&ps.used, 1);
+    size_t cur = 0;
+    for (int s = -1; s < n_samples; s++) { /* one untimed rotation */
+        const double t0 = hx_app_now_us();
+        for (size_t c = 0; c < per; c++, cur = (cur + 1) % per) {
+            ps.first = cur * nb;
+            hx__pool_run(b->n_threads, hx_app_bw_read, &ps);
+        }
+        if (s >= 0) us[s] = (hx_app_now_us() - t0) / (double)per;
+    }
+    for (int i = 0; i < atomic_load(&ps.used); i++) hx_app_sink += ps.sinks[i];
+    *median_us = hx_app_median(us, (size_t)n_samples);
     free(us);
     return 0;
 }

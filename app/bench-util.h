@@ -46,6 +46,12 @@ struct hx_app_bw_buf;
 struct hx_app_bw_buf *hx_app_bw_open(int n_threads, size_t working_set_bytes);
 int hx_app_bw_measure(struct hx_app_bw_buf *b, int n_passes, struct hx_app_bw *out, double *pass_gbs);
 void hx_app_bw_close(struct hx_app_bw_buf *b);
+/* A plain read of `bytes` split over the probe's threads, as one pool task like a GEMV call,
+ * each call on the next part of the buffer (so from memory, as a GEMV rotating through its
+ * copies): the median over n_samples of the µs per call, each sample a full rotation. Short
+ * reads do not reach the probe's long-stream rate (the start of each stream, the pool's start
+ * and join); this is the floor a GEMV of that many bytes is held to. */
+int hx_app_bw_burst(struct hx_app_bw_buf *b, size_t bytes, int n_samples, double *median_us);
 
 /* Median read bandwidth in GB/s of n_threads threads over at least working_set_bytes (raised to
  * hx_app_bw_default_bytes() when smaller, so the buffer never fits in cache). 0 on allocation

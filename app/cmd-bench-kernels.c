@@ -170,6 +170,9 @@ fail:
 struct hx_bk_result {
     double med_us, mean_us, sd_us, gbs, gflops, host_us, dev_us;
     double bw_gbs, bw_pct;   /* the read bandwidth the share is of, and the share */
+    double read_us, read_pct; /* a plain read of the weight's bytes (hx_app_bw_burst), the
+                                 GEMV's speed as a share of it; 0 when not measured */
+    size_t wbytes;
     bool have_timing, modelled;
 };
 
@@ -234,6 +237,7 @@ static int hx_bk_case(struct hx_device *dev, const struct hx_bk_opts *o, enum hx
     res->med_us = hx_app_median(samples, (size_t)o->reps);
     res->sd_us = hx_app_stddev(samples, (size_t)o->reps);
     /* rates from the median: robust to the other tenants of a shared machine */
+    res->wbytes = wbytes;
     res->gbs = (double)wbytes / (res->med_us * 1e-6) / 1e9;
     res->gflops = 2.0 * (double)m * (double)n * (double)k / (res->med_us * 1e-6) / 1e9;
     if ((res->have_timing = ts != NULL)) {
@@ -306,14 +310,17 @@ int hx_cmd_bench_kernels(int argc, char **argv)
         if (pb)
             printf("Each GEMV's share is of the probe run again around it (3 passes just before, 3 "
                    "just after, median; its GB/s after the share): on a shared machine the read "
-                   "bandwidth moves by tens of percent within a minute.\n\n");
-        printf("| type | K×N | m | µs/call median (mean ± sd) | GB/s | GFLOP/s | %% of read BW | host µs | device µs |\n");
-        printf("|---|---|---|---|---|---|---|---|---|\n");
+                   "bandwidth moves by tens of percent within a minute. \"plain read\" is the median µs "
+                   "of reading the same bytes, from memory, as one task of the same threads, and the "
+                   "GEMV's speed as a share of that: a read of a few hundred KiB does not reach the "
+                   "probe's long-stream rate.\n\n");
+        printf("| type | K×N | m | µs/call median (mean ± sd) | GB/s | GFLOP/s | %% of read BW | plain read µs (GEMV %%) | host µs | device µs |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|\n");
     } else if (js) {
         printf("{\"backend\":\"%s\",\"threads\":%d,\"read_bw_gbs\":%.2f,\"results\":[", dev->id,
                o.threads, bw);
     } else {
-        printf("backend,type,k,n,m,threads,median_us,mean_us,sd_us,gbs,gflops,bw_pct,host_us,device_us,modelled,bw_gbs\n");
+        printf("backend,type,k,n,m,threads,median_us,mean_us,sd_us,gbs,gflops,bw_pct,host_us,device_us,modelled,bw_gbs,read_us,read_pct\n");
     }
     fflush(stdout);
     int first = 1, rc = 0;
@@ -331,6 +338,8 @@ int hx_cmd_bench_kernels(int argc, char **argv)
                 if (around && hx_app_bw_measure(pb, 3, &nb, near + 3) == 0) cbw = hx_app_median(near, 6);
                 r.bw_gbs = cbw;
                 r.bw_pct = cbw > 0 ? 100.0 * r.gbs / cbw : 0.0;
+                if (around && !st && hx_app_bw_burst(pb, r.wbytes, o.reps, &r.read_us) == 0 && r.med_us > 0)
+                    r.read_pct = 100.0 * r.read_us / r.med_us;
                 if (st == HX_E_UNSUPPORTED) continue;
                 if (st) {
                     hx_app_error("bench", "%s %lldx%lld m=%lld: %s", hx_dtype_name(t),
@@ -345,10 +354,12 @@ int hx_cmd_bench_kernels(int argc, char **argv)
                 }
                 if (m == 1 && pb) snprintf(pct, sizeof pct, "%.0f%% of %.1f", r.bw_pct, r.bw_gbs);
                 else if (m == 1) snprintf(pct, sizeof pct, "%.0f%%", r.bw_pct);
+                char rd[48] = "—";
+                if (r.read_us > 0) snprintf(rd, sizeof rd, "%.1f (%.0f%%)", r.read_us, r.read_pct);
                 if (md) {
-                    printf("| %s | %lld×%lld | %lld | %.1f (%.1f ± %.1f) | %.1f | %.1f | %s | %s | %s |\n",
+                    printf("| %s | %lld×%lld | %lld | %.1f (%.1f ± %.1f) | %.1f | %.1f | %s | %s | %s | %s |\n",
                            hx_dtype_name(t), (long long)k, (long long)n, (long long)m, r.med_us,
-                           r.mean_us, r.sd_us, r.gbs, r.gflops, pct, hu, du);
+                           r.mean_us, r.sd_us, r.gbs, r.gflops, pct, rd, hu, du);
                 } else if (js) {
                     printf("%s{\"type\":\"%s\",\"k\":%lld,\"n\":%lld,\"m\":%lld,\"median_us\":%.2f,\"mean_us\":%.2f,"
                            "\"sd_us\":%.2f,\"gbs\":%.3f,\"gflops\":%.3f,\"bw_pct\":%.2f,\"bw_gbs\":%.3f",
@@ -357,12 +368,15 @@ int hx_cmd_bench_kernels(int argc, char **argv)
                     if (r.have_timing)
                         printf(",\"host_us\":%.2f,\"device_us\":%.2f,\"modelled\":%s", r.host_us,
                                r.dev_us, r.modelled ? "true" : "false");
+                    if (r.read_us > 0) printf(",\"read_us\":%.2f,\"read_pct\":%.2f", r.read_us, r.read_pct);
                     printf("}");
                 } else {
-                    printf("%s,%s,%lld,%lld,%lld,%d,%.2f,%.2f,%.2f,%.3f,%.3f,%.2f,%s,%s,%d,%.3f\n", dev->id,
+                    char ru[32] = "", rp[32] = "";
+                    if (r.read_us > 0) snprintf(ru, sizeof ru, "%.2f", r.read_us), snprintf(rp, sizeof rp, "%.2f", r.read_pct);
+                    printf("%s,%s,%lld,%lld,%lld,%d,%.2f,%.2f,%.2f,%.3f,%.3f,%.2f,%s,%s,%d,%.3f,%s,%s\n", dev->id,
                            hx_dtype_name(t), (long long)k, (long long)n, (long long)m, o.threads,
                            r.med_us, r.mean_us, r.sd_us, r.gbs, r.gflops, r.bw_pct,
-                           r.have_timing ? hu : "", r.have_timing ? du : "", r.modelled, r.bw_gbs);
+                           r.have_timing ? hu : "", r.have_timing ? du : "", r.modelled, r.bw_gbs, ru, rp);
                 }
                 first = 0;
                 fflush(stdout);

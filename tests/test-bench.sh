@@ -248,8 +248,20 @@ for c in r["results"]:
     # (a busy CI core once made the probe read 0.13 GB/s, where a relative bound was too tight)
     g, b, p = c["gbs"], c["bw_gbs"], c["bw_pct"]
     assert b > 0 and abs(p * b / 100 - g) <= 5e-4 + 5e-4 * p / 100 + 5e-3 * b / 100 + 1e-9, c
+    # the plain read of the same bytes, and the GEMV's speed as a share of it (2 decimals each)
+    ru, rp, mu = c["read_us"], c["read_pct"], c["median_us"]
+    assert ru > 0 and abs(rp - 100 * ru / mu) <= 5e-3 + 100 * 5e-3 / mu * (1 + ru / mu), c
+EOF
+"$E" bench --kernels --types q8_0 --shapes 256x64 -m 1,2 -r 5 --working-set 1 -o csv > "$T/kc" 2>/dev/null
+python3 - "$T/kc" <<'EOF' && ok "--kernels csv: read_us, read_pct for m = 1 only" || bad "--kernels csv read columns: $(cat "$T/kc")"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 2, rows
+one, two = sorted(rows, key=lambda r: int(r["m"]))
+assert float(one["read_us"]) > 0 and float(one["read_pct"]) > 0, one
+assert two["read_us"] == "" and two["read_pct"] == "", two
 EOF
 out=$("$E" bench --kernels --types q8_0 --shapes 256x64 -m 1 -r 5 --working-set 1 2>&1)
-echo "$out" | grep -Eq '^\| Q8_0 \| 256×64 \| 1 \|.*\| [0-9]+% of [0-9.]+ \|' && ok "--kernels md: share and the probe it is of" || bad "--kernels md share: $out"
+echo "$out" | grep -Eq '^\| Q8_0 \| 256×64 \| 1 \|.*\| [0-9]+% of [0-9.]+ \| [0-9.]+ \([0-9]+%\) \|' && ok "--kernels md: share, the probe it is of, the plain read" || bad "--kernels md share: $out"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
