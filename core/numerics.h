@@ -1,7 +1,7 @@
 /*
  * numerics.h — how far a device's result of one op may be from the reference's (`ref`:
  * dequantize exactly, accumulate in double) when both get the same inputs. This is the one
- * table of thresholds: tests/test-backend-ops.c checks every backend's ops against it and the
+ * table of thresholds: tests/test-backend-ops checks every backend's ops against it and the
  * scheduler's `verify` (so `engine diff`) checks every op of a model run against it.
  * Derivations: docs/testing.md "Thresholds, and why" and docs/npu-backend.md §4.
  *
