@@ -301,7 +301,7 @@ int hx_app_bw_burst(struct hx_app_bw_buf *b, size_t bytes, int n_samples, double
     const size_t bb = HX_APP_BLOCK * sizeof(uint64_t);
     size_t nb = (bytes + bb - 1) / bb;
     if (nb < 1) nb = 1;
-    if (nb > b->n_blocks) nb = b->n_blocks;
+    if (nb > b->n_blocks) return -1; /* a read of fewer bytes would not be the same read */
     const size_t per = b->n_blocks / nb; /* reads per rotation through the buffer */
     if (n_samples < 1) n_samples = 1;
     double *us = malloc((size_t)n_samples * sizeof *us);

@@ -50,7 +50,8 @@ void hx_app_bw_close(struct hx_app_bw_buf *b);
  * each call on the next part of the buffer (so from memory, as a GEMV rotating through its
  * copies): the median over n_samples of the µs per call, each sample a full rotation. Short
  * reads do not reach the probe's long-stream rate (the start of each stream, the pool's start
- * and join); this is the floor a GEMV of that many bytes is held to. */
+ * and join); this is the floor a GEMV of that many bytes is held to. -1 when `bytes` is more
+ * than the buffer holds. */
 int hx_app_bw_burst(struct hx_app_bw_buf *b, size_t bytes, int n_samples, double *median_us);
 
 /* Median read bandwidth in GB/s of n_threads threads over at least working_set_bytes (raised to

@@ -261,6 +261,13 @@ one, two = sorted(rows, key=lambda r: int(r["m"]))
 assert float(one["read_us"]) > 0 and float(one["read_pct"]) > 0, one
 assert two["read_us"] == "" and two["read_pct"] == "", two
 EOF
+# a weight larger than the probe's buffer (1 MiB) gets no plain read rather than a shorter one
+"$E" bench --kernels --types q8_0 --shapes 1024x1024 -m 1 -r 5 --working-set 1 -o json > "$T/kb" 2>/dev/null
+python3 - "$T/kb" <<'EOF' && ok "--kernels: no plain read for a weight larger than the buffer" || bad "--kernels plain read of a big weight: $(cat "$T/kb")"
+import json, sys
+c = json.load(open(sys.argv[1]))["results"][0]
+assert c["median_us"] > 0 and "read_us" not in c and "read_pct" not in c, c
+EOF
 out=$("$E" bench --kernels --types q8_0 --shapes 256x64 -m 1 -r 5 --working-set 1 2>&1)
 echo "$out" | grep -Eq '^\| Q8_0 \| 256×64 \| 1 \|.*\| [0-9]+% of [0-9.]+ \| [0-9.]+ \([0-9]+%\) \|' && ok "--kernels md: share, the probe it is of, the plain read" || bad "--kernels md share: $out"
 echo "$pass passed, $fail failed"
