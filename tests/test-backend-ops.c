@@ -19,8 +19,9 @@
  * word outside a tensor shows up as a NaN in the result. Cases supports() refuses are SKIPs.
  *
  * The `cpu` backend is also run with each other ISA path it has (HX_CPU_ISA) and, on AVX-512,
- * without its repacked weights (HX_CPU_REPACK=0) and with the other decode stream count
- * (HX_CPU_STREAMS, 1 or 2): those are separate rows of the summary.
+ * without its repacked weights (HX_CPU_REPACK=0), with the other decode stream count
+ * (HX_CPU_STREAMS, 1 or 2) and, where the CPU has VBMI, with the bit-mask Q1_0 decode instead
+ * of the lookup one (HX_CPU_VBMI=0, Q1_0 matmuls only): those are separate rows of the summary.
  *
  * Usage: test-backend-ops [--full] [--backend NAME[,..]] [--op NAME[,..]] [--type T[,..]]
  *                         [--m N[,..]] [--threads N] [--list] [-q] [-v]
@@ -277,6 +278,7 @@ struct hx_t_dut {
     const char *isa; /* HX_CPU_ISA for this variant, or NULL */
     bool norepack;   /* HX_CPU_REPACK=0 */
     const char *streams; /* HX_CPU_STREAMS for this variant, or NULL */
+    bool novbmi;     /* HX_CPU_VBMI=0: runs the Q1_0 matmuls only (nothing else changes) */
     bool variant;    /* an extra code path of a backend: big matmuls only with --full */
     uint64_t wid;    /* weight whose handle is cached */
     void *wh;
@@ -304,6 +306,10 @@ static void hx_t_dut_env(const struct hx_t_dut *d)
         setenv("HX_CPU_STREAMS", d->streams, 1);
     else
         unsetenv("HX_CPU_STREAMS");
+    if (d->novbmi)
+        setenv("HX_CPU_VBMI", "0", 1);
+    else
+        unsetenv("HX_CPU_VBMI");
 }
 
 static void hx_t_dut_release(struct hx_t_dut *d)
@@ -730,6 +736,7 @@ void hx_t_run_case(struct hx_t_case *c)
     for (int i = 0; i < hx_t_n_duts; i++) {
         struct hx_t_dut *d = &hx_t_duts[i];
         if (d->variant && big && !hx_t_opt.full) continue; /* not run, not counted */
+        if (d->novbmi && !(c->desc.kind == HX_OP_MATMUL && c->desc.wtype == HX_DTYPE_Q1_0)) continue;
         if (!sup[i]) {
             d->skipped++, hx_t_skipped++;
             if (!hx_t_opt.quiet) hx_t_line("SKIP", d->label, c, "supports() refused");
@@ -851,15 +858,16 @@ static int hx_t_cpu_streams(struct hx_device *dev)
     return p ? atoi(p + strlen("decode streams per thread: ")) : 0;
 }
 
-static void hx_t_add_dut(struct hx_device *dev, const char *label, const char *isa, bool norepack,
-                         const char *streams)
+static struct hx_t_dut *hx_t_add_dut(struct hx_device *dev, const char *label, const char *isa,
+                                     bool norepack, const char *streams)
 {
-    if (hx_t_n_duts >= HX_T_MAX_DUTS) return;
+    if (hx_t_n_duts >= HX_T_MAX_DUTS) return NULL;
     struct hx_t_dut *d = &hx_t_duts[hx_t_n_duts++];
     memset(d, 0, sizeof *d);
     snprintf(d->label, sizeof d->label, "%s", label);
     d->dev = dev, d->isa = isa, d->norepack = norepack, d->streams = streams;
     d->variant = isa || norepack || streams;
+    return d;
 }
 
 /* The cpu backend's other code paths, each as its own device instance. */
@@ -876,13 +884,15 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
     /* the decode stream count the plain device does not use (the default depends on the CPU) */
     const char *other_streams = hx_t_cpu_streams(dev) == 1 ? "2" : "1";
     hx__device_close(dev);
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < 6; i++) {
         const char *isa = i < 3 ? isas[i] : "avx512";
         char label[96];
-        snprintf(label, sizeof label, "%s[%s%s%s]", id, isa, i == 3 ? ",norepack" : "",
-                 i == 4 ? (other_streams[0] == '1' ? ",1 stream" : ",2 streams") : "");
+        snprintf(label, sizeof label, "%s[%s%s%s%s]", id, isa, i == 3 ? ",norepack" : "",
+                 i == 4 ? (other_streams[0] == '1' ? ",1 stream" : ",2 streams") : "",
+                 i == 5 ? ",no vbmi" : "");
         if (i < 3 && best && !strcmp(isa, best)) continue; /* that is the plain device */
         if (i >= 3 && !(best && !strcmp(best, "avx512"))) continue;
+        if (i == 5 && !__builtin_cpu_supports("avx512vbmi")) continue; /* no lookup path */
         if (!hx_t_backend_wanted("cpu", spec, label)) continue;
         if (hx__device_open(spec, cfg, &dev) != HX_OK) continue;
         setenv("HX_CPU_ISA", isa, 1);
@@ -894,7 +904,9 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
             hx__device_close(dev);
             continue;
         }
-        hx_t_add_dut(dev, label, isa, i == 3, i == 4 ? other_streams : NULL);
+        struct hx_t_dut *d = hx_t_add_dut(dev, label, isa, i == 3, i == 4 ? other_streams : NULL);
+        if (d && i == 5) d->novbmi = d->variant = true;
+        else if (!d) hx__device_close(dev);
     }
 }
 
@@ -1025,7 +1037,7 @@ int main(int argc, char **argv)
     }
     hx_t_dut_release(&hx_t_ref);
     hx__device_close(hx_t_ref.dev);
-    unsetenv("HX_CPU_ISA"), unsetenv("HX_CPU_REPACK");
+    unsetenv("HX_CPU_ISA"), unsetenv("HX_CPU_REPACK"), unsetenv("HX_CPU_VBMI");
     printf("test-backend-ops: %d device(s)%s, %.1f s\n", hx_t_n_duts,
            hx_t_opt.full ? ", --full" : "", hx_t_now() - t0);
     printf("%d passed, %d failed, %d skipped\n", hx_t_passed, hx_t_failed, hx_t_skipped);

@@ -14,8 +14,10 @@
 #include "hx-backend.h"
 #include "registry.h"
 
-/* backends/cpu/cpu-impl.h: is the AMX Q8_0 path on (built, CPU, OS, HX_CPU_AMX)? */
+/* backends/cpu/cpu-impl.h: is the AMX Q8_0 path on (built, CPU, OS, HX_CPU_AMX)? Is the Q1_0
+ * lookup decode (VBMI, HX_CPU_VBMI)? */
 bool hx__cpu_amx(void);
+bool hx__cpu_vbmi(void);
 
 static uint64_t rng = 88172645463325252ull;
 static uint32_t rnd32(void)
@@ -77,6 +79,9 @@ static struct hx_device *open_cpu(int threads)
 
 /* When set, check_matmul copies its m × n output here (for comparing two paths bit for bit). */
 static float *capture;
+/* Activations of check_matmul: 0 random in [-1, 1) (every 7th × 4), 1 all 1.5 (every int8
+ * code 127), 2 ±2 with random signs (codes ±127: sums of four at the ends of their range). */
+static int x_mode;
 
 /* Run one MATMUL (m × k) · (n × k)ᵀ with a strided dst; check against f64. */
 static int check_matmul(enum hx_dtype t, int64_t m, int64_t k, int64_t n, int threads)
@@ -90,7 +95,9 @@ static int check_matmul(enum hx_dtype t, int64_t m, int64_t k, int64_t n, int th
     int bad = 0;
     fill_weight(t, wd, n, k);
     for (int64_t j = 0; j < n; j++) hx_dequantize_row(t, wd + (size_t)j * rb, deq + j * k, k);
-    for (int64_t i = 0; i < m * k; i++) x[i] = rndf() * (i % 7 == 0 ? 4.0f : 1.0f);
+    for (int64_t i = 0; i < m * k; i++)
+        x[i] = x_mode == 1 ? 1.5f : x_mode == 2 ? (rnd32() & 1 ? 2.0f : -2.0f)
+                                                : rndf() * (i % 7 == 0 ? 4.0f : 1.0f);
     const int64_t dst_stride = n + 3;
     struct hx_buffer *src = NULL, *dst = NULL;
     hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &src);
@@ -217,6 +224,46 @@ TEST(matmul_q8_0_amx)
                              (long long)m, (long long)k, (long long)n, diff);
     }
     unsetenv("HX_CPU_AMX");
+    unsetenv("HX_CPU_ISA");
+}
+
+TEST(matmul_q1_0_lookup)
+{
+    /* The Q1_0 decode by table lookup (VBMI) takes blocks of 8 tiles and the last partial
+     * block: it must agree with f64, and with the bit-mask kernel bit for bit (the same integer
+     * dot per group, the same float operations in the same order). */
+    setenv("HX_CPU_ISA", "avx512", 1);
+    unsetenv("HX_CPU_VBMI");
+    if (!hx__cpu_vbmi()) {
+        unsetenv("HX_CPU_ISA");
+        SKIP("no AVX-512 VBMI");
+    }
+    static const int64_t cases[][4] = {
+        /* k, n, threads, x_mode */
+        {128, 16, 1, 0},   {128, 100, 1, 1},  {256, 130, 2, 2},  {1024, 128, 2, 0},
+        {1024, 300, 2, 1}, {2048, 1024, 2, 0}, {3072, 1000, 2, 2}, {1024, 2096, 2, 0},
+        {512, 4100, 1, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int64_t k = cases[c][0], n = cases[c][1];
+        float *y[2];
+        x_mode = (int)cases[c][3];
+        for (int lut = 0; lut < 2; lut++) {
+            setenv("HX_CPU_VBMI", lut ? "1" : "0", 1);
+            y[lut] = capture = malloc(sizeof(float) * (size_t)n);
+            const uint64_t seed = rng;
+            ASSERT_EQ(check_matmul(HX_DTYPE_Q1_0, 1, k, n, (int)cases[c][2]), 0);
+            rng = seed;
+        }
+        capture = NULL;
+        x_mode = 0;
+        size_t diff = 0;
+        for (int64_t i = 0; i < n; i++) diff += memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
+        free(y[0]), free(y[1]);
+        if (diff) HX_FAIL_AT("q1_0 k=%lld n=%lld: %zu outputs differ between lookup and bit-mask",
+                             (long long)k, (long long)n, diff);
+    }
+    unsetenv("HX_CPU_VBMI");
     unsetenv("HX_CPU_ISA");
 }
 

@@ -137,6 +137,17 @@ bool hx__cpu_amx(void)
     return ok;
 }
 
+bool hx__cpu_vbmi(void)
+{
+#if defined(__x86_64__)
+    if (hx__cpu_isa() != HX_CPU_ISA_AVX512 || !__builtin_cpu_supports("avx512vbmi")) return false;
+    const char *env = getenv("HX_CPU_VBMI");
+    return !(env && !strcmp(env, "0"));
+#else
+    return false;
+#endif
+}
+
 const struct hx_cpu_kernels *hx__cpu_kernels(enum hx_cpu_isa isa)
 {
     switch (isa) {

@@ -37,6 +37,9 @@ const char *hx__cpu_isa_name(enum hx_cpu_isa isa);
 /* AMX-INT8 usable now: built in, on this CPU, granted by the OS, the ISA is avx512 and
  * HX_CPU_AMX is not 0 (tests turn it off to check the VNNI path on the same shapes). */
 bool hx__cpu_amx(void);
+/* AVX-512 VBMI usable now (the Q1_0 lookup decode of cpu-x16-vbmi.c): on this CPU, the ISA is
+ * avx512 and HX_CPU_VBMI is not 0 (tests turn it off to compare with the bit-mask kernel). */
+bool hx__cpu_vbmi(void);
 
 /* Sequential weight streams per thread for decode GEMVs (1 on AMD, 2 elsewhere; measured in
  * cpu-features.c); HX_CPU_STREAMS=1..4 overrides. Asked when a weight is repacked (x16). */

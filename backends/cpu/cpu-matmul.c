@@ -91,7 +91,7 @@ struct hx_x16_job {
     char *base;
     size_t ab;
     int64_t m;
-    bool own, amx;
+    bool own, amx, lut;
 };
 
 /* Prefill: the rows are split over the threads and quantized into one shared buffer. */
@@ -117,10 +117,16 @@ static void hx_x16_gemm_task(void *arg, int tid, int nth)
     struct hx_cpu_xact act;
     if (j->own) {
         /* decode: the first lines of this thread's streams are fetched while it quantizes */
-        hx__x16_prefetch_head(x, t0, t1);
+        if (j->lut) hx__x16_q1_prefetch_head(x, t0, t1);
+        else hx__x16_prefetch_head(x, t0, t1);
         hx__xact_init(&act, j->base + j->ab * (size_t)tid, m, x->k, x->type);
         hx__x16_quantize_rows_avx512(&act, x->type, hx_tensor_row(&op->src[0], 0),
                                      op->src[0].row_stride_bytes / sizeof(float), 0, m);
+        if (j->lut) {
+            const uintptr_t e = (uintptr_t)(j->base + j->ab * (size_t)tid + hx__xact_bytes(m, x->k, x->type));
+            act.lut = (uint8_t *)((e + 63) & ~(uintptr_t)63);
+            hx__x16_q1_lut_build(act.lut, act.q, x->k);
+        }
     } else {
         hx__xact_init(&act, j->base, m, x->k, x->type);
     }
@@ -142,7 +148,9 @@ static int hx_cpu_matmul_x16(const struct hx_op *op, const struct hx_cpu_x16 *x,
     const int64_t k = x->k, m = op->src[0].n_rows;
     if ((double)m * (double)x->n * (double)k < 65536.0) nt = 1;
     struct hx_x16_job j = {.op = op, .x = x, .m = m, .own = m <= HX_CPU_OWN_ROWS};
-    j.ab = hx__xact_bytes(m, k, x->type);
+    /* Q1_0 decode of one row by table lookup where the CPU has VBMI (cpu-x16-vbmi.c) */
+    j.lut = x->type == HX_DTYPE_Q1_0 && m == 1 && hx__cpu_vbmi();
+    j.ab = hx__xact_bytes(m, k, x->type) + (j.lut ? hx__x16_q1_lut_bytes(k) + 64 : 0);
     int st = hx_cpu_scratch(mem, mem_bytes, j.ab * (j.own ? (size_t)nt : 1));
     if (st) return st;
     j.base = *mem;

@@ -264,4 +264,5 @@ void hx__xact_init(struct hx_cpu_xact *a, void *mem, int64_t m, int64_t k, enum 
     a->ks = (int32_t *)p;
     p += HX_X16_ALIGN(mm * (kk / (size_t)a->g) * 4);
     a->fs = (float *)p;
+    a->lut = NULL;
 }

@@ -68,6 +68,7 @@ struct hx_cpu_xact {
     float *d;        /* m × k/qb */
     int32_t *ks;     /* m × k/g */
     float *fs;       /* m × k/g */
+    uint8_t *lut;    /* Q1_0 decode by lookup (cpu-x16-vbmi.c): row 0's tables, or NULL */
 };
 size_t hx__xact_bytes(int64_t m, int64_t k, enum hx_dtype t);
 void hx__xact_init(struct hx_cpu_xact *a, void *mem, int64_t m, int64_t k, enum hx_dtype t);
@@ -80,6 +81,14 @@ void hx__x16_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1);
 void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a, int64_t r0,
                          int64_t r1, int64_t t0, int64_t t1, float *dst, int64_t dst_stride,
                          float scale);
+/* Q1_0, one activation row, by table lookup (cpu-x16-vbmi.c, only where hx__cpu_vbmi()):
+ * the tables of a quantized row (hx__x16_q1_lut_bytes(k) bytes, 64-aligned), built from its
+ * codes, then columns of tiles t0..t1 of that row (dx: the row's act scales). */
+size_t hx__x16_q1_lut_bytes(int64_t k);
+void hx__x16_q1_lut_build(uint8_t *lut, const int8_t *q, int64_t k);
+void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1);
+void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, const uint8_t *lut, const float *dx,
+                          int64_t t0, int64_t t1, float *out, float scale);
 /* Q8_0 on AMX (cpu-x16-amx.c, only where hx__cpu_amx()): act rows r0 .. r0 + 16·⌊(r1−r0)/16⌋,
  * the rows after the last full 16 are the caller's to run with hx__x16_gemm_avx512. */
 void hx__x16_gemm_amx_q8_0(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a, int64_t r0,

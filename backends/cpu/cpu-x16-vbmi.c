@@ -1,0 +1,190 @@
+/*
+ * cpu-x16-vbmi.c — Q1_0 decode (one activation row) by table lookup, AVX-512 VBMI.
+ *
+ * A Q1_0 vector v of an x16 tile holds, in byte 4·r + b, the sign bits of row r for the
+ * elements 32v + 4i + b, i = 0..7 (bit i). The bit-mask kernel (cpu-x16-avx512.c) spends a
+ * vpand and a vpdpbusd per bit: 16 512-bit ops per 64 weight bytes, which on a CPU that splits
+ * 512-bit ops in two halves (Zen 4) is ~9 cycles per 64 bytes and slower than DRAM. Here each
+ * nibble of a weight byte indexes a table instead: for half h (bits 4h..4h+3), byte position
+ * b and nibble n, the signed sum
+ *
+ *     E(h, b, n) = Σ_{j<4} (bit j of n ? +1 : −1) · q[32v + 16h + 4j + b]
+ *
+ * of the quantized activations is looked up with vpermb (index b·16 + n, 64 entries). E lies
+ * in [−508, 508]: the tables hold E + 512 split into a low byte (TL) and a high byte (TH, 0..3),
+ * and vpdpbusd with ones sums each row's 4 bytes into its int32 lane. A group's dot is
+ * ΣTL + 256·ΣTH − 32·512, the same integer the bit-mask kernel computes (2·Σ_{bit}q − Σq), then
+ * scaled by the same float operations in the same order, so both paths give the same bits.
+ * Per 64 weight bytes: a shift, two vpternlogd, four vpermb and four vpdpbusd.
+ *
+ * The four tables of a vector (256 bytes) are loaded once for a block of HX_Q1L_TB tiles, which
+ * are walked vector-major: their accumulators stay in registers and the tables are read from
+ * L1 once per block, not once per tile. While a block runs, the same parts of the next block
+ * are prefetched into L2 in the order they will be read (one block = the prefetch distance).
+ *
+ * Tables are built per call by each thread from its quantized row (K·8 bytes: 8 KiB for
+ * K = 1024): per 32 activations one vpshufb (4×4 byte transpose), and per (h, b) one
+ * broadcast and one vpdpbusd of the q + 128 bytes with the ±1 sign pattern of each nibble,
+ * started from 512 − 128·Σ signs, which leaves E + 512 in each int32 lane.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu-impl.h"
+#include "cpu-x16.h"
+#include "hx-impl.h"
+
+#define HX_Q1L_TB 8         /* tiles per block */
+#define HX_Q1L_GBYTES 288   /* bytes of a Q1_0 group in a tile: h[16] d, vec[4] */
+
+size_t hx__x16_q1_lut_bytes(int64_t k)
+{
+    return (size_t)(k / 32) * 256 + 64;
+}
+
+/* Byte j of dword n: the sign (+1 / −1) of bit j of nibble n. */
+static inline __m512i hx_q1l_signs(void)
+{
+    uint32_t s[16];
+    for (int n = 0; n < 16; n++) {
+        uint32_t w = 0;
+        for (int j = 0; j < 4; j++) w |= (uint32_t)(uint8_t)(n >> j & 1 ? 1 : -1) << (8 * j);
+        s[n] = w;
+    }
+    return _mm512_loadu_si512(s);
+}
+
+/* 512 − 128·Σ_j sign_j(n) per nibble n: Σ sign·(q + 128) then starts from it to E + 512. */
+static inline __m512i hx_q1l_start(void)
+{
+    int32_t s[16];
+    for (int n = 0; n < 16; n++) s[n] = 512 - 128 * (2 * __builtin_popcount((unsigned)n) - 4);
+    return _mm512_loadu_si512(s);
+}
+
+void hx__x16_q1_lut_build(uint8_t *lut, const int8_t *q, int64_t k)
+{
+    const __m512i signs = hx_q1l_signs(), start = hx_q1l_start();
+    /* per 16-byte lane (32v + 16h .. +15, element 4j + b at byte 4j + b): to byte 4b + j */
+    const __m512i tr = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    /* from two int32 vectors (lanes n of b, b + 1): bytes 0 of all 32 lanes, then bytes 1 */
+    uint8_t ib[64];
+    for (int i = 0; i < 32; i++) ib[i] = (uint8_t)(4 * i), ib[32 + i] = (uint8_t)(4 * i + 1);
+    const __m512i pick = _mm512_loadu_si512(ib);
+    int32_t dw[16] __attribute__((aligned(64)));
+    for (int64_t v0 = 0; v0 < k / 32; v0 += 2) {
+        const int nv = k / 32 - v0 >= 2 ? 2 : 1;
+        const __m512i raw = nv == 2 ? _mm512_loadu_si512(q + 32 * v0)
+                                    : _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + 32 * v0)));
+        /* dword 4L + b: the four codes of (v0 + L/2, h = L%2, b) as q + 128 */
+        _mm512_store_si512(dw, _mm512_xor_si512(_mm512_shuffle_epi8(raw, tr), _mm512_set1_epi8((char)0x80)));
+        for (int L = 0; L < 2 * nv; L++) {
+            __m512i e[4];
+            for (int b = 0; b < 4; b++)
+                e[b] = _mm512_dpbusd_epi32(start, _mm512_set1_epi32(dw[4 * L + b]), signs);
+            const __m512i lo = _mm512_permutex2var_epi8(e[0], pick, e[1]); /* TL b0 b1 | TH b0 b1 */
+            const __m512i hi = _mm512_permutex2var_epi8(e[2], pick, e[3]); /* TL b2 b3 | TH b2 b3 */
+            uint8_t *t = lut + (size_t)(v0 + L / 2) * 256 + (size_t)(L % 2) * 128;
+            _mm512_storeu_si512(t, _mm512_shuffle_i64x2(lo, hi, 0x44));      /* TL */
+            _mm512_storeu_si512(t + 64, _mm512_shuffle_i64x2(lo, hi, 0xEE)); /* TH */
+        }
+    }
+}
+
+/* Groups of a block prefetched ahead: 7 × 8 tiles × 288 bytes, about the 16 KiB the bit-mask
+ * kernel prefetches ahead of its one stream. */
+#ifndef HX_Q1L_PFG
+#define HX_Q1L_PFG 7
+#endif
+
+/* Prefetch into L2 group g of the tiles t .. t + nt (the five lines of its 288 bytes). */
+static inline void hx_q1l_prefetch_group(const struct hx_cpu_x16 *x, int64_t t, int nt, int64_t g)
+{
+    for (int i = 0; i < nt; i++) {
+        const char *p = (const char *)x->data + x->tile_bytes * (size_t)(t + i) + (size_t)g * HX_Q1L_GBYTES;
+        for (int l = 0; l < 5; l++) _mm_prefetch(p + 64 * l, _MM_HINT_T2);
+    }
+}
+
+void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
+{
+    const int nt = (int)HX_MIN((int64_t)HX_Q1L_TB, t1 - t0);
+    for (int64_t g = 0; g < HX_MIN((int64_t)HX_Q1L_PFG, x->k / 128) && nt > 0; g++)
+        hx_q1l_prefetch_group(x, t0, nt, g);
+}
+
+/* Tiles t0 .. t0 + TB of one row (TB a constant after inlining); the next block has nn tiles.
+ * Group g + HX_Q1L_PFG is prefetched while group g runs, into the next block past the last. */
+static inline __attribute__((always_inline)) void
+hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, const uint8_t *lut, const float *dx,
+             int64_t t0, int nn, float *out, float scale)
+{
+    const int64_t ng = x->k / 128;
+    const size_t tb = x->tile_bytes;
+    const uint8_t *base = x->data + tb * (size_t)t0;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), bpos = _mm512_set1_epi32(0x30201000);
+    const __m512i one = _mm512_set1_epi8(1), off = _mm512_set1_epi32(32 * 512);
+    __m512 acc[HX_Q1L_TB];
+    _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        /* the group HX_Q1L_PFG ahead: in this block, else in the next one (if it has tile t) */
+        const int64_t gp = g + HX_Q1L_PFG;
+        const char *pf = gp < ng ? (const char *)base + (size_t)gp * HX_Q1L_GBYTES
+                     : (const char *)base + tb * (size_t)TB + (size_t)(gp - ng) * HX_Q1L_GBYTES;
+        const int npf = HX_Q1L_PFG == 0 ? 0 : gp < ng ? TB : (gp - ng < ng ? nn : 0);
+        __m512i aL[HX_Q1L_TB], aH[HX_Q1L_TB];
+        _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) aL[t] = aH[t] = _mm512_setzero_si512();
+        const size_t go = (size_t)g * HX_Q1L_GBYTES;
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+            const uint8_t *tab = lut + (size_t)(4 * g + v) * 256;
+            const __m512i TL0 = _mm512_load_si512(tab), TH0 = _mm512_load_si512(tab + 64);
+            const __m512i TL1 = _mm512_load_si512(tab + 128), TH1 = _mm512_load_si512(tab + 192);
+            _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) {
+                if (t < npf) {
+                    _mm_prefetch(pf + tb * (size_t)t + 64 * v, _MM_HINT_T2);
+                    if (v == 3) _mm_prefetch(pf + tb * (size_t)t + 256, _MM_HINT_T2);
+                }
+                const __m512i raw = _mm512_loadu_si512(base + tb * (size_t)t + go + 32 + 64 * v);
+                const __m512i il = _mm512_ternarylogic_epi32(raw, m4, bpos, 0xEA); /* (a & b) | c */
+                const __m512i ih = _mm512_ternarylogic_epi32(_mm512_srli_epi16(raw, 4), m4, bpos, 0xEA);
+                aL[t] = _mm512_dpbusd_epi32(aL[t], _mm512_permutexvar_epi8(il, TL0), one);
+                aH[t] = _mm512_dpbusd_epi32(aH[t], _mm512_permutexvar_epi8(il, TH0), one);
+                aL[t] = _mm512_dpbusd_epi32(aL[t], _mm512_permutexvar_epi8(ih, TL1), one);
+                aH[t] = _mm512_dpbusd_epi32(aH[t], _mm512_permutexvar_epi8(ih, TH1), one);
+            }
+        }
+        const __m512 vdx = _mm512_set1_ps(dx[g]);
+        _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) {
+            const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(aL[t], _mm512_slli_epi32(aH[t], 8)), off);
+            const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(base + tb * (size_t)t + go)));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(ws, vdx), acc[t]);
+        }
+    }
+    const __m512 vs = _mm512_set1_ps(scale);
+    _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) {
+        const int64_t cols = HX_MIN((int64_t)HX_X16_ROWS, x->n - (t0 + t) * HX_X16_ROWS);
+        const __mmask16 om = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
+        _mm512_mask_storeu_ps(out + (t0 + t) * HX_X16_ROWS, om, _mm512_mul_ps(acc[t], vs));
+    }
+}
+
+static void hx_q1l_block_n(int n, const struct hx_cpu_x16 *x, const uint8_t *lut, const float *dx,
+                           int64_t t0, float *out, float scale)
+{
+    switch (n) {
+#define HX_Q1L_CASE(N) case N: hx_q1l_block(N, x, lut, dx, t0, 0, out, scale); break;
+    HX_Q1L_CASE(1) HX_Q1L_CASE(2) HX_Q1L_CASE(3) HX_Q1L_CASE(4)
+    HX_Q1L_CASE(5) HX_Q1L_CASE(6) HX_Q1L_CASE(7)
+#undef HX_Q1L_CASE
+    default: break;
+    }
+}
+
+void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, const uint8_t *lut, const float *dx,
+                          int64_t t0, int64_t t1, float *out, float scale)
+{
+    int64_t t = t0;
+    for (; t + HX_Q1L_TB <= t1; t += HX_Q1L_TB)
+        hx_q1l_block(HX_Q1L_TB, x, lut, dx, t, (int)HX_MIN((int64_t)HX_Q1L_TB, t1 - t - HX_Q1L_TB), out, scale);
+    if (t < t1) hx_q1l_block_n((int)(t1 - t), x, lut, dx, t, out, scale);
+}
