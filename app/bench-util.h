@@ -15,6 +15,8 @@ struct hx_app_bw {
     int n_threads;              /* threads that actually read */
     int n_passes;               /* timed passes (after one untimed warm-up pass) */
     const char *kernel;         /* "avx512", "avx2" or "scalar"; static storage */
+    const char *prefetch;       /* the read loop's software prefetch, picked as the fastest
+                                   ("no software prefetch", "L1 prefetch 2 KiB ahead", ...) */
     int below_8x_llc;           /* 1 when the buffer was capped below 8× the LLC (memory) */
     double other_cores;         /* cores other processes kept busy meanwhile (-1 unknown) */
 };
@@ -29,7 +31,8 @@ size_t hx_app_bw_default_bytes(void);
 /*
  * Measure main-memory read bandwidth: n_threads pool threads each stream their own slice of
  * a working_set_bytes buffer (0 = hx_app_bw_default_bytes()) with wide loads into independent
- * accumulators (AVX-512 or AVX2 where the CPU has it, chosen at run time), one untimed
+ * accumulators (AVX-512 or AVX2 where the CPU has it, chosen at run time; the software
+ * prefetch, none or into L1 or L2, the fastest of three passes each over the buffer), one untimed
  * warm-up pass, then n_passes timed passes (at least 7). Returns 0, or -1 when the buffer
  * cannot be allocated (*out zeroed). Blocks for about a second per GB of working set.
  */

@@ -303,9 +303,10 @@ int hx_cmd_bench_kernels(int argc, char **argv)
         if (o.bw_gbs > 0)
             printf("read bandwidth: %.1f GB/s (given with --bw-gbs)\n\n", bw);
         else
-            printf("read bandwidth probe: median %.1f GB/s, best %.1f GB/s (%d threads, %s loads, "
+            printf("read bandwidth probe: median %.1f GB/s, best %.1f GB/s (%d threads, %s loads, %s, "
                    "%zu MiB working set, %d passes; LLC reported %zu MiB)\n\n",
                    bw, probe.best_gbs, probe.n_threads, probe.kernel ? probe.kernel : "?",
+                   probe.prefetch ? probe.prefetch : "?",
                    probe.working_set_bytes >> 20, probe.n_passes, probe.llc_bytes >> 20);
         if (pb)
             printf("Each GEMV's share is of the probe run again around it (3 passes just before, 3 "

@@ -719,6 +719,7 @@ static int hx_bm_fields(const struct hx_bm_row *r, struct hx_bm_field *f)
               bw->other_cores);
     hx_bm_set(f, &n, "bw_kernel", HX_BM_STR, "%s", bw->kernel ? bw->kernel : "");
     hx_bm_set(f, &n, "bw_passes", HX_BM_NUM, "%d", bw->n_passes);
+    hx_bm_set(f, &n, "bw_prefetch", HX_BM_STR, "%s", bw->prefetch ? bw->prefetch : ""); /* last: csv */
     return n;
 }
 
@@ -781,7 +782,8 @@ static void hx_bm_md_bw_line(const struct hx_app_bw *b)
         printf(" (given with --bw-gbs, not measured)\n");
         return;
     }
-    printf(" (%s loads, %zu MiB buffer", b->kernel, b->working_set_bytes >> 20);
+    printf(" (%s loads, %s, %zu MiB buffer", b->kernel, b->prefetch ? b->prefetch : "?",
+           b->working_set_bytes >> 20);
     if (b->llc_bytes)
         printf(" = %.1f× the %zu MiB last-level cache%s",
                (double)b->working_set_bytes / (double)b->llc_bytes, b->llc_bytes >> 20,

@@ -30,7 +30,7 @@ grep -q '| of BW | splits/batch | moved/token | load | verified |$' "$T/md" \
   || bad "markdown splits/moved/verified: $(grep -E '^\| (model|stories260K|qwen3)' "$T/md")"
 grep -q '^verified: before timing' "$T/md" && ok "markdown footer says what verified means" \
   || bad "markdown verified footer"
-grep -qE '^read bandwidth, 2 threads: median [0-9.]+ GB/s, best [0-9.]+ GB/s \((avx512|avx2|scalar) loads, 256 MiB' "$T/md" \
+grep -qE '^read bandwidth, 2 threads: median [0-9.]+ GB/s, best [0-9.]+ GB/s \((avx512|avx2|scalar) loads, (no software prefetch|L1 prefetch 2 KiB ahead|L2 prefetch 8 KiB ahead), 256 MiB' "$T/md" \
   && ok "markdown states the measured bandwidth" || bad "bandwidth line: $(grep -i bandwidth "$T/md")"
 grep -q 'tg8 run 2/2' "$T/md.err" && ! grep -q 'run 2/2' "$T/md" && ok "progress goes to stderr only" \
   || bad "progress not on stderr"
@@ -95,6 +95,7 @@ r, = json.load(open(sys.argv[1]))
 assert r["test"] == "tg4" and r["bw_working_set_bytes"] == 128 << 20, r
 assert r["bw_passes"] >= 7 and 0 < r["bw_median_gbs"] <= r["bw_best_gbs"], r
 assert r["bw_kernel"] in ("avx512", "avx2", "scalar"), r
+assert r["bw_prefetch"] in ("no software prefetch", "L1 prefetch 2 KiB ahead", "L2 prefetch 8 KiB ahead"), r
 EOF
 
 "$E" bench -m "$S" --policy all -p 16 -n 4 -r 1 "${SMALL[@]}" -o json > "$T/all" 2> "$T/all.err"; rc=$?
