@@ -187,30 +187,19 @@ hx_app_sum_avx2(const uint64_t *p, size_t n_blocks, const int pf)
     return lane[0] + lane[1] + lane[2] + lane[3];
 }
 
-__attribute__((target("avx512f"))) static uint64_t hx_app_sum_avx512_0(const uint64_t *p, size_t n)
-{
-    return hx_app_sum_avx512(p, n, HX_APP_PF_NONE);
-}
-__attribute__((target("avx512f"))) static uint64_t hx_app_sum_avx512_1(const uint64_t *p, size_t n)
-{
-    return hx_app_sum_avx512(p, n, HX_APP_PF_L1);
-}
-__attribute__((target("avx512f"))) static uint64_t hx_app_sum_avx512_2(const uint64_t *p, size_t n)
-{
-    return hx_app_sum_avx512(p, n, HX_APP_PF_L2);
-}
-__attribute__((target("avx2"))) static uint64_t hx_app_sum_avx2_0(const uint64_t *p, size_t n)
-{
-    return hx_app_sum_avx2(p, n, HX_APP_PF_NONE);
-}
-__attribute__((target("avx2"))) static uint64_t hx_app_sum_avx2_1(const uint64_t *p, size_t n)
-{
-    return hx_app_sum_avx2(p, n, HX_APP_PF_L1);
-}
-__attribute__((target("avx2"))) static uint64_t hx_app_sum_avx2_2(const uint64_t *p, size_t n)
-{
-    return hx_app_sum_avx2(p, n, HX_APP_PF_L2);
-}
+/* Each ISA's loop with each prefetch form as a plain function, for the probe to pick from. */
+#define HX_APP_SUM_FORM(isa, tgt, pf)                                                               \
+    __attribute__((target(tgt))) static uint64_t hx_app_sum_##isa##_##pf(const uint64_t *p,       \
+                                                                          size_t n)                \
+    {                                                                                               \
+        return hx_app_sum_##isa(p, n, HX_APP_PF_##pf);                                              \
+    }
+HX_APP_SUM_FORM(avx512, "avx512f", NONE)
+HX_APP_SUM_FORM(avx512, "avx512f", L1)
+HX_APP_SUM_FORM(avx512, "avx512f", L2)
+HX_APP_SUM_FORM(avx2, "avx2", NONE)
+HX_APP_SUM_FORM(avx2, "avx2", L1)
+HX_APP_SUM_FORM(avx2, "avx2", L2)
 #endif
 
 /* The read loops this CPU can run (indexed by prefetch form); returns how many, 1..3. */
@@ -220,10 +209,10 @@ static int hx_app_sum_pick(const char **name, hx_app_sum_fn *fns, const char **p
     __builtin_cpu_init();
     const bool a512 = __builtin_cpu_supports("avx512f"), a2 = __builtin_cpu_supports("avx2");
     if (a512 || a2) {
-        static const hx_app_sum_fn f512[HX_APP_PF_COUNT] = {hx_app_sum_avx512_0, hx_app_sum_avx512_1,
-                                                             hx_app_sum_avx512_2};
-        static const hx_app_sum_fn f2[HX_APP_PF_COUNT] = {hx_app_sum_avx2_0, hx_app_sum_avx2_1,
-                                                           hx_app_sum_avx2_2};
+        static const hx_app_sum_fn f512[HX_APP_PF_COUNT] = {
+            hx_app_sum_avx512_NONE, hx_app_sum_avx512_L1, hx_app_sum_avx512_L2};
+        static const hx_app_sum_fn f2[HX_APP_PF_COUNT] = {hx_app_sum_avx2_NONE, hx_app_sum_avx2_L1,
+                                                           hx_app_sum_avx2_L2};
         *name = a512 ? "avx512" : "avx2";
         for (int i = 0; i < HX_APP_PF_COUNT; i++)
             fns[i] = a512 ? f512[i] : f2[i], pf_names[i] = hx_app_pf_names[i];
