@@ -130,10 +130,11 @@ static uint64_t hx_app_sum_scalar(const uint64_t *p, size_t n_blocks)
     return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
 }
 
-#ifdef HX_APP_X86
 /* Software prefetch of one 512-byte block's read loop: none, two lines into L1 2 KiB ahead, or
  * two lines into L2 8 KiB ahead (the hardware prefetchers fetch the lines between). */
 enum { HX_APP_PF_NONE, HX_APP_PF_L1, HX_APP_PF_L2, HX_APP_PF_COUNT };
+
+#ifdef HX_APP_X86
 static const char *const hx_app_pf_names[HX_APP_PF_COUNT] = {
     "no software prefetch", "L1 prefetch 2 KiB ahead", "L2 prefetch 8 KiB ahead"};
 
@@ -202,7 +203,7 @@ HX_APP_SUM_FORM(avx2, "avx2", L1)
 HX_APP_SUM_FORM(avx2, "avx2", L2)
 #endif
 
-/* The read loops this CPU can run (indexed by prefetch form); returns how many, 1..3. */
+/* The read loops this CPU can run (indexed by prefetch form); returns how many. */
 static int hx_app_sum_pick(const char **name, hx_app_sum_fn *fns, const char **pf_names)
 {
 #ifdef HX_APP_X86
@@ -236,8 +237,8 @@ struct hx_app_bw_buf {
     hx_app_sum_fn sum;         /* the fastest of the forms below (hx_app_bw_pick) */
     const char *kernel, *prefetch;
     int n_forms;
-    hx_app_sum_fn forms[3];
-    const char *form_names[3];
+    hx_app_sum_fn forms[HX_APP_PF_COUNT];
+    const char *form_names[HX_APP_PF_COUNT];
 };
 
 /* Thread tid of nt reads blocks [*b0, *b1). The same split first-touches and reads, so each
@@ -280,7 +281,7 @@ static void hx_app_bw_read(void *arg, int tid, int nt)
 static void hx_app_bw_pick(struct hx_app_bw_buf *b)
 {
     enum { ROUNDS = 3 };
-    double gbs[3][ROUNDS];
+    double gbs[HX_APP_PF_COUNT][ROUNDS];
     struct hx_app_bw_pass ps = {.b = b, .count = b->n_blocks};
     atomic_init(&ps.used, 1);
     int best = 0;

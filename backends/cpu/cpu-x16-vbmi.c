@@ -19,8 +19,8 @@
  *
  * The four tables of a vector (256 bytes) are loaded once for a block of HX_Q1L_TB tiles, which
  * are walked vector-major: their accumulators stay in registers and the tables are read from
- * L1 once per block, not once per tile. While a block runs, the same parts of the next block
- * are prefetched into L2 in the order they will be read (one block = the prefetch distance).
+ * L1 once per block, not once per tile. While group g runs, group g + 7 of the block (past the
+ * last, the next block's first groups) is prefetched into L2 in the order it will be read.
  *
  * Tables are built per call by each thread from its quantized row (K·8 bytes: 8 KiB for
  * K = 1024): per 32 activations one vpshufb (4×4 byte transpose), and per (h, b) one
@@ -42,43 +42,37 @@ size_t hx__x16_q1_lut_bytes(int64_t k)
     return (size_t)(k / 32) * 256 + 64;
 }
 
-/* Byte j of dword n: the sign (+1 / −1) of bit j of nibble n. */
-static inline __m512i hx_q1l_signs(void)
-{
-    uint32_t s[16];
-    for (int n = 0; n < 16; n++) {
-        uint32_t w = 0;
-        for (int j = 0; j < 4; j++) w |= (uint32_t)(uint8_t)(n >> j & 1 ? 1 : -1) << (8 * j);
-        s[n] = w;
-    }
-    return _mm512_loadu_si512(s);
-}
-
-/* 512 − 128·Σ_j sign_j(n) per nibble n: Σ sign·(q + 128) then starts from it to E + 512. */
-static inline __m512i hx_q1l_start(void)
-{
-    int32_t s[16];
-    for (int n = 0; n < 16; n++) s[n] = 512 - 128 * (2 * __builtin_popcount((unsigned)n) - 4);
-    return _mm512_loadu_si512(s);
-}
+/* Dword n: byte j is the sign (+1 / -1) of bit j of nibble n. */
+#define HX_Q1L_SG(n, j) ((uint32_t)((n) >> (j) & 1 ? 0x01u : 0xFFu) << (8 * (j)))
+#define HX_Q1L_SW(n) (HX_Q1L_SG(n, 0) | HX_Q1L_SG(n, 1) | HX_Q1L_SG(n, 2) | HX_Q1L_SG(n, 3))
+static const uint32_t hx_q1l_signs[16] = {
+    HX_Q1L_SW(0), HX_Q1L_SW(1), HX_Q1L_SW(2),  HX_Q1L_SW(3),  HX_Q1L_SW(4),  HX_Q1L_SW(5),
+    HX_Q1L_SW(6), HX_Q1L_SW(7), HX_Q1L_SW(8),  HX_Q1L_SW(9),  HX_Q1L_SW(10), HX_Q1L_SW(11),
+    HX_Q1L_SW(12), HX_Q1L_SW(13), HX_Q1L_SW(14), HX_Q1L_SW(15)};
+/* 512 - 128·Σ_j sign_j(n) = 1024 - 256·popcount(n): Σ sign·(q + 128) started from it is E + 512. */
+#define HX_Q1L_ST(n) (1024 - 256 * __builtin_popcount(n))
+static const int32_t hx_q1l_start[16] = {
+    HX_Q1L_ST(0), HX_Q1L_ST(1), HX_Q1L_ST(2),  HX_Q1L_ST(3),  HX_Q1L_ST(4),  HX_Q1L_ST(5),
+    HX_Q1L_ST(6), HX_Q1L_ST(7), HX_Q1L_ST(8),  HX_Q1L_ST(9),  HX_Q1L_ST(10), HX_Q1L_ST(11),
+    HX_Q1L_ST(12), HX_Q1L_ST(13), HX_Q1L_ST(14), HX_Q1L_ST(15)};
+/* From two int32 vectors (lanes n of b, b + 1): bytes 0 of all 32 lanes, then bytes 1. */
+#define HX_Q1L_P4(i, o) 4 * (i) + (o), 4 * (i) + 4 + (o), 4 * (i) + 8 + (o), 4 * (i) + 12 + (o)
+#define HX_Q1L_P32(o) HX_Q1L_P4(0, o), HX_Q1L_P4(4, o), HX_Q1L_P4(8, o), HX_Q1L_P4(12, o), \
+    HX_Q1L_P4(16, o), HX_Q1L_P4(20, o), HX_Q1L_P4(24, o), HX_Q1L_P4(28, o)
+static const uint8_t hx_q1l_pick[64] = {HX_Q1L_P32(0), HX_Q1L_P32(1)};
 
 void hx__x16_q1_lut_build(uint8_t *lut, const int8_t *q, int64_t k)
 {
-    const __m512i signs = hx_q1l_signs(), start = hx_q1l_start();
+    const __m512i signs = _mm512_loadu_si512(hx_q1l_signs), start = _mm512_loadu_si512(hx_q1l_start);
     /* per 16-byte lane (32v + 16h .. +15, element 4j + b at byte 4j + b): to byte 4b + j */
     const __m512i tr = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
-    /* from two int32 vectors (lanes n of b, b + 1): bytes 0 of all 32 lanes, then bytes 1 */
-    uint8_t ib[64];
-    for (int i = 0; i < 32; i++) ib[i] = (uint8_t)(4 * i), ib[32 + i] = (uint8_t)(4 * i + 1);
-    const __m512i pick = _mm512_loadu_si512(ib);
+    const __m512i pick = _mm512_loadu_si512(hx_q1l_pick);
     int32_t dw[16] __attribute__((aligned(64)));
-    for (int64_t v0 = 0; v0 < k / 32; v0 += 2) {
-        const int nv = k / 32 - v0 >= 2 ? 2 : 1;
-        const __m512i raw = nv == 2 ? _mm512_loadu_si512(q + 32 * v0)
-                                    : _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q + 32 * v0)));
+    for (int64_t v0 = 0; v0 < k / 32; v0 += 2) { /* Q1_0: k is a multiple of 128 */
+        const __m512i raw = _mm512_loadu_si512(q + 32 * v0);
         /* dword 4L + b: the four codes of (v0 + L/2, h = L%2, b) as q + 128 */
         _mm512_store_si512(dw, _mm512_xor_si512(_mm512_shuffle_epi8(raw, tr), _mm512_set1_epi8((char)0x80)));
-        for (int L = 0; L < 2 * nv; L++) {
+        for (int L = 0; L < 4; L++) {
             __m512i e[4];
             for (int b = 0; b < 4; b++)
                 e[b] = _mm512_dpbusd_epi32(start, _mm512_set1_epi32(dw[4 * L + b]), signs);
@@ -93,9 +87,7 @@ void hx__x16_q1_lut_build(uint8_t *lut, const int8_t *q, int64_t k)
 
 /* Groups of a block prefetched ahead: 7 × 8 tiles × 288 bytes, about the 16 KiB the bit-mask
  * kernel prefetches ahead of its one stream. */
-#ifndef HX_Q1L_PFG
 #define HX_Q1L_PFG 7
-#endif
 
 /* Prefetch into L2 group g of the tiles t .. t + nt (the five lines of its 288 bytes). */
 static inline void hx_q1l_prefetch_group(const struct hx_cpu_x16 *x, int64_t t, int nt, int64_t g)
@@ -131,7 +123,7 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, const uint8_t *lut, const
         const int64_t gp = g + HX_Q1L_PFG;
         const char *pf = gp < ng ? (const char *)base + (size_t)gp * HX_Q1L_GBYTES
                      : (const char *)base + tb * (size_t)TB + (size_t)(gp - ng) * HX_Q1L_GBYTES;
-        const int npf = HX_Q1L_PFG == 0 ? 0 : gp < ng ? TB : (gp - ng < ng ? nn : 0);
+        const int npf = gp < ng ? TB : (gp - ng < ng ? nn : 0);
         __m512i aL[HX_Q1L_TB], aH[HX_Q1L_TB];
         _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) aL[t] = aH[t] = _mm512_setzero_si512();
         const size_t go = (size_t)g * HX_Q1L_GBYTES;
