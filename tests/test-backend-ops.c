@@ -20,8 +20,10 @@
  *
  * The `cpu` backend is also run with each other ISA path it has (HX_CPU_ISA) and, on AVX-512,
  * without its repacked weights (HX_CPU_REPACK=0), with the other decode stream count
- * (HX_CPU_STREAMS, 1 or 2) and, where the CPU has VBMI, with the bit-mask Q1_0 decode instead
- * of the lookup one (HX_CPU_VBMI=0, Q1_0 matmuls only): those are separate rows of the summary.
+ * (HX_CPU_STREAMS, 1 or 2), with the decode software prefetch the other way (HX_CPU_PREFETCH=1
+ * where this CPU turns it off for some types, else 0; matmuls only) and, where the CPU has VBMI,
+ * with the bit-mask Q1_0 decode instead of the lookup one (HX_CPU_VBMI=0, Q1_0 matmuls only):
+ * those are separate rows of the summary.
  *
  * Usage: test-backend-ops [--full] [--backend NAME[,..]] [--op NAME[,..]] [--type T[,..]]
  *                         [--m N[,..]] [--threads N] [--list] [-q] [-v]
@@ -279,6 +281,7 @@ struct hx_t_dut {
     bool norepack;   /* HX_CPU_REPACK=0 */
     const char *streams; /* HX_CPU_STREAMS for this variant, or NULL */
     bool novbmi;     /* HX_CPU_VBMI=0: runs the Q1_0 matmuls only (nothing else changes) */
+    const char *prefetch; /* HX_CPU_PREFETCH for this variant (matmuls only), or NULL */
     bool variant;    /* an extra code path of a backend: big matmuls only with --full */
     uint64_t wid;    /* weight whose handle is cached */
     void *wh;
@@ -310,6 +313,10 @@ static void hx_t_dut_env(const struct hx_t_dut *d)
         setenv("HX_CPU_VBMI", "0", 1);
     else
         unsetenv("HX_CPU_VBMI");
+    if (d->prefetch)
+        setenv("HX_CPU_PREFETCH", d->prefetch, 1);
+    else
+        unsetenv("HX_CPU_PREFETCH");
 }
 
 static void hx_t_dut_release(struct hx_t_dut *d)
@@ -737,6 +744,7 @@ void hx_t_run_case(struct hx_t_case *c)
         struct hx_t_dut *d = &hx_t_duts[i];
         if (d->variant && big && !hx_t_opt.full) continue; /* not run, not counted */
         if (d->novbmi && !(c->desc.kind == HX_OP_MATMUL && c->desc.wtype == HX_DTYPE_Q1_0)) continue;
+        if (d->prefetch && c->desc.kind != HX_OP_MATMUL) continue;
         if (!sup[i]) {
             d->skipped++, hx_t_skipped++;
             if (!hx_t_opt.quiet) hx_t_line("SKIP", d->label, c, "supports() refused");
@@ -858,6 +866,14 @@ static int hx_t_cpu_streams(struct hx_device *dev)
     return p ? atoi(p + strlen("decode streams per thread: ")) : 0;
 }
 
+/* Whether a cpu device's decode kernels prefetch for every type, from its description. */
+static bool hx_t_cpu_prefetch_all(struct hx_device *dev)
+{
+    char desc[256] = "";
+    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    return strstr(desc, "decode software prefetch: on") != NULL;
+}
+
 static struct hx_t_dut *hx_t_add_dut(struct hx_device *dev, const char *label, const char *isa,
                                      bool norepack, const char *streams)
 {
@@ -878,18 +894,22 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
     if (hx__device_open(spec, cfg, &dev) != HX_OK) return;
     unsetenv("HX_CPU_ISA");
     unsetenv("HX_CPU_STREAMS");
+    unsetenv("HX_CPU_PREFETCH");
     const char *best = NULL;
     for (size_t i = 0; i < 3 && !best; i++)
         if (hx_t_cpu_runs(dev, isas[i])) best = isas[i];
     /* the decode stream count the plain device does not use (the default depends on the CPU) */
     const char *other_streams = hx_t_cpu_streams(dev) == 1 ? "2" : "1";
+    /* and the software prefetch the other way: off for all, or on for all */
+    const char *other_prefetch = hx_t_cpu_prefetch_all(dev) ? "0" : "1";
     hx__device_close(dev);
-    for (size_t i = 0; i < 6; i++) {
+    for (size_t i = 0; i < 7; i++) {
         const char *isa = i < 3 ? isas[i] : "avx512";
         char label[96];
-        snprintf(label, sizeof label, "%s[%s%s%s%s]", id, isa, i == 3 ? ",norepack" : "",
+        snprintf(label, sizeof label, "%.40s[%s%s%s%s%s]", id, isa, i == 3 ? ",norepack" : "",
                  i == 4 ? (other_streams[0] == '1' ? ",1 stream" : ",2 streams") : "",
-                 i == 5 ? ",no vbmi" : "");
+                 i == 5 ? ",no vbmi" : "",
+                 i == 6 ? (other_prefetch[0] == '1' ? ",prefetch on" : ",prefetch off") : "");
         if (i < 3 && best && !strcmp(isa, best)) continue; /* that is the plain device */
         if (i >= 3 && !(best && !strcmp(best, "avx512"))) continue;
         if (i == 5 && !__builtin_cpu_supports("avx512vbmi")) continue; /* no lookup path */
@@ -906,6 +926,7 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
         }
         struct hx_t_dut *d = hx_t_add_dut(dev, label, isa, i == 3, i == 4 ? other_streams : NULL);
         if (d && i == 5) d->novbmi = d->variant = true;
+        else if (d && i == 6) d->prefetch = other_prefetch, d->variant = true;
         else if (!d) hx__device_close(dev);
     }
 }
@@ -1037,7 +1058,7 @@ int main(int argc, char **argv)
     }
     hx_t_dut_release(&hx_t_ref);
     hx__device_close(hx_t_ref.dev);
-    unsetenv("HX_CPU_ISA"), unsetenv("HX_CPU_REPACK"), unsetenv("HX_CPU_VBMI");
+    unsetenv("HX_CPU_ISA"), unsetenv("HX_CPU_REPACK"), unsetenv("HX_CPU_VBMI"), unsetenv("HX_CPU_PREFETCH");
     printf("test-backend-ops: %d device(s)%s, %.1f s\n", hx_t_n_duts,
            hx_t_opt.full ? ", --full" : "", hx_t_now() - t0);
     printf("%d passed, %d failed, %d skipped\n", hx_t_passed, hx_t_failed, hx_t_skipped);

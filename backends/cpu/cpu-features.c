@@ -103,6 +103,39 @@ int hx__cpu_decode_streams(void)
     return n;
 }
 
+/* AMD family 19h (Zen 3, Zen 4): CPUID 1 EAX base family 0xF + extended family 0x0A. */
+static bool hx_cpu_amd_family_19h(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
+        return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const unsigned base = (a >> 8) & 0xF, ext = (a >> 20) & 0xFF;
+    return (base == 0xF ? base + ext : base) == 0x19;
+#else
+    return false;
+#endif
+}
+
+/* Software prefetch in the decode tile kernels (cpu-x16-avx512.c), asked when a weight is
+ * repacked. On the Xeon and Zen 5 VMs prefetching into L2 16 KiB ahead let the compute-heavy
+ * low-bit kernels keep enough lines in flight (docs/cpu.md). On the Zen 4 VM (2026-12-06, a
+ * harness timing each kernel against a plain read of the same tiles call by call, 80 rotations
+ * of 120-400 copies each) it cost the byte-heavy types 7-14% when memory read ~33 GB/s and
+ * 20-30% when it read 45-60: Q8_0 2048x1024 x1.43 -> x1.19 of the plain read, Q4_K x1.35 ->
+ * x1.12, Q6_K x1.33 -> x1.15, Q4_0 x1.12 -> x1.01; their kernels compute little per byte and the
+ * hardware prefetcher alone keeps up, while a prefetch per line adds requests that compete with
+ * it. TQ2_0 went both ways between rounds and TQ1_0 stayed the same, so they keep it.
+ * HX_CPU_PREFETCH=0 or 1 turns it off or on for every type. */
+bool hx__cpu_decode_prefetch(enum hx_dtype t)
+{
+    const char *env = getenv("HX_CPU_PREFETCH");
+    if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
+    const bool byte_heavy = t == HX_DTYPE_Q8_0 || t == HX_DTYPE_Q4_0 || t == HX_DTYPE_Q4_K || t == HX_DTYPE_Q6_K;
+    return !(byte_heavy && hx_cpu_amd_family_19h());
+}
+
 /* AMX-INT8 for the Q8_0 prefill GEMM (cpu-x16-amx.c): the CPU has AMX-TILE and AMX-INT8
  * (CPUID 7.0 EDX bits 24, 25), the OS saves tile state (XCR0 bits 17, 18) and grants this
  * process its use (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, Linux ≥ 5.16). Asked once. */

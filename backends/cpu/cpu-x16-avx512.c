@@ -75,7 +75,7 @@ void hx__x16_quantize_rows_avx512(struct hx_cpu_xact *a, enum hx_dtype t, const 
 static inline __attribute__((always_inline)) void
 hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
             const struct hx_cpu_xact *a, int64_t r0, const int R, float *out, int64_t os,
-            __mmask16 om, float scale)
+            __mmask16 om, float scale, const bool PF)
 {
     const int64_t k = a->k;
     const int G = T == HX_DTYPE_Q6_K ? 16 : (T == HX_DTYPE_Q1_0 ? 128 : (T == HX_DTYPE_TQ1_0 || T == HX_DTYPE_TQ2_0) ? 256 : 32);
@@ -120,8 +120,9 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
         /* Decode streams the weights once: fetch well ahead of the hardware prefetcher, into
          * L2 only (T0 prefetches held L1 fill buffers for a whole DRAM latency, 10-25% slower
          * on the low-bit types), one line beside each vector load: the group's prefetches
-         * issued in one burst stalled the loads behind them (TQ2_0 -17%, Q1_0 -7% measured). */
-        const bool PFON = R <= 2 && HX_X16_PF > 0;
+         * issued in one burst stalled the loads behind them (TQ2_0 -17%, Q1_0 -7% measured).
+         * PF is false where the hardware prefetcher does better alone (hx__cpu_decode_prefetch). */
+        const bool PFON = PF && R <= 2 && HX_X16_PF > 0;
         const char *pfb = (const char *)tile + g * gbytes + HX_X16_PF;
         const int64_t npf = (gbytes + 63) / 64;
 #define HX_PFV(i)                                                                                   \
@@ -290,18 +291,23 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
 typedef void (*hx_x16_fn)(const uint8_t *tile, size_t tb, const struct hx_cpu_xact *a, int64_t r0,
                           float *out, int64_t os, __mmask16 om, float scale);
 
-#define HX_X16_DEF(T, R)                                                                            \
-    static void hx_x16_##T##_##R(const uint8_t *tile, size_t tb, const struct hx_cpu_xact *a,      \
-                                 int64_t r0, float *out, int64_t os, __mmask16 om, float scale)     \
+#define HX_X16_DEF(T, R, P)                                                                         \
+    static void hx_x16_##T##_##R##_##P(const uint8_t *tile, size_t tb, const struct hx_cpu_xact *a, \
+                                       int64_t r0, float *out, int64_t os, __mmask16 om,            \
+                                       float scale)                                                 \
     {                                                                                               \
-        hx_x16_tile(HX_DTYPE_##T, tile, tb, a, r0, R, out, os, om, scale);                          \
+        hx_x16_tile(HX_DTYPE_##T, tile, tb, a, r0, R, out, os, om, scale, P);                       \
     }
+/* Per type: [without, with software prefetch][rows - 1]; only 1 and 2 rows prefetch. */
 #define HX_X16_DEF_ALL(T)                                                                           \
-    HX_X16_DEF(T, 1) HX_X16_DEF(T, 2) HX_X16_DEF(T, 3) HX_X16_DEF(T, 4) HX_X16_DEF(T, 5)           \
-    HX_X16_DEF(T, 6) HX_X16_DEF(T, 7) HX_X16_DEF(T, 8)                                             \
-    static const hx_x16_fn hx_x16_tab_##T[HX_X16_RMAX] = {                                          \
-        hx_x16_##T##_1, hx_x16_##T##_2, hx_x16_##T##_3, hx_x16_##T##_4,                             \
-        hx_x16_##T##_5, hx_x16_##T##_6, hx_x16_##T##_7, hx_x16_##T##_8};
+    HX_X16_DEF(T, 1, 1) HX_X16_DEF(T, 2, 1) HX_X16_DEF(T, 3, 1) HX_X16_DEF(T, 4, 1)                 \
+    HX_X16_DEF(T, 5, 1) HX_X16_DEF(T, 6, 1) HX_X16_DEF(T, 7, 1) HX_X16_DEF(T, 8, 1)                 \
+    HX_X16_DEF(T, 1, 0) HX_X16_DEF(T, 2, 0)                                                         \
+    static const hx_x16_fn hx_x16_tab_##T[2][HX_X16_RMAX] = {                                       \
+        {hx_x16_##T##_1_0, hx_x16_##T##_2_0, hx_x16_##T##_3_1, hx_x16_##T##_4_1,                    \
+         hx_x16_##T##_5_1, hx_x16_##T##_6_1, hx_x16_##T##_7_1, hx_x16_##T##_8_1},                   \
+        {hx_x16_##T##_1_1, hx_x16_##T##_2_1, hx_x16_##T##_3_1, hx_x16_##T##_4_1,                    \
+         hx_x16_##T##_5_1, hx_x16_##T##_6_1, hx_x16_##T##_7_1, hx_x16_##T##_8_1}};
 
 HX_X16_DEF_ALL(Q8_0)
 HX_X16_DEF_ALL(Q4_0)
@@ -311,16 +317,16 @@ HX_X16_DEF_ALL(TQ2_0)
 HX_X16_DEF_ALL(TQ1_0)
 HX_X16_DEF_ALL(Q1_0)
 
-static const hx_x16_fn *hx_x16_table(enum hx_dtype t)
+static const hx_x16_fn *hx_x16_table(enum hx_dtype t, bool pf)
 {
     switch (t) {
-    case HX_DTYPE_Q8_0: return hx_x16_tab_Q8_0;
-    case HX_DTYPE_Q4_0: return hx_x16_tab_Q4_0;
-    case HX_DTYPE_Q4_K: return hx_x16_tab_Q4_K;
-    case HX_DTYPE_Q6_K: return hx_x16_tab_Q6_K;
-    case HX_DTYPE_TQ2_0: return hx_x16_tab_TQ2_0;
-    case HX_DTYPE_TQ1_0: return hx_x16_tab_TQ1_0;
-    case HX_DTYPE_Q1_0: return hx_x16_tab_Q1_0;
+    case HX_DTYPE_Q8_0: return hx_x16_tab_Q8_0[pf];
+    case HX_DTYPE_Q4_0: return hx_x16_tab_Q4_0[pf];
+    case HX_DTYPE_Q4_K: return hx_x16_tab_Q4_K[pf];
+    case HX_DTYPE_Q6_K: return hx_x16_tab_Q6_K[pf];
+    case HX_DTYPE_TQ2_0: return hx_x16_tab_TQ2_0[pf];
+    case HX_DTYPE_TQ1_0: return hx_x16_tab_TQ1_0[pf];
+    case HX_DTYPE_Q1_0: return hx_x16_tab_Q1_0[pf];
     default: return NULL;
     }
 }
@@ -331,7 +337,7 @@ void hx__x16_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
 {
     const int ns = x->streams > 0 ? x->streams : 1;
     const int64_t nt = t1 - t0, per = (nt + ns - 1) / ns;
-    if (nt <= 0 || HX_X16_PF <= 0) return;
+    if (nt <= 0 || HX_X16_PF <= 0 || !x->prefetch) return;
     for (int sidx = 0; sidx < ns; sidx++) {
         const int64_t ts = t0 + sidx * per;
         if (ts >= t1) break;
@@ -345,7 +351,7 @@ void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a
                          int64_t r1, int64_t t0, int64_t t1, float *dst, int64_t dst_stride,
                          float scale)
 {
-    const hx_x16_fn *tab = hx_x16_table(x->type);
+    const hx_x16_fn *tab = hx_x16_table(x->type, x->prefetch);
     if (!tab) return;
     if (a->lut && r1 - r0 == 1) { /* Q1_0, one row, by table lookup (cpu-x16-vbmi.c) */
         hx__x16_q1_gemv_vbmi(x, a->lut, a->d + r0 * (a->k / a->qb), t0, t1, dst + r0 * dst_stride, scale);

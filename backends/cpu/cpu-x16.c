@@ -214,6 +214,7 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
     x->magic = HX_X16_MAGIC;
     x->type = w->type;
     x->streams = hx__cpu_decode_streams();
+    x->prefetch = hx__cpu_decode_prefetch(w->type);
     x->n = n;
     x->k = k;
     x->n_tiles = (n + HX_X16_ROWS - 1) / HX_X16_ROWS;
