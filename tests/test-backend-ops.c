@@ -20,8 +20,8 @@
  *
  * The `cpu` backend is also run with each other ISA path it has (HX_CPU_ISA) and, on AVX-512,
  * without its repacked weights (HX_CPU_REPACK=0), with the other decode stream count
- * (HX_CPU_STREAMS, 1 or 2), with the decode software prefetch the other way (HX_CPU_PREFETCH=1
- * where this CPU turns it off for some types, else 0; matmuls only) and, where the CPU has VBMI,
+ * (HX_CPU_STREAMS, 1 or 2), with another decode software prefetch (HX_CPU_PREFETCH=16 where
+ * this CPU uses less for some types, else 0; matmuls only) and, where the CPU has VBMI,
  * with the bit-mask Q1_0 decode instead of the lookup one (HX_CPU_VBMI=0, Q1_0 matmuls only):
  * those are separate rows of the summary.
  *
@@ -866,12 +866,12 @@ static int hx_t_cpu_streams(struct hx_device *dev)
     return p ? atoi(p + strlen("decode streams per thread: ")) : 0;
 }
 
-/* Whether a cpu device's decode kernels prefetch for every type, from its description. */
-static bool hx_t_cpu_prefetch_all(struct hx_device *dev)
+/* Whether a cpu device's decode kernels prefetch 16 KiB ahead for every type (its description). */
+static bool hx_t_cpu_prefetch_16(struct hx_device *dev)
 {
-    char desc[256] = "";
+    char desc[384] = "";
     if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
-    return strstr(desc, "decode software prefetch: on") != NULL;
+    return strstr(desc, "decode software prefetch: 16 KiB ahead") != NULL;
 }
 
 static struct hx_t_dut *hx_t_add_dut(struct hx_device *dev, const char *label, const char *isa,
@@ -900,8 +900,8 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
         if (hx_t_cpu_runs(dev, isas[i])) best = isas[i];
     /* the decode stream count the plain device does not use (the default depends on the CPU) */
     const char *other_streams = hx_t_cpu_streams(dev) == 1 ? "2" : "1";
-    /* and the software prefetch the other way: off for all, or on for all */
-    const char *other_prefetch = hx_t_cpu_prefetch_all(dev) ? "0" : "1";
+    /* and another software prefetch: none for all, or 16 KiB for all */
+    const char *other_prefetch = hx_t_cpu_prefetch_16(dev) ? "0" : "16";
     hx__device_close(dev);
     for (size_t i = 0; i < 7; i++) {
         const char *isa = i < 3 ? isas[i] : "avx512";
@@ -909,7 +909,7 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
         snprintf(label, sizeof label, "%.40s[%s%s%s%s%s]", id, isa, i == 3 ? ",norepack" : "",
                  i == 4 ? (other_streams[0] == '1' ? ",1 stream" : ",2 streams") : "",
                  i == 5 ? ",no vbmi" : "",
-                 i == 6 ? (other_prefetch[0] == '1' ? ",prefetch on" : ",prefetch off") : "");
+                 i == 6 ? (other_prefetch[0] == '1' ? ",prefetch 16 KiB" : ",prefetch off") : "");
         if (i < 3 && best && !strcmp(isa, best)) continue; /* that is the plain device */
         if (i >= 3 && !(best && !strcmp(best, "avx512"))) continue;
         if (i == 5 && !__builtin_cpu_supports("avx512vbmi")) continue; /* no lookup path */
@@ -1047,11 +1047,11 @@ int main(int argc, char **argv)
     if (hx_t_n_duts) hx_t_norm_ops(), hx_t_rope_ops(), hx_t_attn_ops(), hx_t_binary_ops();
     if (hx_t_n_duts) hx_t_edge_ops();
 
-    printf("\n%-24s %7s %7s %7s %9s\n", "device", "passed", "failed", "skipped", "run time");
-    printf("%-24s %7s %7s %7s %8.1fs\n", "ref", "", "", "", hx_t_ref.seconds);
+    printf("\n%-30s %7s %7s %7s %9s\n", "device", "passed", "failed", "skipped", "run time");
+    printf("%-30s %7s %7s %7s %8.1fs\n", "ref", "", "", "", hx_t_ref.seconds);
     for (int i = 0; i < hx_t_n_duts; i++) {
         struct hx_t_dut *d = &hx_t_duts[i];
-        printf("%-24s %7d %7d %7d %8.1fs\n", d->label, d->passed, d->failed, d->skipped,
+        printf("%-30s %7d %7d %7d %8.1fs\n", d->label, d->passed, d->failed, d->skipped,
                d->seconds);
         hx_t_dut_release(d);
         hx__device_close(d->dev);

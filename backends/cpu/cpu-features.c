@@ -118,22 +118,25 @@ static bool hx_cpu_amd_family_19h(void)
 #endif
 }
 
-/* Software prefetch in the decode tile kernels (cpu-x16-avx512.c), asked when a weight is
- * repacked. On the Xeon and Zen 5 VMs prefetching into L2 16 KiB ahead let the compute-heavy
+/* Software prefetch distance of the decode tile kernels (cpu-x16-avx512.c), asked when a weight
+ * is repacked. On the Xeon and Zen 5 VMs prefetching into L2 16 KiB ahead let the compute-heavy
  * low-bit kernels keep enough lines in flight (docs/cpu.md). On the Zen 4 VM (2026-12-06, a
- * harness timing each kernel against a plain read of the same tiles call by call, 80 rotations
- * of 120-400 copies each) it cost the byte-heavy types 7-14% when memory read ~33 GB/s and
- * 20-30% when it read 45-60: Q8_0 2048x1024 x1.43 -> x1.19 of the plain read, Q4_K x1.35 ->
- * x1.12, Q6_K x1.33 -> x1.15, Q4_0 x1.12 -> x1.01; their kernels compute little per byte and the
- * hardware prefetcher alone keeps up, while a prefetch per line adds requests that compete with
- * it. TQ2_0 went both ways between rounds and TQ1_0 stayed the same, so they keep it.
- * HX_CPU_PREFETCH=0 or 1 turns it off or on for every type. */
-bool hx__cpu_decode_prefetch(enum hx_dtype t)
+ * harness timing each kernel against a plain read of the same tiles call by call, 60-80
+ * rotations of 120-400 copies each, median ratios to the plain read):
+ *  - for Q8_0, Q4_0, Q4_K and Q6_K the prefetch cost 7-14% when memory read ~33 GB/s and
+ *    20-30% at 45-60 GB/s (Q8_0 2048x1024 x1.43 -> x1.19, Q4_K x1.35 -> x1.12, Q6_K x1.33 ->
+ *    x1.15): they compute little per byte and the hardware prefetcher alone keeps up, while a
+ *    prefetch per line adds requests that compete with it;
+ *  - for TQ2_0 and TQ1_0 8 KiB ahead beat 4, 16 and 32 KiB and none on nearly every shape and
+ *    phase (TQ2_0 3072x1024 x1.11 -> x1.06, TQ1_0 3072x1024 x1.32 -> x1.25).
+ * HX_CPU_PREFETCH=0, 8 or 16 sets the distance in KiB for every type. */
+int hx__cpu_decode_prefetch(enum hx_dtype t)
 {
     const char *env = getenv("HX_CPU_PREFETCH");
-    if (env && (!strcmp(env, "0") || !strcmp(env, "1"))) return env[0] == '1';
-    const bool byte_heavy = t == HX_DTYPE_Q8_0 || t == HX_DTYPE_Q4_0 || t == HX_DTYPE_Q4_K || t == HX_DTYPE_Q6_K;
-    return !(byte_heavy && hx_cpu_amd_family_19h());
+    if (env && (!strcmp(env, "0") || !strcmp(env, "8") || !strcmp(env, "16"))) return atoi(env) * 1024;
+    if (!hx_cpu_amd_family_19h()) return 16384;
+    if (t == HX_DTYPE_Q8_0 || t == HX_DTYPE_Q4_0 || t == HX_DTYPE_Q4_K || t == HX_DTYPE_Q6_K) return 0;
+    return t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_TQ1_0 ? 8192 : 16384;
 }
 
 /* AMX-INT8 for the Q8_0 prefill GEMM (cpu-x16-amx.c): the CPU has AMX-TILE and AMX-INT8

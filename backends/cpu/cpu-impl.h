@@ -44,10 +44,11 @@ bool hx__cpu_vbmi(void);
 /* Sequential weight streams per thread for decode GEMVs (1 on AMD, 2 elsewhere; measured in
  * cpu-features.c); HX_CPU_STREAMS=1..4 overrides. Asked when a weight is repacked (x16). */
 int hx__cpu_decode_streams(void);
-/* Whether the decode tile kernels issue software prefetches for a weight of type t (off for
- * Q8_0, Q4_0, Q4_K and Q6_K on AMD family 19h, on otherwise; measured in cpu-features.c);
- * HX_CPU_PREFETCH=0 or 1 overrides for every type. Asked when a weight is repacked (x16). */
-bool hx__cpu_decode_prefetch(enum hx_dtype t);
+/* How far ahead, in bytes, the decode tile kernels prefetch a weight of type t: 0 (none), 8192
+ * or 16384 (16 KiB except on AMD family 19h: none for Q8_0, Q4_0, Q4_K, Q6_K and 8 KiB for
+ * TQ2_0, TQ1_0; measured in cpu-features.c); HX_CPU_PREFETCH=0|8|16 (KiB) sets it for every
+ * type. Asked when a weight is repacked (x16). */
+int hx__cpu_decode_prefetch(enum hx_dtype t);
 
 /* Activation block size for a quantized weight type (32, 128 or 256). */
 int hx__cpu_act_qb(enum hx_dtype t);

@@ -17,10 +17,7 @@
 #include "hx-impl.h"
 
 #define HX_X16_RMAX 8
-#define HX_X16_MB 64
-#ifndef HX_X16_PF
-#define HX_X16_PF 16384 /* bytes of software prefetch distance for decode */
-#endif /* activation rows per pass over a thread's tiles (kept in L2) */
+#define HX_X16_MB 64 /* activation rows per pass over a thread's tiles (kept in L2) */
 
 static inline int32_t hx_x16_ld32(const int8_t *p)
 {
@@ -75,7 +72,7 @@ void hx__x16_quantize_rows_avx512(struct hx_cpu_xact *a, enum hx_dtype t, const 
 static inline __attribute__((always_inline)) void
 hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
             const struct hx_cpu_xact *a, int64_t r0, const int R, float *out, int64_t os,
-            __mmask16 om, float scale, const bool PF)
+            __mmask16 om, float scale, const int PFD)
 {
     const int64_t k = a->k;
     const int G = T == HX_DTYPE_Q6_K ? 16 : (T == HX_DTYPE_Q1_0 ? 128 : (T == HX_DTYPE_TQ1_0 || T == HX_DTYPE_TQ2_0) ? 256 : 32);
@@ -121,9 +118,10 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
          * L2 only (T0 prefetches held L1 fill buffers for a whole DRAM latency, 10-25% slower
          * on the low-bit types), one line beside each vector load: the group's prefetches
          * issued in one burst stalled the loads behind them (TQ2_0 -17%, Q1_0 -7% measured).
-         * PF is false where the hardware prefetcher does better alone (hx__cpu_decode_prefetch). */
-        const bool PFON = PF && R <= 2 && HX_X16_PF > 0;
-        const char *pfb = (const char *)tile + g * gbytes + HX_X16_PF;
+         * PFD bytes ahead: 0 where the hardware prefetcher does better alone, 8 KiB where that
+         * was faster (hx__cpu_decode_prefetch). */
+        const bool PFON = PFD > 0 && R <= 2;
+        const char *pfb = (const char *)tile + g * gbytes + PFD;
         const int64_t npf = (gbytes + 63) / 64;
 #define HX_PFV(i)                                                                                   \
     do {                                                                                            \
@@ -296,18 +294,20 @@ typedef void (*hx_x16_fn)(const uint8_t *tile, size_t tb, const struct hx_cpu_xa
                                        int64_t r0, float *out, int64_t os, __mmask16 om,            \
                                        float scale)                                                 \
     {                                                                                               \
-        hx_x16_tile(HX_DTYPE_##T, tile, tb, a, r0, R, out, os, om, scale, P);                       \
+        hx_x16_tile(HX_DTYPE_##T, tile, tb, a, r0, R, out, os, om, scale, 1024 * P);                \
     }
-/* Per type: [without, with software prefetch][rows - 1]; only 1 and 2 rows prefetch. */
+/* Per type: [no prefetch, 8 KiB, 16 KiB ahead][rows - 1]; only 1 and 2 rows prefetch. */
 #define HX_X16_DEF_ALL(T)                                                                           \
-    HX_X16_DEF(T, 1, 1) HX_X16_DEF(T, 2, 1) HX_X16_DEF(T, 3, 1) HX_X16_DEF(T, 4, 1)                 \
-    HX_X16_DEF(T, 5, 1) HX_X16_DEF(T, 6, 1) HX_X16_DEF(T, 7, 1) HX_X16_DEF(T, 8, 1)                 \
-    HX_X16_DEF(T, 1, 0) HX_X16_DEF(T, 2, 0)                                                         \
-    static const hx_x16_fn hx_x16_tab_##T[2][HX_X16_RMAX] = {                                       \
-        {hx_x16_##T##_1_0, hx_x16_##T##_2_0, hx_x16_##T##_3_1, hx_x16_##T##_4_1,                    \
-         hx_x16_##T##_5_1, hx_x16_##T##_6_1, hx_x16_##T##_7_1, hx_x16_##T##_8_1},                   \
-        {hx_x16_##T##_1_1, hx_x16_##T##_2_1, hx_x16_##T##_3_1, hx_x16_##T##_4_1,                    \
-         hx_x16_##T##_5_1, hx_x16_##T##_6_1, hx_x16_##T##_7_1, hx_x16_##T##_8_1}};
+    HX_X16_DEF(T, 1, 16) HX_X16_DEF(T, 2, 16) HX_X16_DEF(T, 3, 0) HX_X16_DEF(T, 4, 0)               \
+    HX_X16_DEF(T, 5, 0) HX_X16_DEF(T, 6, 0) HX_X16_DEF(T, 7, 0) HX_X16_DEF(T, 8, 0)                 \
+    HX_X16_DEF(T, 1, 0) HX_X16_DEF(T, 2, 0) HX_X16_DEF(T, 1, 8) HX_X16_DEF(T, 2, 8)                 \
+    static const hx_x16_fn hx_x16_tab_##T[3][HX_X16_RMAX] = {                                       \
+        {hx_x16_##T##_1_0, hx_x16_##T##_2_0, hx_x16_##T##_3_0, hx_x16_##T##_4_0,                    \
+         hx_x16_##T##_5_0, hx_x16_##T##_6_0, hx_x16_##T##_7_0, hx_x16_##T##_8_0},                   \
+        {hx_x16_##T##_1_8, hx_x16_##T##_2_8, hx_x16_##T##_3_0, hx_x16_##T##_4_0,                    \
+         hx_x16_##T##_5_0, hx_x16_##T##_6_0, hx_x16_##T##_7_0, hx_x16_##T##_8_0},                   \
+        {hx_x16_##T##_1_16, hx_x16_##T##_2_16, hx_x16_##T##_3_0, hx_x16_##T##_4_0,                  \
+         hx_x16_##T##_5_0, hx_x16_##T##_6_0, hx_x16_##T##_7_0, hx_x16_##T##_8_0}};
 
 HX_X16_DEF_ALL(Q8_0)
 HX_X16_DEF_ALL(Q4_0)
@@ -317,32 +317,34 @@ HX_X16_DEF_ALL(TQ2_0)
 HX_X16_DEF_ALL(TQ1_0)
 HX_X16_DEF_ALL(Q1_0)
 
-static const hx_x16_fn *hx_x16_table(enum hx_dtype t, bool pf)
+/* The kernels of type t that prefetch pf bytes ahead (0, 8192 or 16384). */
+static const hx_x16_fn *hx_x16_table(enum hx_dtype t, int pf)
 {
+    const int i = pf <= 0 ? 0 : pf <= 8192 ? 1 : 2;
     switch (t) {
-    case HX_DTYPE_Q8_0: return hx_x16_tab_Q8_0[pf];
-    case HX_DTYPE_Q4_0: return hx_x16_tab_Q4_0[pf];
-    case HX_DTYPE_Q4_K: return hx_x16_tab_Q4_K[pf];
-    case HX_DTYPE_Q6_K: return hx_x16_tab_Q6_K[pf];
-    case HX_DTYPE_TQ2_0: return hx_x16_tab_TQ2_0[pf];
-    case HX_DTYPE_TQ1_0: return hx_x16_tab_TQ1_0[pf];
-    case HX_DTYPE_Q1_0: return hx_x16_tab_Q1_0[pf];
+    case HX_DTYPE_Q8_0: return hx_x16_tab_Q8_0[i];
+    case HX_DTYPE_Q4_0: return hx_x16_tab_Q4_0[i];
+    case HX_DTYPE_Q4_K: return hx_x16_tab_Q4_K[i];
+    case HX_DTYPE_Q6_K: return hx_x16_tab_Q6_K[i];
+    case HX_DTYPE_TQ2_0: return hx_x16_tab_TQ2_0[i];
+    case HX_DTYPE_TQ1_0: return hx_x16_tab_TQ1_0[i];
+    case HX_DTYPE_Q1_0: return hx_x16_tab_Q1_0[i];
     default: return NULL;
     }
 }
 
-/* The first HX_X16_PF bytes of each decode stream are before any in-kernel prefetch reaches
+/* The first x->prefetch bytes of each decode stream are before any in-kernel prefetch reaches
  * them: fetch them up front, while the thread is still quantizing its activations. */
 void hx__x16_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
 {
     const int ns = x->streams > 0 ? x->streams : 1;
     const int64_t nt = t1 - t0, per = (nt + ns - 1) / ns;
-    if (nt <= 0 || HX_X16_PF <= 0 || !x->prefetch) return;
+    if (nt <= 0 || x->prefetch <= 0) return;
     for (int sidx = 0; sidx < ns; sidx++) {
         const int64_t ts = t0 + sidx * per;
         if (ts >= t1) break;
         const char *p = (const char *)x->data + x->tile_bytes * (size_t)ts;
-        const size_t len = HX_MIN((size_t)HX_X16_PF, x->tile_bytes * (size_t)HX_MIN(per, t1 - ts));
+        const size_t len = HX_MIN((size_t)x->prefetch, x->tile_bytes * (size_t)HX_MIN(per, t1 - ts));
         for (size_t o = 0; o < len; o += 64) _mm_prefetch(p + o, _MM_HINT_T2);
     }
 }

@@ -44,7 +44,8 @@ struct hx_cpu_x16 {
     int64_t n, k, n_tiles;
     size_t tile_bytes;
     int streams;               /* decode: weight streams per thread (hx__cpu_decode_streams) */
-    bool prefetch;             /* decode: software prefetch ahead (hx__cpu_decode_prefetch) */
+    int prefetch;              /* decode: software prefetch distance in bytes, 0, 8192 or 16384
+                                  (hx__cpu_decode_prefetch) */
     uint8_t *data;             /* n_tiles × tile_bytes, 4 KiB aligned, on huge pages */
     struct hx_cpu_chunk *chunk; /* the arena chunk holding data (cpu-arena.h) */
 };

@@ -166,17 +166,21 @@ static int hx_cpu_run(struct hx_device *dev, const struct hx_split *split)
 static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
 {
     struct hx_cpu_dev *c = dev->ctx;
-    /* the x16 types whose decode kernels leave the stream to the hardware prefetcher */
+    /* the decode prefetch distance: one figure, or per x16 type where they differ */
     static const enum hx_dtype x16[] = {HX_DTYPE_Q8_0, HX_DTYPE_Q4_0, HX_DTYPE_Q4_K, HX_DTYPE_Q6_K,
                                         HX_DTYPE_TQ2_0, HX_DTYPE_TQ1_0, HX_DTYPE_Q1_0};
-    char off[96] = "";
-    for (size_t i = 0; i < sizeof x16 / sizeof x16[0]; i++)
-        if (!hx__cpu_decode_prefetch(x16[i]))
-            snprintf(off + strlen(off), sizeof off - strlen(off), "%s%s", off[0] ? ", " : "", hx_dtype_name(x16[i]));
+    const size_t nx = sizeof x16 / sizeof x16[0];
+    char pf[160] = "";
+    bool same = true;
+    for (size_t i = 1; i < nx; i++) same = same && hx__cpu_decode_prefetch(x16[i]) == hx__cpu_decode_prefetch(x16[0]);
+    if (same) snprintf(pf, sizeof pf, ": %d KiB ahead", hx__cpu_decode_prefetch(x16[0]) / 1024);
+    else
+        for (size_t i = 0; i < nx; i++)
+            snprintf(pf + strlen(pf), sizeof pf - strlen(pf), "%s%s %d", i ? ", " : " (KiB ahead): ",
+                     hx_dtype_name(x16[i]), hx__cpu_decode_prefetch(x16[i]) / 1024);
     snprintf(out, len, "kernels: %s (best on this CPU: %s), threads: %d, decode streams per thread: %d, "
-             "decode software prefetch: %s%s", hx__cpu_isa_name(hx__cpu_isa()),
-             hx__cpu_isa_name(hx__cpu_isa_best()), c->n_threads, hx__cpu_decode_streams(),
-             off[0] ? "off for " : "on", off);
+             "decode software prefetch%s", hx__cpu_isa_name(hx__cpu_isa()),
+             hx__cpu_isa_name(hx__cpu_isa_best()), c->n_threads, hx__cpu_decode_streams(), pf);
 }
 
 const struct hx_backend_ops hx_backend_cpu_ops = {
