@@ -133,7 +133,9 @@ static bool hx_cpu_amd_family_19h(void)
 int hx__cpu_decode_prefetch(enum hx_dtype t)
 {
     const char *env = getenv("HX_CPU_PREFETCH");
-    if (env && (!strcmp(env, "0") || !strcmp(env, "8") || !strcmp(env, "16"))) return atoi(env) * 1024;
+    if (env && !strcmp(env, "0")) return 0;
+    if (env && !strcmp(env, "8")) return 8192;
+    if (env && !strcmp(env, "16")) return 16384;
     if (!hx_cpu_amd_family_19h()) return 16384;
     if (t == HX_DTYPE_Q8_0 || t == HX_DTYPE_Q4_0 || t == HX_DTYPE_Q4_K || t == HX_DTYPE_Q6_K) return 0;
     return t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_TQ1_0 ? 8192 : 16384;
