@@ -379,20 +379,34 @@ int hx_app_bw_burst(struct hx_app_bw_buf *b, size_t bytes, int n_samples, double
     if (n_samples < 1) n_samples = 1;
     double *us = malloc((size_t)n_samples * sizeof *us);
     if (!us) return -1;
-    struct hx_app_bw_pass ps = {.b = b, .count = nb};
-    atomic_init(&ps.used, 1);
     size_t cur = 0;
     for (int s = -1; s < n_samples; s++) { /* one untimed rotation */
-        const double t0 = hx_app_now_us();
-        for (size_t c = 0; c < per; c++, cur = (cur + 1) % per) {
-            ps.first = cur * nb;
-            hx__pool_run(b->n_threads, hx_app_bw_read, &ps);
+        double sum = 0.0, one;
+        for (size_t c = 0; c < per; c++) {
+            hx_app_bw_read_one(b, bytes, &cur, &one);
+            sum += one;
         }
-        if (s >= 0) us[s] = (hx_app_now_us() - t0) / (double)per;
+        if (s >= 0) us[s] = sum / (double)per;
     }
-    for (int i = 0; i < atomic_load(&ps.used); i++) hx_app_sink += ps.sinks[i];
     *median_us = hx_app_median(us, (size_t)n_samples);
     free(us);
+    return 0;
+}
+
+int hx_app_bw_read_one(struct hx_app_bw_buf *b, size_t bytes, size_t *cursor, double *us)
+{
+    const size_t bb = HX_APP_BLOCK * sizeof(uint64_t);
+    size_t nb = (bytes + bb - 1) / bb;
+    if (nb < 1) nb = 1;
+    if (nb > b->n_blocks) return -1;
+    const size_t per = b->n_blocks / nb;
+    struct hx_app_bw_pass ps = {.b = b, .count = nb, .first = (*cursor % per) * nb};
+    atomic_init(&ps.used, 1);
+    const double t0 = hx_app_now_us();
+    hx__pool_run(b->n_threads, hx_app_bw_read, &ps);
+    *us = hx_app_now_us() - t0;
+    for (int i = 0; i < atomic_load(&ps.used); i++) hx_app_sink += ps.sinks[i];
+    *cursor = (*cursor + 1) % per;
     return 0;
 }
 

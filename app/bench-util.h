@@ -56,6 +56,9 @@ void hx_app_bw_close(struct hx_app_bw_buf *b);
  * and join); this is the floor a GEMV of that many bytes is held to. -1 when `bytes` is more
  * than the buffer holds. */
 int hx_app_bw_burst(struct hx_app_bw_buf *b, size_t bytes, int n_samples, double *median_us);
+/* One call of that read: `bytes` at part *cursor of the buffer (then the next part), its µs in
+ * *us; for timing it call by call in turn with the calls it is compared with. -1 as above. */
+int hx_app_bw_read_one(struct hx_app_bw_buf *b, size_t bytes, size_t *cursor, double *us);
 
 /* Median read bandwidth in GB/s of n_threads threads over at least working_set_bytes (raised to
  * hx_app_bw_default_bytes() when smaller, so the buffer never fits in cache). 0 on allocation

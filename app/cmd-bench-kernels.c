@@ -23,6 +23,7 @@
 #define HX_BK_MIN_SET ((size_t)256 << 20)
 #define HX_BK_MAX_COPIES 8192
 #define HX_BK_POOL_ROWS 64
+#define HX_BK_MAX_CMP 6
 
 struct hx_bk_opts {
     const char *backend, *fmt;
@@ -36,6 +37,10 @@ struct hx_bk_opts {
     const char *bad_opt, *bad_val; /* the option (and value) a parse error is about */
     double bw_gbs;  /* --bw-gbs: skip the probe */
     size_t set_bytes; /* --working-set MIB: weight copies per case (default HX_BK_MIN_SET) */
+    /* --compare VAR=V1,V2,..: the weights prepared and each call run under each value of an
+     * HX_* environment variable, call by call in turn (HX_BK_MAX_CMP values at most) */
+    char cmp_var[64], cmp_vals[HX_BK_MAX_CMP][32];
+    int n_cmp;
 };
 
 static void hx_bk_usage(void)
@@ -46,7 +51,10 @@ static void hx_bk_usage(void)
             "                    [--working-set MIB]  (default 256: past the caches; 1 = in cache)\n"
             "  --types: weight type names (default all); -m: rows per call, 1..65536 (default 1,512);\n"
             "  -t: 1..1024 threads (default 2); -r: 5..100000 timed samples per case (default 5);\n"
-            "  --bw-gbs: skip the bandwidth probe and use X GB/s; --working-set: 1..65536 MiB\n");
+            "  --bw-gbs: skip the bandwidth probe and use X GB/s; --working-set: 1..65536 MiB\n"
+            "  --compare HX_VAR=V1,V2,..: run each case under each value of an HX_* environment\n"
+            "      variable (e.g. HX_CPU_PREFETCH=0,8,16), call by call in turn, with a plain read\n"
+            "      of the same bytes between them; prints each value's µs and its ratio to the read\n");
 }
 
 static bool hx_bk_parse_list(const char *s, int64_t *out, int *n, int64_t lo, int64_t hi)
@@ -87,6 +95,25 @@ static bool hx_bk_parse_shapes(const char *s, struct hx_bk_opts *o)
     return o->n_shapes > 0;
 }
 
+/* VAR=V1,V2,..: an HX_* variable and 2..HX_BK_MAX_CMP values of up to 31 characters. */
+static bool hx_bk_parse_compare(const char *s, struct hx_bk_opts *o)
+{
+    const char *eq = strchr(s, '=');
+    if (!eq || strncmp(s, "HX_", 3) || (size_t)(eq - s) >= sizeof o->cmp_var) return false;
+    for (const char *c = s; c < eq; c++)
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) return false;
+    memcpy(o->cmp_var, s, (size_t)(eq - s));
+    o->cmp_var[eq - s] = '\0';
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", eq + 1) >= (int)sizeof buf) return false;
+    o->n_cmp = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->n_cmp >= HX_BK_MAX_CMP || strlen(t) >= sizeof o->cmp_vals[0]) return false;
+        snprintf(o->cmp_vals[o->n_cmp++], sizeof o->cmp_vals[0], "%s", t);
+    }
+    return o->n_cmp >= 2;
+}
+
 static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -118,6 +145,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
         else if (!strcmp(a, "--working-set")) { if (!hx_app_parse_i64(v, 1, 65536, &x)) return -1; o->set_bytes = (size_t)x << 20; }
         else if (!strcmp(a, "-t")) { if (!hx_app_parse_i64(v, 1, 1024, &x)) return -1; o->threads = (int)x; }
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 5, 100000, &x)) return -1; o->reps = (int)x; }
+        else if (!strcmp(a, "--compare")) { if (!hx_bk_parse_compare(v, o)) return -1; }
         else if (!strcmp(a, "--types")) {
             char buf[256];
             snprintf(buf, sizeof buf, "%s", v);
@@ -176,69 +204,126 @@ struct hx_bk_result {
     bool have_timing, modelled;
 };
 
+/* A case's weights: `copies` distinct matrices of the same random weight, and the one-op split
+ * that runs a matmul on them (its activations random, its output a device buffer). */
+struct hx_bk_work {
+    size_t wbytes;
+    int copies;
+    struct hx_weight *w;
+    void **data;
+    struct hx_buffer *src, *dst;
+    int32_t *meta;
+    struct hx_op op;
+    struct hx_split sp;
+};
+
+static void hx_bk_work_free(struct hx_bk_work *b)
+{
+    for (int i = 0; b->data && i < b->copies; i++) free(b->data[i]);
+    free(b->w), free(b->data), free(b->meta);
+    hx__dev_buffer_free(b->src);
+    hx__dev_buffer_free(b->dst);
+    memset(b, 0, sizeof *b);
+}
+
+static int hx_bk_work_make(struct hx_device *dev, const struct hx_bk_opts *o, enum hx_dtype t,
+                           int64_t k, int64_t n, int64_t m, struct hx_bk_work *b)
+{
+    memset(b, 0, sizeof *b);
+    void *wdata = hx_bk_make_weight(t, k, n, &b->wbytes);
+    if (!wdata) return HX_E_NOMEM;
+    int copies = (int)((o->set_bytes + b->wbytes - 1) / b->wbytes);
+    copies = copies < 1 ? 1 : copies > HX_BK_MAX_COPIES ? HX_BK_MAX_COPIES : copies;
+    b->w = calloc((size_t)copies, sizeof *b->w);
+    b->data = calloc((size_t)copies, sizeof *b->data);
+    b->meta = calloc((size_t)m * 3, sizeof(int32_t));
+    float *x = malloc(sizeof(float) * (size_t)(m * k));
+    int st = HX_OK;
+    if (!b->w || !b->data || !b->meta || !x) {
+        free(wdata);
+        st = HX_E_NOMEM;
+        goto done;
+    }
+    for (; b->copies < copies; b->copies++) {
+        void *d = b->copies ? malloc(b->wbytes) : wdata;
+        if (!d) { st = HX_E_NOMEM; goto done; }
+        if (b->copies) memcpy(d, wdata, b->wbytes);
+        b->data[b->copies] = d;
+        b->w[b->copies] = (struct hx_weight){.name = "bench", .type = t, .n_rows = n, .n_cols = k,
+                                             .data = d, .nbytes = b->wbytes, .scale = 1.0f};
+    }
+    for (int64_t i = 0; i < m * k; i++) x[i] = hx_bk_rand();
+    if ((st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &b->src)) ||
+        (st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * n), &b->dst)) ||
+        (st = hx__dev_buffer_write(b->src, 0, x, sizeof(float) * (size_t)(m * k))))
+        goto done;
+    b->op.desc = (struct hx_op_desc){.kind = HX_OP_MATMUL, .cls = HX_CLASS_GATE_UP, .layer = 0,
+                                     .n_rows = m, .n_in = k, .n_out = n, .wtype = t};
+    b->op.src[0] = (struct hx_tensor_ref){b->src, 0, m, k, sizeof(float) * (size_t)k};
+    b->op.dst = (struct hx_tensor_ref){b->dst, 0, m, n, sizeof(float) * (size_t)n};
+    if (!hx__dev_supports(dev, &b->op.desc)) st = HX_E_UNSUPPORTED;
+    b->sp = (struct hx_split){.struct_size = sizeof b->sp, .ops = &b->op, .n_ops = 1, .n_rows = m,
+                              .tokens = b->meta, .pos = b->meta + m, .seq = b->meta + 2 * m};
+done:
+    free(x);
+    if (st) hx_bk_work_free(b);
+    return st;
+}
+
+/* Prepare every copy of the work's weight on dev into handles[0 .. copies). */
+static int hx_bk_prepare(struct hx_device *dev, const struct hx_bk_work *b, void **handles)
+{
+    for (int i = 0; i < b->copies; i++) {
+        int st = hx__dev_weight_prepare(dev, &b->w[i], &handles[i]);
+        if (st) return st;
+    }
+    return HX_OK;
+}
+
+static void hx_bk_release(struct hx_device *dev, const struct hx_bk_work *b, void **handles)
+{
+    for (int i = 0; handles && i < b->copies; i++)
+        if (handles[i]) hx__dev_weight_release(dev, handles[i]), handles[i] = NULL;
+}
+
+/* One call on copy c with its prepared handle. */
+static int hx_bk_call(struct hx_device *dev, struct hx_bk_work *b, int c, void *handle)
+{
+    b->op.weight = &b->w[c], b->op.weight_handle = handle;
+    int st = hx__dev_run(dev, &b->sp);
+    return st ? st : hx__dev_synchronize(dev);
+}
+
 static int hx_bk_case(struct hx_device *dev, const struct hx_bk_opts *o, enum hx_dtype t,
                       int64_t k, int64_t n, int64_t m, struct hx_bk_result *res)
 {
-    int st = HX_OK;
-    size_t wbytes = 0;
-    void *wdata = hx_bk_make_weight(t, k, n, &wbytes);
-    if (!wdata) return HX_E_NOMEM;
-    int copies = (int)((o->set_bytes + wbytes - 1) / wbytes);
-    if (copies < 1) copies = 1;
-    if (copies > HX_BK_MAX_COPIES) copies = HX_BK_MAX_COPIES;
-    struct hx_weight *w = calloc((size_t)copies, sizeof *w);
-    void **handles = calloc((size_t)copies, sizeof *handles), **data = calloc((size_t)copies, sizeof *data);
-    struct hx_buffer *src = NULL, *dst = NULL;
-    int32_t *meta = calloc((size_t)m * 3, sizeof(int32_t));
-    float *x = malloc(sizeof(float) * (size_t)(m * k));
+    struct hx_bk_work b;
+    int st = hx_bk_work_make(dev, o, t, k, n, m, &b);
+    if (st) return st;
+    void **handles = calloc((size_t)b.copies, sizeof *handles);
     double *samples = malloc(sizeof(double) * (size_t)o->reps);
-    int made = 0;
-    if (!meta || !x || !samples || !w || !handles || !data) { st = HX_E_NOMEM; goto done; }
-    for (; made < copies; made++) {
-        data[made] = made ? malloc(wbytes) : wdata;
-        if (!data[made]) { st = HX_E_NOMEM; goto done; }
-        if (made) memcpy(data[made], wdata, wbytes);
-        w[made] = (struct hx_weight){.name = "bench", .type = t, .n_rows = n, .n_cols = k,
-                                     .data = data[made], .nbytes = wbytes, .scale = 1.0f};
-        if ((st = hx__dev_weight_prepare(dev, &w[made], &handles[made])) != HX_OK) { made++; goto done; }
-    }
-    for (int64_t i = 0; i < m * k; i++) x[i] = hx_bk_rand();
-    if ((st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &src)) ||
-        (st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * n), &dst)) ||
-        (st = hx__dev_buffer_write(src, 0, x, sizeof(float) * (size_t)(m * k))))
-        goto done;
-    struct hx_op op = {0};
-    op.desc = (struct hx_op_desc){.kind = HX_OP_MATMUL, .cls = HX_CLASS_GATE_UP, .layer = 0,
-                                  .n_rows = m, .n_in = k, .n_out = n, .wtype = t};
-    op.src[0] = (struct hx_tensor_ref){src, 0, m, k, sizeof(float) * (size_t)k};
-    op.dst = (struct hx_tensor_ref){dst, 0, m, n, sizeof(float) * (size_t)n};
-    if (!hx__dev_supports(dev, &op.desc)) { st = HX_E_UNSUPPORTED; goto done; }
-    struct hx_split sp = {.struct_size = sizeof sp, .ops = &op, .n_ops = 1, .n_rows = m,
-                          .tokens = meta, .pos = meta + m, .seq = meta + 2 * m};
+    if (!handles || !samples) { st = HX_E_NOMEM; goto done; }
+    if ((st = hx_bk_prepare(dev, &b, handles))) goto done;
     struct hx_timing_stats *ts = dev->ops->get_extension ?
         dev->ops->get_extension(dev, "hx.timing") : NULL;
     /* calls per sample: a full rotation through the copies for small calls */
-    int per = (m == 1) ? copies : 1;
+    int per = (m == 1) ? b.copies : 1;
     int cur = 0;
-    for (int wu = 0; wu < (m == 1 ? copies : 1) + 1; wu++) {
-        op.weight = &w[cur], op.weight_handle = handles[cur], cur = (cur + 1) % copies;
-        if ((st = hx__dev_run(dev, &sp)) || (st = hx__dev_synchronize(dev))) goto done;
-    }
+    for (int wu = 0; wu < per + 1; wu++, cur = (cur + 1) % b.copies)
+        if ((st = hx_bk_call(dev, &b, cur, handles[cur]))) goto done;
     struct hx_timing_stats t0 = ts ? *ts : (struct hx_timing_stats){0};
     for (int r = 0; r < o->reps; r++) {
         double a = hx_app_now_us();
-        for (int c = 0; c < per; c++) {
-            op.weight = &w[cur], op.weight_handle = handles[cur], cur = (cur + 1) % copies;
-            if ((st = hx__dev_run(dev, &sp)) || (st = hx__dev_synchronize(dev))) goto done;
-        }
+        for (int c = 0; c < per; c++, cur = (cur + 1) % b.copies)
+            if ((st = hx_bk_call(dev, &b, cur, handles[cur]))) goto done;
         samples[r] = (hx_app_now_us() - a) / per;
     }
     res->mean_us = hx_app_mean(samples, (size_t)o->reps);
     res->med_us = hx_app_median(samples, (size_t)o->reps);
     res->sd_us = hx_app_stddev(samples, (size_t)o->reps);
     /* rates from the median: robust to the other tenants of a shared machine */
-    res->wbytes = wbytes;
-    res->gbs = (double)wbytes / (res->med_us * 1e-6) / 1e9;
+    res->wbytes = b.wbytes;
+    res->gbs = (double)b.wbytes / (res->med_us * 1e-6) / 1e9;
     res->gflops = 2.0 * (double)m * (double)n * (double)k / (res->med_us * 1e-6) / 1e9;
     if ((res->have_timing = ts != NULL)) {
         double calls = (double)o->reps * per;
@@ -247,14 +332,141 @@ static int hx_bk_case(struct hx_device *dev, const struct hx_bk_opts *o, enum hx
         res->modelled = ts->device_modelled;
     }
 done:
-    for (int i = 0; i < made; i++) if (handles[i]) hx__dev_weight_release(dev, handles[i]);
-    for (int i = 0; i < made; i++) free(data[i]);
-    if (!made) free(wdata);
-    free(w), free(handles), free(data);
-    hx__dev_buffer_free(src);
-    hx__dev_buffer_free(dst);
-    free(meta), free(x), free(samples);
+    hx_bk_release(dev, &b, handles);
+    free(handles), free(samples);
+    hx_bk_work_free(&b);
     return st;
+}
+
+/* --compare: a case under each value of o->cmp_var. Each value's weights are prepared with the
+ * variable set to it (a backend may read it then) and each of its calls runs with it set (or
+ * then). Per sample, one rotation through the copies, and per copy one call of each value and
+ * one plain read of as many bytes (m = 1, with pb), in turn: every value meets the same minutes
+ * of a shared machine. us[v] receives each value's median µs per call; ratio[v] the median over
+ * samples of its time over the plain read's in the same sample (0 without a read). */
+static int hx_bk_compare(struct hx_device *dev, const struct hx_bk_opts *o, enum hx_dtype t,
+                         int64_t k, int64_t n, int64_t m, struct hx_app_bw_buf *pb,
+                         double *us, double *ratio, double *read_us, size_t *wbytes)
+{
+    const char *old = getenv(o->cmp_var);
+    char saved[256] = "";
+    const bool had = old != NULL;
+    if (had) snprintf(saved, sizeof saved, "%s", old);
+    struct hx_bk_work b;
+    int st = hx_bk_work_make(dev, o, t, k, n, m, &b);
+    if (st) return st;
+    *wbytes = b.wbytes;
+    const int nv = o->n_cmp, R = o->reps;
+    void **h = calloc((size_t)(nv * b.copies), sizeof *h);
+    double *smp = calloc((size_t)((nv + 1) * R), sizeof *smp), *rt = calloc((size_t)R, sizeof *rt);
+    if (!h || !smp || !rt) { st = HX_E_NOMEM; goto done; }
+    for (int v = 0; v < nv; v++) {
+        setenv(o->cmp_var, o->cmp_vals[v], 1);
+        if ((st = hx_bk_prepare(dev, &b, h + v * b.copies))) goto done;
+    }
+    const bool rd = pb && m == 1;
+    size_t cursor = 0;
+    for (int r = -1; r < R; r++) { /* one untimed rotation */
+        double sum[HX_BK_MAX_CMP + 1] = {0};
+        const int per = m == 1 ? b.copies : 1;
+        for (int c = 0; c < per; c++) {
+            double one;
+            if (rd && hx_app_bw_read_one(pb, b.wbytes, &cursor, &one) == 0) sum[nv] += one;
+            for (int v = 0; v < nv; v++) {
+                setenv(o->cmp_var, o->cmp_vals[v], 1);
+                const double a = hx_app_now_us(); /* its own prepared copies: from memory */
+                if ((st = hx_bk_call(dev, &b, c, h[v * b.copies + c]))) goto done;
+                sum[v] += hx_app_now_us() - a;
+            }
+        }
+        for (int v = 0; r >= 0 && v <= nv; v++) smp[v * R + r] = sum[v] / per;
+    }
+    *read_us = rd ? hx_app_median(smp + nv * R, (size_t)R) : 0.0;
+    for (int v = 0; v < nv; v++) {
+        for (int r = 0; r < R; r++) rt[r] = rd && smp[nv * R + r] > 0 ? smp[v * R + r] / smp[nv * R + r] : 0.0;
+        us[v] = hx_app_median(smp + v * R, (size_t)R);
+        ratio[v] = hx_app_median(rt, (size_t)R);
+    }
+done:
+    for (int v = 0; h && v < nv; v++) {
+        setenv(o->cmp_var, o->cmp_vals[v], 1);
+        hx_bk_release(dev, &b, h + v * b.copies);
+    }
+    if (had) setenv(o->cmp_var, saved, 1);
+    else unsetenv(o->cmp_var);
+    free(h), free(smp), free(rt);
+    hx_bk_work_free(&b);
+    return st;
+}
+
+/* Every case under each --compare value: md, json or csv rows of µs and ratios to a plain read. */
+static int hx_bk_run_compare(struct hx_device *dev, const struct hx_bk_opts *o, struct hx_app_bw_buf *pb,
+                             const char *desc)
+{
+    const bool md = !strcmp(o->fmt, "md"), js = !strcmp(o->fmt, "json");
+    if (md) {
+        printf("# kernel comparison: backend %s (%s)%s%s; %s = ", dev->id, dev->info.name,
+               desc[0] ? ", " : "", desc, o->cmp_var);
+        for (int v = 0; v < o->n_cmp; v++) printf("%s%s", v ? ", " : "", o->cmp_vals[v]);
+        printf("\n\nPer sample, one rotation through the weight's copies; per copy, a plain read of as many "
+               "bytes and one call under each value, in turn. µs per call (median of %d samples) and, "
+               "for m = 1, its time over the plain read's in the same sample (median).\n\n", o->reps);
+        printf("| type | K×N | m | plain read µs |");
+        for (int v = 0; v < o->n_cmp; v++) printf(" %s=%s µs (× read) |", o->cmp_var, o->cmp_vals[v]);
+        printf("\n|---|---|---|---|");
+        for (int v = 0; v < o->n_cmp; v++) printf("---|");
+        printf("\n");
+    } else if (js) {
+        printf("{\"backend\":\"%s\",\"threads\":%d,\"compare\":\"%s\",\"results\":[", dev->id, o->threads,
+               o->cmp_var);
+    } else {
+        printf("backend,type,k,n,m,threads,var,value,median_us,x_read,read_us\n");
+    }
+    int rc = 0, first = 1;
+    for (int ti = 0; ti < o->n_types; ti++)
+        for (int si = 0; si < o->n_shapes; si++)
+            for (int mi = 0; mi < o->n_ms; mi++) {
+                const enum hx_dtype t = o->types[ti];
+                const int64_t k = o->shapes[si][0], n = o->shapes[si][1], m = o->ms[mi];
+                if (k % hx_dtype_block_elems(t)) continue;
+                double us[HX_BK_MAX_CMP], ratio[HX_BK_MAX_CMP], rd = 0.0;
+                size_t wb = 0;
+                const int st = hx_bk_compare(dev, o, t, k, n, m, pb, us, ratio, &rd, &wb);
+                if (st == HX_E_UNSUPPORTED) continue;
+                if (st) {
+                    hx_app_error("bench", "%s %lldx%lld m=%lld: %s", hx_dtype_name(t), (long long)k,
+                                 (long long)n, (long long)m, hx_last_error());
+                    rc = 1;
+                    continue;
+                }
+                if (md) {
+                    char r[32] = "—";
+                    if (rd > 0) snprintf(r, sizeof r, "%.1f", rd);
+                    printf("| %s | %lld×%lld | %lld | %s |", hx_dtype_name(t), (long long)k, (long long)n,
+                           (long long)m, r);
+                    for (int v = 0; v < o->n_cmp; v++) {
+                        if (rd > 0) printf(" %.1f (×%.3f) |", us[v], ratio[v]);
+                        else printf(" %.1f |", us[v]);
+                    }
+                    printf("\n");
+                } else if (js) {
+                    printf("%s{\"type\":\"%s\",\"k\":%lld,\"n\":%lld,\"m\":%lld,\"bytes\":%zu,\"read_us\":%.2f,\"values\":[",
+                           first ? "" : ",", hx_dtype_name(t), (long long)k, (long long)n, (long long)m, wb, rd);
+                    for (int v = 0; v < o->n_cmp; v++)
+                        printf("%s{\"value\":\"%s\",\"median_us\":%.2f,\"x_read\":%.4f}", v ? "," : "",
+                               o->cmp_vals[v], us[v], ratio[v]);
+                    printf("]}");
+                } else {
+                    for (int v = 0; v < o->n_cmp; v++)
+                        printf("%s,%s,%lld,%lld,%lld,%d,%s,%s,%.2f,%.4f,%.2f\n", dev->id, hx_dtype_name(t),
+                               (long long)k, (long long)n, (long long)m, o->threads, o->cmp_var,
+                               o->cmp_vals[v], us[v], ratio[v], rd);
+                }
+                first = 0;
+                fflush(stdout);
+            }
+    if (js) printf("]}\n");
+    return rc;
 }
 
 /* The registry refers to backend tables weakly; keep the default backend linked in. */
@@ -291,6 +503,15 @@ int hx_cmd_bench_kernels(int argc, char **argv)
     struct hx_app_bw probe = {0};
     double bw = o.bw_gbs;
     struct hx_app_bw_buf *pb = NULL;
+    if (o.n_cmp) { /* the plain read between the calls; no probe figure */
+        char d[256] = "";
+        if (dev->ops->describe) dev->ops->describe(dev, d, sizeof d);
+        pb = hx_app_bw_open(o.threads, o.set_bytes);
+        const int rc = hx_bk_run_compare(dev, &o, pb, d);
+        hx_app_bw_close(pb);
+        hx__device_close(dev);
+        return rc;
+    }
     if (bw <= 0 && (pb = hx_app_bw_open(o.threads, o.set_bytes)) &&
         hx_app_bw_measure(pb, 9, &probe, NULL) == 0)
         bw = probe.median_gbs;

@@ -271,5 +271,29 @@ assert c["median_us"] > 0 and "read_us" not in c and "read_pct" not in c, c
 EOF
 out=$("$E" bench --kernels --types q8_0 --shapes 256x64 -m 1 -r 5 --working-set 1 2>&1)
 echo "$out" | grep -Eq '^\| Q8_0 \| 256×64 \| 1 \|.*\| [0-9]+% of [0-9.]+ \| [0-9.]+ \([0-9]+%\) \|' && ok "--kernels md: share, the probe it is of, the plain read" || bad "--kernels md share: $out"
+# --compare: each value's µs and its ratio to a plain read timed call by call in turn;
+# bad specs are usage errors
+"$E" bench --kernels --types q8_0,tq2_0 --shapes 256x64 -m 1,2 -r 5 --working-set 1 \
+    --compare HX_CPU_PREFETCH=0,16 -o json > "$T/kx" 2>/dev/null
+python3 - "$T/kx" <<'EOF' && ok "--kernels --compare: a row per case, µs and × read per value" || bad "--compare json: $(cat "$T/kx")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["compare"] == "HX_CPU_PREFETCH", d
+rows = {(r["type"], r["m"]): r for r in d["results"]}
+assert set(rows) == {("Q8_0", 1), ("Q8_0", 2), ("TQ2_0", 1), ("TQ2_0", 2)}, rows.keys()
+for (t, m), r in rows.items():
+    assert [v["value"] for v in r["values"]] == ["0", "16"], r
+    assert all(v["median_us"] > 0 for v in r["values"]), r
+    if m == 1:
+        assert r["read_us"] > 0 and all(v["x_read"] > 0 for v in r["values"]), r
+    else:
+        assert r["read_us"] == 0 and all(v["x_read"] == 0 for v in r["values"]), r
+EOF
+out=$("$E" bench --kernels --types q8_0 --shapes 256x64 -m 1 -r 5 --working-set 1 --compare HX_CPU_PREFETCH=0,16 2>&1)
+echo "$out" | grep -q '^| Q8_0 | 256×64 | 1 | [0-9.]* | [0-9.]* (×[0-9.]*) | [0-9.]* (×[0-9.]*) |$' && ok "--compare md: a column per value" || bad "--compare md: $out"
+for spec in FOO=1,2 HX_CPU_PREFETCH=1 HX_CPU_PREFETCH= 'HX_X Y=1,2' HX_CPU_PREFETCH=1,2,3,4,5,6,7; do
+    expect_fail "--kernels --compare '$spec'" 2 --kernels --compare "$spec"
+done
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
