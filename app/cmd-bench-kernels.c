@@ -366,16 +366,17 @@ static int hx_bk_compare(struct hx_device *dev, const struct hx_bk_opts *o, enum
     }
     const bool rd = pb && m == 1;
     size_t cursor = 0;
+    int cur = 0;
     for (int r = -1; r < R; r++) { /* one untimed rotation */
         double sum[HX_BK_MAX_CMP + 1] = {0};
-        const int per = m == 1 ? b.copies : 1;
-        for (int c = 0; c < per; c++) {
+        const int per = m == 1 ? b.copies : 1; /* calls per sample, as hx_bk_case */
+        for (int i = 0; i < per; i++, cur = (cur + 1) % b.copies) {
             double one;
             if (rd && hx_app_bw_read_one(pb, b.wbytes, &cursor, &one) == 0) sum[nv] += one;
             for (int v = 0; v < nv; v++) {
                 setenv(o->cmp_var, o->cmp_vals[v], 1);
                 const double a = hx_app_now_us(); /* its own prepared copies: from memory */
-                if ((st = hx_bk_call(dev, &b, c, h[v * b.copies + c]))) goto done;
+                if ((st = hx_bk_call(dev, &b, cur, h[v * b.copies + cur]))) goto done;
                 sum[v] += hx_app_now_us() - a;
             }
         }
