@@ -294,29 +294,23 @@ static struct hx_t_dut hx_t_duts[HX_T_MAX_DUTS];
 static int hx_t_n_duts;
 static int hx_t_passed, hx_t_failed, hx_t_skipped;
 
+/* Set name to value, or clear it when value is NULL. */
+static void hx_t_env(const char *name, const char *value)
+{
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+
 /* The environment knobs of a `cpu` variant; every other device runs with them cleared. */
 static void hx_t_dut_env(const struct hx_t_dut *d)
 {
-    if (d->isa)
-        setenv("HX_CPU_ISA", d->isa, 1);
-    else
-        unsetenv("HX_CPU_ISA");
-    if (d->norepack)
-        setenv("HX_CPU_REPACK", "0", 1);
-    else
-        unsetenv("HX_CPU_REPACK");
-    if (d->streams)
-        setenv("HX_CPU_STREAMS", d->streams, 1);
-    else
-        unsetenv("HX_CPU_STREAMS");
-    if (d->novbmi)
-        setenv("HX_CPU_VBMI", "0", 1);
-    else
-        unsetenv("HX_CPU_VBMI");
-    if (d->prefetch)
-        setenv("HX_CPU_PREFETCH", d->prefetch, 1);
-    else
-        unsetenv("HX_CPU_PREFETCH");
+    hx_t_env("HX_CPU_ISA", d->isa);
+    hx_t_env("HX_CPU_REPACK", d->norepack ? "0" : NULL);
+    hx_t_env("HX_CPU_STREAMS", d->streams);
+    hx_t_env("HX_CPU_VBMI", d->novbmi ? "0" : NULL);
+    hx_t_env("HX_CPU_PREFETCH", d->prefetch);
 }
 
 static void hx_t_dut_release(struct hx_t_dut *d)
