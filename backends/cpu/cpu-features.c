@@ -85,6 +85,28 @@ enum hx_cpu_isa hx__cpu_isa(void)
     return hx__cpu_isa_best();
 }
 
+/* The CPU family if the vendor is AMD ("AuthenticAMD": ebx "Auth", edx "enti", ecx "cAMD"),
+ * else 0: CPUID leaf 1 EAX, base family plus extended family when the base is 0xF (0x19 is
+ * Zen 3/4, 0x1A Zen 5). CPUID traps in a VM and every repacked weight asks, so it is read once. */
+static int hx__amd_family = -1;
+
+static int hx_cpu_amd_family(void)
+{
+    int f = __atomic_load_n(&hx__amd_family, __ATOMIC_ACQUIRE);
+    if (f >= 0) return f;
+    f = 0;
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u &&
+        __get_cpuid(1, &a, &b, &c, &d)) {
+        const unsigned base = (a >> 8) & 0xF, ext = (a >> 20) & 0xFF;
+        f = (int)(base == 0xF ? base + ext : base);
+    }
+#endif
+    __atomic_store_n(&hx__amd_family, f, __ATOMIC_RELEASE);
+    return f;
+}
+
 /* Decode weight streams per thread (cpu-x16-avx512.c), asked when a weight is repacked. Same-run A/B, median of 3 rounds, Qwen3
  * layer shapes from DRAM: on the Xeon (AMX) VM two interleaved streams beat one by 15-30% for
  * the low-bit types; on the Zen 5 VM one stream beats two on every type and shape, 2 threads
@@ -94,28 +116,7 @@ int hx__cpu_decode_streams(void)
 {
     const char *env = getenv("HX_CPU_STREAMS");
     if (env && env[0] >= '1' && env[0] <= '4' && !env[1]) return env[0] - '0';
-    int n = 2;
-#if defined(__x86_64__)
-    unsigned a, b, c, d;
-    /* "AuthenticAMD": ebx "Auth", edx "enti", ecx "cAMD" */
-    if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u) n = 1;
-#endif
-    return n;
-}
-
-/* AMD family 19h (Zen 3, Zen 4): CPUID 1 EAX base family 0xF + extended family 0x0A. */
-static bool hx_cpu_amd_family_19h(void)
-{
-#if defined(__x86_64__)
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
-        return false;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-    const unsigned base = (a >> 8) & 0xF, ext = (a >> 20) & 0xFF;
-    return (base == 0xF ? base + ext : base) == 0x19;
-#else
-    return false;
-#endif
+    return hx_cpu_amd_family() ? 1 : 2;
 }
 
 /* Software prefetch distance of the decode tile kernels (cpu-x16-avx512.c), asked when a weight
@@ -136,7 +137,7 @@ int hx__cpu_decode_prefetch(enum hx_dtype t)
     if (env && !strcmp(env, "0")) return 0;
     if (env && !strcmp(env, "8")) return 8192;
     if (env && !strcmp(env, "16")) return 16384;
-    if (!hx_cpu_amd_family_19h()) return 16384;
+    if (hx_cpu_amd_family() != 0x19) return 16384;
     if (t == HX_DTYPE_Q8_0 || t == HX_DTYPE_Q4_0 || t == HX_DTYPE_Q4_K || t == HX_DTYPE_Q6_K) return 0;
     return t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_TQ1_0 ? 8192 : 16384;
 }
