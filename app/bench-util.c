@@ -369,12 +369,19 @@ int hx_app_bw_measure(struct hx_app_bw_buf *b, int n_passes, struct hx_app_bw *o
     return 0;
 }
 
-int hx_app_bw_burst(struct hx_app_bw_buf *b, size_t bytes, int n_samples, double *median_us)
+/* Blocks a read of `bytes` takes (at least one), or 0 when the buffer holds fewer: a read of
+ * fewer bytes would not be the same read. */
+static size_t hx_app_bw_blocks(const struct hx_app_bw_buf *b, size_t bytes)
 {
     const size_t bb = HX_APP_BLOCK * sizeof(uint64_t);
-    size_t nb = (bytes + bb - 1) / bb;
-    if (nb < 1) nb = 1;
-    if (nb > b->n_blocks) return -1; /* a read of fewer bytes would not be the same read */
+    const size_t nb = bytes ? (bytes + bb - 1) / bb : 1;
+    return nb <= b->n_blocks ? nb : 0;
+}
+
+int hx_app_bw_burst(struct hx_app_bw_buf *b, size_t bytes, int n_samples, double *median_us)
+{
+    const size_t nb = hx_app_bw_blocks(b, bytes);
+    if (!nb) return -1;
     const size_t per = b->n_blocks / nb; /* reads per rotation through the buffer */
     if (n_samples < 1) n_samples = 1;
     double *us = malloc((size_t)n_samples * sizeof *us);
@@ -395,10 +402,8 @@ int hx_app_bw_burst(struct hx_app_bw_buf *b, size_t bytes, int n_samples, double
 
 int hx_app_bw_read_one(struct hx_app_bw_buf *b, size_t bytes, size_t *cursor, double *us)
 {
-    const size_t bb = HX_APP_BLOCK * sizeof(uint64_t);
-    size_t nb = (bytes + bb - 1) / bb;
-    if (nb < 1) nb = 1;
-    if (nb > b->n_blocks) return -1;
+    const size_t nb = hx_app_bw_blocks(b, bytes);
+    if (!nb) return -1;
     const size_t per = b->n_blocks / nb;
     struct hx_app_bw_pass ps = {.b = b, .count = nb, .first = (*cursor % per) * nb};
     atomic_init(&ps.used, 1);

@@ -504,11 +504,11 @@ int hx_cmd_bench_kernels(int argc, char **argv)
     struct hx_app_bw probe = {0};
     double bw = o.bw_gbs;
     struct hx_app_bw_buf *pb = NULL;
+    char desc[256] = "";
+    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
     if (o.n_cmp) { /* the plain read between the calls; no probe figure */
-        char d[256] = "";
-        if (dev->ops->describe) dev->ops->describe(dev, d, sizeof d);
         pb = hx_app_bw_open(o.threads, o.set_bytes);
-        const int rc = hx_bk_run_compare(dev, &o, pb, d);
+        const int rc = hx_bk_run_compare(dev, &o, pb, desc);
         hx_app_bw_close(pb);
         hx__device_close(dev);
         return rc;
@@ -517,8 +517,6 @@ int hx_cmd_bench_kernels(int argc, char **argv)
         hx_app_bw_measure(pb, 9, &probe, NULL) == 0)
         bw = probe.median_gbs;
     bool md = !strcmp(o.fmt, "md"), js = !strcmp(o.fmt, "json");
-    char desc[256] = "";
-    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
     if (md) {
         printf("# kernel benchmark: backend %s (%s)%s%s\n\n", dev->id, dev->info.name,
                desc[0] ? ", " : "", desc);
