@@ -110,12 +110,17 @@ static size_t hx_app_mem_available(void)
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
-size_t hx_app_bw_default_bytes(void)
+size_t hx_app_bytes_past_llc(unsigned times)
 {
-    size_t want = 8 * hx_app_llc_bytes(), avail = hx_app_mem_available();
+    size_t want = times * hx_app_llc_bytes(), avail = hx_app_mem_available();
     if (want < ((size_t)256 << 20)) want = (size_t)256 << 20;
     if (avail && want > avail / 4) want = avail / 4;
     return want;
+}
+
+size_t hx_app_bw_default_bytes(void)
+{
+    return hx_app_bytes_past_llc(8);
 }
 
 /* ---- the read kernels: sum a slice of n_blocks blocks ------------------------------------ */

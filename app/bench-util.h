@@ -24,8 +24,10 @@ struct hx_app_bw {
 /* Size of the largest data or unified CPU cache (sysfs, else sysconf); 0 if unknown. */
 size_t hx_app_llc_bytes(void);
 
-/* The probe's default working set: at least 8× the last-level cache and 256 MiB, but at most
- * a quarter of the memory available now. */
+/* A working set past the caches: at least `times` × the last-level cache and 256 MiB, but at
+ * most a quarter of the memory available now. */
+size_t hx_app_bytes_past_llc(unsigned times);
+/* The probe's default working set: hx_app_bytes_past_llc(8). */
 size_t hx_app_bw_default_bytes(void);
 
 /*
