@@ -507,7 +507,7 @@ int hx_cmd_bench_kernels(int argc, char **argv)
     struct hx_app_bw probe = {0};
     double bw = o.bw_gbs;
     struct hx_app_bw_buf *pb = NULL;
-    char desc[256] = "";
+    char desc[512] = "";
     if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
     if (o.n_cmp) { /* the plain read between the calls; no probe figure */
         pb = hx_app_bw_open(o.threads, o.set_bytes);

@@ -21,7 +21,8 @@
  * The `cpu` backend is also run with each other ISA path it has (HX_CPU_ISA) and, on AVX-512,
  * without its repacked weights (HX_CPU_REPACK=0), with the other decode stream count
  * (HX_CPU_STREAMS, 1 or 2), with another decode software prefetch (HX_CPU_PREFETCH=16 where
- * this CPU uses less for some types, else 0; matmuls only) and, where the CPU has VBMI,
+ * this CPU uses less for some types, else 0, and the other walk of the Q1_0 lookup decode,
+ * HX_CPU_Q1_LUT 8:7 or 4:4; matmuls only) and, where the CPU has VBMI,
  * with the bit-mask Q1_0 decode instead of the lookup one (HX_CPU_VBMI=0, Q1_0 matmuls only):
  * those are separate rows of the summary.
  *
@@ -282,6 +283,7 @@ struct hx_t_dut {
     const char *streams; /* HX_CPU_STREAMS for this variant, or NULL */
     bool novbmi;     /* HX_CPU_VBMI=0: runs the Q1_0 matmuls only (nothing else changes) */
     const char *prefetch; /* HX_CPU_PREFETCH for this variant (matmuls only), or NULL */
+    const char *q1_lut;   /* HX_CPU_Q1_LUT for this variant, or NULL */
     bool variant;    /* an extra code path of a backend: big matmuls only with --full */
     uint64_t wid;    /* weight whose handle is cached */
     void *wh;
@@ -311,6 +313,7 @@ static void hx_t_dut_env(const struct hx_t_dut *d)
     hx_t_env("HX_CPU_STREAMS", d->streams);
     hx_t_env("HX_CPU_VBMI", d->novbmi ? "0" : NULL);
     hx_t_env("HX_CPU_PREFETCH", d->prefetch);
+    hx_t_env("HX_CPU_Q1_LUT", d->q1_lut);
 }
 
 static void hx_t_dut_release(struct hx_t_dut *d)
@@ -844,7 +847,7 @@ static bool hx_t_backend_any(const char *backend)
 /* The ISA a cpu device actually runs with the current environment ("kernels: NAME ..."). */
 static bool hx_t_cpu_runs(struct hx_device *dev, const char *isa)
 {
-    char desc[256] = "";
+    char desc[512] = "";
     if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
     char want[64];
     snprintf(want, sizeof want, "kernels: %s ", isa);
@@ -854,7 +857,7 @@ static bool hx_t_cpu_runs(struct hx_device *dev, const char *isa)
 /* The decode stream count a cpu device uses, from its description (0 if it does not say). */
 static int hx_t_cpu_streams(struct hx_device *dev)
 {
-    char desc[256] = "";
+    char desc[512] = "";
     if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
     const char *p = strstr(desc, "decode streams per thread: ");
     return p ? atoi(p + strlen("decode streams per thread: ")) : 0;
@@ -863,9 +866,19 @@ static int hx_t_cpu_streams(struct hx_device *dev)
 /* Whether a cpu device's decode kernels prefetch 16 KiB ahead for every type (its description). */
 static bool hx_t_cpu_prefetch_16(struct hx_device *dev)
 {
-    char desc[384] = "";
+    char desc[512] = "";
     if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
     return strstr(desc, "decode software prefetch: 16 KiB ahead") != NULL;
+}
+
+/* A Q1_0 lookup decode walk this cpu device does not use for short K ("8:7" or "4:4"), or NULL
+ * when it has no lookup decode (its description). */
+static const char *hx_t_cpu_other_lut(struct hx_device *dev)
+{
+    char desc[512] = "";
+    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    if (!strstr(desc, "Q1_0 lookup decode (tiles:groups ahead): ")) return NULL;
+    return strstr(desc, "Q1_0 lookup decode (tiles:groups ahead): 4:") ? "8:7" : "4:4";
 }
 
 static struct hx_t_dut *hx_t_add_dut(struct hx_device *dev, const char *label, const char *isa,
@@ -889,6 +902,7 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
     unsetenv("HX_CPU_ISA");
     unsetenv("HX_CPU_STREAMS");
     unsetenv("HX_CPU_PREFETCH");
+    unsetenv("HX_CPU_Q1_LUT");
     const char *best = NULL;
     for (size_t i = 0; i < 3 && !best; i++)
         if (hx_t_cpu_runs(dev, isas[i])) best = isas[i];
@@ -896,14 +910,16 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
     const char *other_streams = hx_t_cpu_streams(dev) == 1 ? "2" : "1";
     /* and another software prefetch: none for all, or 16 KiB for all */
     const char *other_prefetch = hx_t_cpu_prefetch_16(dev) ? "0" : "16";
+    const char *other_lut = hx_t_cpu_other_lut(dev);
     hx__device_close(dev);
     for (size_t i = 0; i < 7; i++) {
         const char *isa = i < 3 ? isas[i] : "avx512";
         char label[96];
-        snprintf(label, sizeof label, "%.40s[%s%s%s%s%s]", id, isa, i == 3 ? ",norepack" : "",
+        snprintf(label, sizeof label, "%.40s[%s%s%s%s%s%s%s]", id, isa, i == 3 ? ",norepack" : "",
                  i == 4 ? (other_streams[0] == '1' ? ",1 stream" : ",2 streams") : "",
                  i == 5 ? ",no vbmi" : "",
-                 i == 6 ? (other_prefetch[0] == '1' ? ",prefetch 16 KiB" : ",prefetch off") : "");
+                 i == 6 ? (other_prefetch[0] == '1' ? ",prefetch 16 KiB" : ",prefetch off") : "",
+                 i == 6 && other_lut ? ",lut " : "", i == 6 && other_lut ? other_lut : "");
         if (i < 3 && best && !strcmp(isa, best)) continue; /* that is the plain device */
         if (i >= 3 && !(best && !strcmp(best, "avx512"))) continue;
         if (i == 5 && !__builtin_cpu_supports("avx512vbmi")) continue; /* no lookup path */
@@ -920,7 +936,7 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
         }
         struct hx_t_dut *d = hx_t_add_dut(dev, label, isa, i == 3, i == 4 ? other_streams : NULL);
         if (d && i == 5) d->novbmi = d->variant = true;
-        else if (d && i == 6) d->prefetch = other_prefetch, d->variant = true;
+        else if (d && i == 6) d->prefetch = other_prefetch, d->q1_lut = other_lut, d->variant = true;
         else if (!d) hx__device_close(dev);
     }
 }
@@ -1029,7 +1045,7 @@ int main(int argc, char **argv)
         hx_t_failed++;
     }
     for (int i = 0; i < hx_t_n_duts; i++) {
-        char desc[256] = "";
+        char desc[512] = "";
         hx_t_dut_env(&hx_t_duts[i]);
         if (hx_t_duts[i].dev->ops->describe)
             hx_t_duts[i].dev->ops->describe(hx_t_duts[i].dev, desc, sizeof desc);
@@ -1041,11 +1057,11 @@ int main(int argc, char **argv)
     if (hx_t_n_duts) hx_t_norm_ops(), hx_t_rope_ops(), hx_t_attn_ops(), hx_t_binary_ops();
     if (hx_t_n_duts) hx_t_edge_ops();
 
-    printf("\n%-30s %7s %7s %7s %9s\n", "device", "passed", "failed", "skipped", "run time");
-    printf("%-30s %7s %7s %7s %8.1fs\n", "ref", "", "", "", hx_t_ref.seconds);
+    printf("\n%-38s %7s %7s %7s %9s\n", "device", "passed", "failed", "skipped", "run time");
+    printf("%-38s %7s %7s %7s %8.1fs\n", "ref", "", "", "", hx_t_ref.seconds);
     for (int i = 0; i < hx_t_n_duts; i++) {
         struct hx_t_dut *d = &hx_t_duts[i];
-        printf("%-30s %7d %7d %7d %8.1fs\n", d->label, d->passed, d->failed, d->skipped,
+        printf("%-38s %7d %7d %7d %8.1fs\n", d->label, d->passed, d->failed, d->skipped,
                d->seconds);
         hx_t_dut_release(d);
         hx__device_close(d->dev);

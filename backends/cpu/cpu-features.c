@@ -142,6 +142,31 @@ int hx__cpu_decode_prefetch(enum hx_dtype t)
     return t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_TQ1_0 ? 8192 : 16384;
 }
 
+/* The Q1_0 lookup decode's walk (cpu-x16-vbmi.c) for a weight of k columns, asked when it is
+ * repacked: tiles per block (4 or 8) and how many groups ahead of the one running it prefetches
+ * into L2 (0: none). 8 tiles, 7 groups (about 16 KiB) is the form measured on AMD. On the Xeon
+ * VM of 2026-12-06 (2 threads, `--compare HX_CPU_Q1_LUT=...` against a plain read of the same
+ * tiles, 40 rotations, 3 rounds on the four Qwen3 shapes) that form ran at x1.12-1.31 of the
+ * read. Best there: for K = 1024, 4 tiles 4 groups ahead (x1.08-1.14; 8 tiles 2-3 ahead
+ * x1.15-1.20); for K = 2048 and 3072, 8 tiles 2-3 ahead (x1.03-1.07; 4 and 4 x1.08-1.17).
+ * So 8:7 on AMD; elsewhere 4:4 for K <= 1024, else 8:3. HX_CPU_Q1_LUT=TILES:AHEAD (4 or 8 :
+ * 0..16) sets it for every K. */
+void hx__cpu_q1_lut(int64_t k, int *tiles, int *ahead)
+{
+    const char *env = getenv("HX_CPU_Q1_LUT");
+    if (env && (env[0] == '4' || env[0] == '8') && env[1] == ':') {
+        char *end = NULL;
+        const long a = strtol(env + 2, &end, 10);
+        if (end != env + 2 && !*end && a >= 0 && a <= 16) {
+            *tiles = env[0] - '0', *ahead = (int)a;
+            return;
+        }
+    }
+    const bool amd = hx_cpu_amd_family() != 0, short_k = k <= 1024;
+    *tiles = amd ? 8 : short_k ? 4 : 8;
+    *ahead = amd ? 7 : short_k ? 4 : 3;
+}
+
 /* AMX-INT8 for the Q8_0 prefill GEMM (cpu-x16-amx.c): the CPU has AMX-TILE and AMX-INT8
  * (CPUID 7.0 EDX bits 24, 25), the OS saves tile state (XCR0 bits 17, 18) and grants this
  * process its use (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA, Linux ≥ 5.16). Asked once. */

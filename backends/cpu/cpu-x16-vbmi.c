@@ -17,10 +17,13 @@
  * scaled by the same float operations in the same order, so both paths give the same bits.
  * Per 64 weight bytes: a shift, two vpternlogd, four vpermb and four vpdpbusd.
  *
- * The four tables of a vector (256 bytes) are loaded once for a block of HX_Q1L_TB tiles, which
- * are walked vector-major: their accumulators stay in registers and the tables are read from
- * L1 once per block, not once per tile. While group g runs, group g + 7 of the block (past the
- * last, the next block's first groups) is prefetched into L2 in the order it will be read.
+ * The four tables of a vector (256 bytes) are loaded once for a block of 4 or 8 tiles
+ * (x->lut_tiles), which are walked vector-major: their accumulators stay in registers and the
+ * tables are read from L1 once per block, not once per tile. While group g runs, group
+ * g + x->lut_ahead of the block (past the last, the next block's first groups) is prefetched
+ * into L2 in the order it will be read. Both are chosen per CPU when the weight is repacked
+ * (hx__cpu_q1_lut: 8 tiles 7 groups ahead on AMD; elsewhere 4 and 4 for K <= 1024, else 8
+ * and 3).
  *
  * Tables are built per call by each thread from its quantized row (K·8 bytes: 8 KiB for
  * K = 1024): per 32 activations one vpshufb (4×4 byte transpose), and per (h, b) one
@@ -34,7 +37,7 @@
 #include "cpu-x16.h"
 #include "hx-impl.h"
 
-#define HX_Q1L_TB 8         /* tiles per block */
+#define HX_Q1L_TB 8         /* tiles per block, at most */
 #define HX_Q1L_GBYTES 288   /* bytes of a Q1_0 group in a tile: h[16] d, vec[4] */
 
 size_t hx__x16_q1_lut_bytes(int64_t k)
@@ -85,10 +88,6 @@ void hx__x16_q1_lut_build(uint8_t *lut, const int8_t *q, int64_t k)
     }
 }
 
-/* Groups of a block prefetched ahead: 7 × 8 tiles × 288 bytes, about the 16 KiB the bit-mask
- * kernel prefetches ahead of its one stream. */
-#define HX_Q1L_PFG 7
-
 /* Prefetch into L2 group g of the tiles t .. t + nt (the five lines of its 288 bytes). */
 static inline void hx_q1l_prefetch_group(const struct hx_cpu_x16 *x, int64_t t, int nt, int64_t g)
 {
@@ -100,13 +99,14 @@ static inline void hx_q1l_prefetch_group(const struct hx_cpu_x16 *x, int64_t t, 
 
 void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
 {
-    const int nt = (int)HX_MIN((int64_t)HX_Q1L_TB, t1 - t0);
-    for (int64_t g = 0; g < HX_MIN((int64_t)HX_Q1L_PFG, x->k / 128) && nt > 0; g++)
+    const int nt = (int)HX_MIN((int64_t)x->lut_tiles, t1 - t0);
+    for (int64_t g = 0; g < HX_MIN((int64_t)x->lut_ahead, x->k / 128) && nt > 0; g++)
         hx_q1l_prefetch_group(x, t0, nt, g);
 }
 
 /* Tiles t0 .. t0 + TB of one row (TB a constant after inlining); the next block has nn tiles.
- * Group g + HX_Q1L_PFG is prefetched while group g runs, into the next block past the last. */
+ * Group g + x->lut_ahead is prefetched while group g runs, into the next block past the last;
+ * none when lut_ahead is 0. */
 static inline __attribute__((always_inline)) void
 hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, const uint8_t *lut, const float *dx,
              int64_t t0, int nn, float *out, float scale)
@@ -119,11 +119,11 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, const uint8_t *lut, const
     __m512 acc[HX_Q1L_TB];
     _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        /* the group HX_Q1L_PFG ahead: in this block, else in the next one (if it has tile t) */
-        const int64_t gp = g + HX_Q1L_PFG;
+        /* the group lut_ahead ahead: in this block, else in the next one (if it has tile t) */
+        const int64_t gp = g + x->lut_ahead;
         const char *pf = gp < ng ? (const char *)base + (size_t)gp * HX_Q1L_GBYTES
                      : (const char *)base + tb * (size_t)TB + (size_t)(gp - ng) * HX_Q1L_GBYTES;
-        const int npf = gp < ng ? TB : (gp - ng < ng ? nn : 0);
+        const int npf = !x->lut_ahead ? 0 : gp < ng ? TB : (gp - ng < ng ? nn : 0);
         __m512i aL[HX_Q1L_TB], aH[HX_Q1L_TB];
         _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) aL[t] = aH[t] = _mm512_setzero_si512();
         const size_t go = (size_t)g * HX_Q1L_GBYTES;
@@ -176,7 +176,11 @@ void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, const uint8_t *lut, const 
                           int64_t t0, int64_t t1, float *out, float scale)
 {
     int64_t t = t0;
-    for (; t + HX_Q1L_TB <= t1; t += HX_Q1L_TB)
-        hx_q1l_block(HX_Q1L_TB, x, lut, dx, t, (int)HX_MIN((int64_t)HX_Q1L_TB, t1 - t - HX_Q1L_TB), out, scale);
+    if (x->lut_tiles == 4)
+        for (; t + 4 <= t1; t += 4)
+            hx_q1l_block(4, x, lut, dx, t, (int)HX_MIN((int64_t)4, t1 - t - 4), out, scale);
+    else
+        for (; t + HX_Q1L_TB <= t1; t += HX_Q1L_TB)
+            hx_q1l_block(HX_Q1L_TB, x, lut, dx, t, (int)HX_MIN((int64_t)HX_Q1L_TB, t1 - t - HX_Q1L_TB), out, scale);
     if (t < t1) hx_q1l_block_n((int)(t1 - t), x, lut, dx, t, out, scale);
 }

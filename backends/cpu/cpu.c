@@ -178,9 +178,18 @@ static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
         for (size_t i = 0; i < nx; i++)
             snprintf(pf + strlen(pf), sizeof pf - strlen(pf), "%s%s %d", i ? ", " : " (KiB ahead): ",
                      hx_dtype_name(x16[i]), hx__cpu_decode_prefetch(x16[i]) / 1024);
+    char lut[128] = "";
+    if (hx__cpu_vbmi()) { /* tiles per block : groups prefetched ahead, for K = 1024 and 4096 */
+        int t1, a1, t4, a4;
+        hx__cpu_q1_lut(1024, &t1, &a1);
+        hx__cpu_q1_lut(4096, &t4, &a4);
+        if (t1 == t4 && a1 == a4) snprintf(lut, sizeof lut, ", Q1_0 lookup decode (tiles:groups ahead): %d:%d", t1, a1);
+        else snprintf(lut, sizeof lut, ", Q1_0 lookup decode (tiles:groups ahead): %d:%d for K <= 1024, else %d:%d",
+                      t1, a1, t4, a4);
+    }
     snprintf(out, len, "kernels: %s (best on this CPU: %s), threads: %d, decode streams per thread: %d, "
-             "decode software prefetch%s", hx__cpu_isa_name(hx__cpu_isa()),
-             hx__cpu_isa_name(hx__cpu_isa_best()), c->n_threads, hx__cpu_decode_streams(), pf);
+             "decode software prefetch%s%s", hx__cpu_isa_name(hx__cpu_isa()),
+             hx__cpu_isa_name(hx__cpu_isa_best()), c->n_threads, hx__cpu_decode_streams(), pf, lut);
 }
 
 const struct hx_backend_ops hx_backend_cpu_ops = {
