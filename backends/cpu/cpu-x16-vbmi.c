@@ -29,11 +29,13 @@
  * K = 1024): per 32 activations one vpshufb (4×4 byte transpose), and per (h, b) one
  * broadcast and one vpdpbusd of the q + 128 bytes with the ±1 sign pattern of each nibble,
  * started from 512 − 128·Σ signs, which leaves E + 512 in each int32 lane. The build takes
- * ~0.45 µs per 1024 activations, and memory would sit idle meanwhile once the head's
- * prefetches (issued before the row is quantized) are in: so per 128 activations it
- * prefetches the next group the walk will read (on the Xeon VM, 2 threads: x1.10-1.14 ->
- * x1.05-1.09 of a plain read of the same tiles on the four Qwen3 shapes; a group per 64
- * or per 32 activations did no better).
+ * ~0.45 µs per 1024 activations, and memory would sit idle meanwhile once the prefetches issued
+ * before it are in: so per 64 activations it prefetches the next group the walk will read, and
+ * only the first group is prefetched before the row is quantized (a burst of prefetches stalls
+ * the thread until most are in). On the Xeon VM (2 threads, time over a plain read of the same
+ * tiles, the four Qwen3 shapes, call by call): the head of lut_ahead groups and no pacing
+ * x1.10-1.14; with a group per 128 activations x1.05-1.09 (per 64 or 32 no better); with the
+ * head cut to one group as well, 2-6% less again on every shape.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -79,10 +81,10 @@ static inline void hx_q1l_prefetch_group(const struct hx_cpu_x16 *x, int64_t t, 
 }
 
 /* Group i past the head in the order the walk of tiles t0 .. t1 reads them (the head is the
- * first lut_ahead groups of the first block): into L2, nothing past the thread's tiles. */
+ * first group of the first block): into L2, nothing past the thread's tiles. */
 static void hx_q1l_prefetch_next(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1, int64_t i)
 {
-    const int64_t ng = x->k / 128, at = x->lut_ahead + i, tb0 = t0 + (at / ng) * x->lut_tiles;
+    const int64_t ng = x->k / 128, at = 1 + i, tb0 = t0 + (at / ng) * x->lut_tiles;
     if (tb0 < t1) hx_q1l_prefetch_group(x, tb0, (int)HX_MIN((int64_t)x->lut_tiles, t1 - tb0), at % ng);
 }
 
@@ -95,7 +97,7 @@ void hx__x16_q1_lut_build(uint8_t *lut, const int8_t *q, int64_t k, const struct
     const __m512i pick = _mm512_loadu_si512(hx_q1l_pick);
     int32_t dw[16] __attribute__((aligned(64)));
     for (int64_t v0 = 0; v0 < k / 32; v0 += 2) { /* Q1_0: k is a multiple of 128 */
-        if (x && v0 % 4 == 2) hx_q1l_prefetch_next(x, t0, t1, v0 / 4); /* a group per 128 codes */
+        if (x) hx_q1l_prefetch_next(x, t0, t1, v0 / 2); /* a group per 64 codes */
         const __m512i raw = _mm512_loadu_si512(q + 32 * v0);
         /* dword 4L + b: the four codes of (v0 + L/2, h = L%2, b) as q + 128 */
         _mm512_store_si512(dw, _mm512_xor_si512(_mm512_shuffle_epi8(raw, tr), _mm512_set1_epi8((char)0x80)));
@@ -115,8 +117,7 @@ void hx__x16_q1_lut_build(uint8_t *lut, const int8_t *q, int64_t k, const struct
 void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
 {
     const int nt = (int)HX_MIN((int64_t)x->lut_tiles, t1 - t0);
-    for (int64_t g = 0; g < HX_MIN((int64_t)x->lut_ahead, x->k / 128) && nt > 0; g++)
-        hx_q1l_prefetch_group(x, t0, nt, g);
+    if (nt > 0) hx_q1l_prefetch_group(x, t0, nt, 0);
 }
 
 /* Tiles t0 .. t0 + TB of one row (TB a constant after inlining); the next block has nn tiles.

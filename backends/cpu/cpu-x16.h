@@ -89,8 +89,9 @@ void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a
  * the tables of a quantized row (hx__x16_q1_lut_bytes(k) bytes, 64-aligned), built from its
  * codes, then columns of tiles t0..t1 of that row (dx: the row's act scales). */
 size_t hx__x16_q1_lut_bytes(int64_t k);
-/* The tables of a quantized row q (k codes) into lut; meanwhile the groups after the head of the
- * walk of x's tiles t0 .. t1 are prefetched (none when x is NULL). */
+/* The tables of a quantized row q (k codes) into lut; meanwhile the groups after the head (the
+ * first group, hx__x16_q1_prefetch_head) of the walk of x's tiles t0 .. t1 are prefetched, one
+ * per 64 codes (none when x is NULL). */
 void hx__x16_q1_lut_build(uint8_t *lut, const int8_t *q, int64_t k, const struct hx_cpu_x16 *x,
                           int64_t t0, int64_t t1);
 void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1);
