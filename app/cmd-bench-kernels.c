@@ -38,7 +38,7 @@ struct hx_bk_opts {
     int threads, reps;
     const char *bad_opt, *bad_val; /* the option (and value) a parse error is about */
     double bw_gbs;  /* --bw-gbs: skip the probe */
-    size_t set_bytes; /* --working-set MIB: weight copies per case (default hx_app_bytes_past_llc(HX_BK_LLC_TIMES)) */
+    size_t set_bytes; /* --working-set MIB: weight copies per case (default 2x the LLC) */
     /* --compare VAR=V1,V2,..: the weights prepared and each call run under each value of an
      * HX_* environment variable, call by call in turn (HX_BK_MAX_CMP values at most) */
     char cmp_var[64], cmp_vals[HX_BK_MAX_CMP][32];

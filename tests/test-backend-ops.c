@@ -844,11 +844,20 @@ static bool hx_t_backend_any(const char *backend)
     return false;
 }
 
+#define HX_T_DESC_BYTES 512
+
+/* A device's description under the current environment ("" if it has none). */
+static void hx_t_describe(struct hx_device *dev, char desc[HX_T_DESC_BYTES])
+{
+    desc[0] = '\0';
+    if (dev->ops->describe) dev->ops->describe(dev, desc, HX_T_DESC_BYTES);
+}
+
 /* The ISA a cpu device actually runs with the current environment ("kernels: NAME ..."). */
 static bool hx_t_cpu_runs(struct hx_device *dev, const char *isa)
 {
-    char desc[512] = "";
-    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    char desc[HX_T_DESC_BYTES];
+    hx_t_describe(dev, desc);
     char want[64];
     snprintf(want, sizeof want, "kernels: %s ", isa);
     return strncmp(desc, want, strlen(want)) == 0;
@@ -857,8 +866,8 @@ static bool hx_t_cpu_runs(struct hx_device *dev, const char *isa)
 /* The decode stream count a cpu device uses, from its description (0 if it does not say). */
 static int hx_t_cpu_streams(struct hx_device *dev)
 {
-    char desc[512] = "";
-    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    char desc[HX_T_DESC_BYTES];
+    hx_t_describe(dev, desc);
     const char *p = strstr(desc, "decode streams per thread: ");
     return p ? atoi(p + strlen("decode streams per thread: ")) : 0;
 }
@@ -866,8 +875,8 @@ static int hx_t_cpu_streams(struct hx_device *dev)
 /* Whether a cpu device's decode kernels prefetch 16 KiB ahead for every type (its description). */
 static bool hx_t_cpu_prefetch_16(struct hx_device *dev)
 {
-    char desc[512] = "";
-    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    char desc[HX_T_DESC_BYTES];
+    hx_t_describe(dev, desc);
     return strstr(desc, "decode software prefetch: 16 KiB ahead") != NULL;
 }
 
@@ -875,8 +884,8 @@ static bool hx_t_cpu_prefetch_16(struct hx_device *dev)
  * when it has no lookup decode (its description). */
 static const char *hx_t_cpu_other_lut(struct hx_device *dev)
 {
-    char desc[512] = "";
-    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    char desc[HX_T_DESC_BYTES];
+    hx_t_describe(dev, desc);
     if (!strstr(desc, "Q1_0 lookup decode (tiles:groups ahead): ")) return NULL;
     return strstr(desc, "Q1_0 lookup decode (tiles:groups ahead): 4:") ? "8:7" : "4:4";
 }
@@ -1045,10 +1054,9 @@ int main(int argc, char **argv)
         hx_t_failed++;
     }
     for (int i = 0; i < hx_t_n_duts; i++) {
-        char desc[512] = "";
+        char desc[HX_T_DESC_BYTES];
         hx_t_dut_env(&hx_t_duts[i]);
-        if (hx_t_duts[i].dev->ops->describe)
-            hx_t_duts[i].dev->ops->describe(hx_t_duts[i].dev, desc, sizeof desc);
+        hx_t_describe(hx_t_duts[i].dev, desc);
         desc[strcspn(desc, "\n")] = '\0';
         printf("device %-22s %s%s%s\n", hx_t_duts[i].label, hx_t_duts[i].dev->info.description,
                desc[0] ? "; " : "", desc);

@@ -183,9 +183,9 @@ static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
         int t1, a1, t4, a4;
         hx__cpu_q1_lut(1024, &t1, &a1);
         hx__cpu_q1_lut(4096, &t4, &a4);
-        if (t1 == t4 && a1 == a4) snprintf(lut, sizeof lut, ", Q1_0 lookup decode (tiles:groups ahead): %d:%d", t1, a1);
-        else snprintf(lut, sizeof lut, ", Q1_0 lookup decode (tiles:groups ahead): %d:%d for K <= 1024, else %d:%d",
-                      t1, a1, t4, a4);
+        int n = snprintf(lut, sizeof lut, ", Q1_0 lookup decode (tiles:groups ahead): %d:%d", t1, a1);
+        if (t1 != t4 || a1 != a4)
+            snprintf(lut + n, sizeof lut - (size_t)n, " for K <= 1024, else %d:%d", t4, a4);
     }
     snprintf(out, len, "kernels: %s (best on this CPU: %s), threads: %d, decode streams per thread: %d, "
              "decode software prefetch%s%s", hx__cpu_isa_name(hx__cpu_isa()),
