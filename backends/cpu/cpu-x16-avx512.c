@@ -68,6 +68,78 @@ void hx__x16_quantize_rows_avx512(struct hx_cpu_xact *a, enum hx_dtype t, const 
     }
 }
 
+/* Q6_K, group j of superblock sb (at base) of one tile, for R activation rows, into sacc. A
+ * group (16 elements of the 16 rows, 4 chunks) is three vectors holding 4u of chunks 0, 1, 2
+ * in bits 2..7 and chunk 3's code in their bits 0..1 (cpu-x16.h): chunks 0-2 are one vpand
+ * each, chunk 3 (4u again) three shifts, two vpternlogd bit selects and a vpand. The 6-bit
+ * scales times the activation scale of 32 are applied per group in float. */
+static inline __attribute__((always_inline)) void
+hx_x16_q6k_group(const uint8_t *base, int64_t sb, int j, const int R, const int8_t *const *xr,
+                 const float *const *dr, const int32_t *const *kr, __m512 *sacc, const char *pfb)
+{
+    const __m512i mfc = _mm512_set1_epi8((char)0xFC), m0f = _mm512_set1_epi8(0x0F), m3f = _mm512_set1_epi8(0x3F);
+    if (pfb) {
+        /* 53 lines a superblock: three beside each group's loads, the last five with the first
+         * five groups (hx_x16_tile explains the distance) */
+        _mm_prefetch(pfb + 192 * j, _MM_HINT_T2);
+        _mm_prefetch(pfb + 192 * j + 64, _MM_HINT_T2);
+        _mm_prefetch(pfb + 192 * j + 128, _MM_HINT_T2);
+        if (j < 5) _mm_prefetch(pfb + 3072 + 64 * j, _MM_HINT_T2);
+    }
+    const uint8_t *q = base + 288 + 192 * j;
+    const __m512i A = _mm512_loadu_si512(q), B = _mm512_loadu_si512(q + 64), C = _mm512_loadu_si512(q + 128);
+    /* 4·u3 = p0 << 2 | p1 << 4 | p2 << 6 from the low bits of B, C, A; 0xE4: c ? a : b */
+    const __m512i y = _mm512_ternarylogic_epi32(_mm512_slli_epi16(B, 2), _mm512_slli_epi16(C, 4), m0f, 0xE4);
+    const __m512i w3 = _mm512_and_si512(_mm512_ternarylogic_epi32(y, _mm512_slli_epi16(A, 6), m3f, 0xE4), mfc);
+    const __m512i w0 = _mm512_and_si512(A, mfc), w1 = _mm512_and_si512(B, mfc), w2 = _mm512_and_si512(C, mfc);
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(base + 32 + 16 * j))));
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+        const int8_t *x = xr[r] + sb * 256 + 16 * j;
+        __m512i s = _mm512_set1_epi32(kr[r][sb * 16 + j]);
+        s = _mm512_dpbusd_epi32(s, w0, _mm512_set1_epi32(hx_x16_ld32(x)));
+        s = _mm512_dpbusd_epi32(s, w1, _mm512_set1_epi32(hx_x16_ld32(x + 4)));
+        s = _mm512_dpbusd_epi32(s, w2, _mm512_set1_epi32(hx_x16_ld32(x + 8)));
+        s = _mm512_dpbusd_epi32(s, w3, _mm512_set1_epi32(hx_x16_ld32(x + 12)));
+        const __m512 sx = _mm512_mul_ps(sc, _mm512_set1_ps(dr[r][sb * 8 + j / 2]));
+        sacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sx, sacc[r]);
+    }
+}
+
+/* Q6_K, one tile × R activation rows: per superblock, its groups' sums in float (two
+ * accumulators in turn for one or two rows), then times d once. */
+static inline __attribute__((always_inline)) void
+hx_x16_tile_q6k(const uint8_t *tile, const struct hx_cpu_xact *a, int64_t r0, const int R,
+                float *out, int64_t os, __mmask16 om, float scale, const int PFD)
+{
+    const int64_t k = a->k, nsb = k / 256;
+    const int8_t *xr[HX_X16_RMAX];
+    const float *dr[HX_X16_RMAX];
+    const int32_t *kr[HX_X16_RMAX];
+    __m512 acc[HX_X16_RMAX];
+    for (int r = 0; r < R; r++) {
+        xr[r] = a->q + (r0 + r) * k;
+        dr[r] = a->d + (r0 + r) * (k / 32);
+        kr[r] = a->ks + (r0 + r) * (k / 16);
+        acc[r] = _mm512_setzero_ps();
+    }
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *base = tile + sb * 3360;
+        const char *pfb = PFD > 0 && R <= 2 ? (const char *)base + PFD : NULL;
+        __m512 s0[HX_X16_RMAX], s1[HX_X16_RMAX];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) s0[r] = s1[r] = _mm512_setzero_ps();
+        for (int j = 0; j < 16; j += 2) {
+            hx_x16_q6k_group(base, sb, j, R, xr, dr, kr, s0, pfb);
+            hx_x16_q6k_group(base, sb, j + 1, R, xr, dr, kr, R <= 2 ? s1 : s0, pfb);
+        }
+        /* codes ×4: the 1/4 goes with d (exact) */
+        const __m512 d = _mm512_mul_ps(hx_x16_h16(base), _mm512_set1_ps(0.25f));
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fmadd_ps(R <= 2 ? _mm512_add_ps(s0[r], s1[r]) : s0[r], d, acc[r]);
+    }
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(out + r * os, om, _mm512_mul_ps(acc[r], vs));
+}
+
 /* One tile × R activation rows. T and R are constants after inlining. */
 static inline __attribute__((always_inline)) void
 hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
@@ -75,8 +147,12 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
             __mmask16 om, float scale, const int PFD)
 {
     const int64_t k = a->k;
-    const int G = T == HX_DTYPE_Q6_K ? 16 : (T == HX_DTYPE_Q1_0 ? 128 : (T == HX_DTYPE_TQ1_0 || T == HX_DTYPE_TQ2_0) ? 256 : 32);
-    const int QB = T == HX_DTYPE_Q6_K ? 32 : G;
+    if (T == HX_DTYPE_Q6_K) {
+        hx_x16_tile_q6k(tile, a, r0, R, out, os, om, scale, PFD);
+        return;
+    }
+    const int G = T == HX_DTYPE_Q1_0 ? 128 : (T == HX_DTYPE_TQ1_0 || T == HX_DTYPE_TQ2_0) ? 256 : 32;
+    const int QB = G;
     /* Integer accumulators per activation row: 8 independent vpdpbusd chains for one row of
      * the long groups (latency ~5 cycles, 2 issued per cycle). TQ2_0, Q1_0 and the Q4 types
      * pack several chunks in one byte (4 fields of 2 bits, 8 of 1 bit, 2 nibbles); for R <= 2
@@ -108,7 +184,7 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
         fr[r] = a->fs + (r0 + r) * ng;
         acc[r] = _mm512_setzero_ps();
     }
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3), m6 = _mm512_set1_epi8(0x30);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
     const __m512i one = _mm512_set1_epi8(1);
     const __m512i c86 = _mm512_set1_epi8((char)86), c171 = _mm512_set1_epi8((char)171);
 
@@ -176,21 +252,6 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
                 else HX_DOT(v + 4, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
             }
             nv = 4;
-        } else if (T == HX_DTYPE_Q6_K) {
-            const uint8_t *base = tile + (g >> 4) * 3360;
-            const int j = (int)(g & 15);
-            __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(base + 32 + 16 * j))));
-            ws = _mm512_mul_ps(hx_x16_h16(base), sc);
-            const uint8_t *q = base + 288 + 192 * j;
-            HX_PFV(0);
-            HX_PFV(1);
-            HX_PFV(2);
-            nv = 3;
-            const __m512i lo0 = _mm512_loadu_si512(q), lo1 = _mm512_loadu_si512(q + 64), hi = _mm512_loadu_si512(q + 128);
-            HX_DOT(0, _mm512_or_si512(_mm512_and_si512(lo0, m4), _mm512_and_si512(_mm512_slli_epi16(hi, 4), m6)));
-            HX_DOT(1, _mm512_or_si512(_mm512_and_si512(lo1, m4), _mm512_and_si512(_mm512_slli_epi16(hi, 2), m6)));
-            HX_DOT(2, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo0, 4), m4), _mm512_and_si512(hi, m6)));
-            HX_DOT(3, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo1, 4), m4), _mm512_and_si512(_mm512_srli_epi16(hi, 2), m6)));
         } else if (T == HX_DTYPE_TQ2_0) {
             const uint8_t *p = tile + g * 1056;
             ws = hx_x16_h16(p + 1024);

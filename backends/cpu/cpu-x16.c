@@ -43,7 +43,7 @@ int hx__x16_bias(enum hx_dtype t)
     switch (t) {
     case HX_DTYPE_Q8_0: return 128;
     case HX_DTYPE_Q4_0: return 8;
-    case HX_DTYPE_Q6_K: return 32;
+    case HX_DTYPE_Q6_K: return 128; /* codes stored ×4: 4u − 128 = 4·(u − 32) */
     case HX_DTYPE_TQ1_0:
     case HX_DTYPE_TQ2_0:
     case HX_DTYPE_Q1_0: return 1;
@@ -131,9 +131,9 @@ static void hx_x16_pack_tile(enum hx_dtype t, int64_t k, const uint8_t *rows[], 
                 for (int pos = 0; pos < 64; pos++) {
                     uint8_t u[4];
                     for (int c = 0; c < 4; c++) u[c] = hx_x16_cb(p, t, nr, pos, c0 + c);
-                    q[pos] = (uint8_t)((u[0] & 15) | (u[2] & 15) << 4);
-                    q[64 + pos] = (uint8_t)((u[1] & 15) | (u[3] & 15) << 4);
-                    q[128 + pos] = (uint8_t)((u[0] >> 4) | (u[1] >> 4) << 2 | (u[2] >> 4) << 4 | (u[3] >> 4) << 6);
+                    q[pos] = (uint8_t)(4 * u[0] | (u[3] >> 4));
+                    q[64 + pos] = (uint8_t)(4 * u[1] | (u[3] & 3));
+                    q[128 + pos] = (uint8_t)(4 * u[2] | (u[3] >> 2 & 3));
                 }
             }
         }

@@ -9,7 +9,8 @@
  * reused for up to 8 activation rows in registers.
  *
  * Codes are unsigned: w = s·(u − K) per group of G elements (Q8_0: u = q + 128, K = 128;
- * Q4_0: K = 8; Q6_K: K = 32; TQ1_0, TQ2_0: u = trit, K = 1; Q1_0: u = bit, w = s·(2u − 1)), except
+ * Q4_0: K = 8; Q6_K: u = 4·code, K = 128, s = d·sc / 4; TQ1_0, TQ2_0: u = trit, K = 1; Q1_0:
+ * u = bit, w = s·(2u − 1)), except
  * Q4_K, where w = d·sc·u − dmin·m. The −K·Σx term is an integer the activation quantizer
  * computes per group, used as the accumulator's start value, so it costs nothing in the loop.
  * Codes stay packed as tightly as in GGUF (nibbles, 2-bit, base-3, bit masks) and every tile
@@ -21,8 +22,8 @@
  *   Q4_0  G=32 : vec[4] (chunk v | chunk v+4 << 4), h[16] d                     = 16 × 18
  *   Q4_K  per 256: h[16] d, h[16] dmin, u8 sc[8][16], u8 m[8][16],
  *                  then per G=32: vec[4] as Q4_0                                = 16 × 148
- *   Q6_K  per 256: h[16] d, i8 sc[16][16], then per G=16: vec[2] low nibbles
- *                  (chunk v | chunk v+2 << 4), vec high bits (chunk c at bits 2c)  = 16 × 210
+ *   Q6_K  per 256: h[16] d, i8 sc[16][16], then per G=16: vec[3], vec c = 4·(chunk c) |
+ *                  2 bits of chunk 3 (vec 0: bits 4-5, vec 1: bits 0-1, vec 2: bits 2-3)  = 16 × 210
  *   TQ2_0 G=256: vec[16] (chunk p + 16·s at bits 2s), h[16] d                  = 16 × 66
  *   TQ1_0 G=256: vec[12] (chunks 5p..5p+4, base 3), vec (chunks 60..63 + a zero
  *                trit), h[16] d — the byte coding of GGUF's TQ1_0               = 16 × 54
