@@ -149,8 +149,10 @@ int hx__cpu_decode_prefetch(enum hx_dtype t)
  * tiles, 40 rotations, 3 rounds on the four Qwen3 shapes) that form ran at x1.12-1.31 of the
  * read. Best there: for K = 1024, 4 tiles 4 groups ahead (x1.08-1.14; 8 tiles 2-3 ahead
  * x1.15-1.20); for K = 2048 and 3072, 8 tiles 2-3 ahead (x1.03-1.07; 4 and 4 x1.08-1.17).
- * So 8:7 on AMD; elsewhere 4:4 for K <= 1024, else 8:3. HX_CPU_Q1_LUT=TILES:AHEAD (4 or 8 :
- * 0..16) sets it for every K. */
+ * With the tables built by the first block instead of before the walk (cpu-x16-vbmi.c), 6
+ * ahead beat 4 for K = 1024 (x1.07-1.09 against x1.11-1.14; 8 no better, 12 x1.41), and 8:3
+ * stayed best for K = 2048 and 3072. So 8:7 on AMD; elsewhere 4:6 for K <= 1024, else 8:3.
+ * HX_CPU_Q1_LUT=TILES:AHEAD (4 or 8 : 0..16) sets it for every K. */
 void hx__cpu_q1_lut(int64_t k, int *tiles, int *ahead)
 {
     const char *env = getenv("HX_CPU_Q1_LUT");
@@ -164,7 +166,7 @@ void hx__cpu_q1_lut(int64_t k, int *tiles, int *ahead)
     }
     const bool amd = hx_cpu_amd_family() != 0, short_k = k <= 1024;
     *tiles = amd ? 8 : short_k ? 4 : 8;
-    *ahead = amd ? 7 : short_k ? 4 : 3;
+    *ahead = amd ? 7 : short_k ? 6 : 3;
 }
 
 /* AMX-INT8 for the Q8_0 prefill GEMM (cpu-x16-amx.c): the CPU has AMX-TILE and AMX-INT8

@@ -134,8 +134,7 @@ static void hx_x16_gemm_task(void *arg, int tid, int nth)
                                      op->src[0].row_stride_bytes / sizeof(float), 0, m);
         if (j->lut) {
             const uintptr_t e = (uintptr_t)(slice + HX_X16_ACT_HDR + hx__xact_bytes(m, x->k, x->type));
-            act->lut = (uint8_t *)((e + 63) & ~(uintptr_t)63);
-            hx__x16_q1_lut_build(act->lut, act->q, x->k, x, t0, t1);
+            act->lut = (uint8_t *)((e + 63) & ~(uintptr_t)63); /* built by the walk's first block */
         }
     } else {
         hx__xact_init(act, j->base, m, x->k, x->type);

@@ -22,20 +22,22 @@
  * tables are read from L1 once per block, not once per tile. While group g runs, group
  * g + x->lut_ahead of the block (past the last, the next block's first groups) is prefetched
  * into L2 in the order it will be read. Both are chosen per CPU when the weight is repacked
- * (hx__cpu_q1_lut: 8 tiles 7 groups ahead on AMD; elsewhere 4 and 4 for K <= 1024, else 8
+ * (hx__cpu_q1_lut: 8 tiles 7 groups ahead on AMD; elsewhere 4 and 6 for K <= 1024, else 8
  * and 3).
  *
  * Tables are built per call by each thread from its quantized row (K·8 bytes: 8 KiB for
  * K = 1024): per 32 activations one vpshufb (4×4 byte transpose), and per (h, b) one
  * broadcast and one vpdpbusd of the q + 128 bytes with the ±1 sign pattern of each nibble,
  * started from 512 − 128·Σ signs, which leaves E + 512 in each int32 lane. The build takes
- * ~0.45 µs per 1024 activations, and memory would sit idle meanwhile once the prefetches issued
- * before it are in: so per 64 activations it prefetches the next group the walk will read, and
- * only the first group is prefetched before the row is quantized (a burst of prefetches stalls
- * the thread until most are in). On the Xeon VM (2 threads, time over a plain read of the same
- * tiles, the four Qwen3 shapes, call by call): the head of lut_ahead groups and no pacing
- * x1.10-1.14; with a group per 128 activations x1.05-1.09 (per 64 or 32 no better); with the
- * head cut to one group as well, 2-6% less again on every shape.
+ * ~0.45 µs per 1024 activations. Built before the walk, with the walk's next groups
+ * prefetched meanwhile, it still cost ~1 µs a call (Xeon VM, 1024→4096 and 3072→1024, against
+ * skipping it): so the first block builds each group's tables just before it reads them, the
+ * build's work done while that block's lines arrive, after one burst of prefetches for the
+ * groups up to two past its distance (the block's first group is prefetched before the row
+ * is quantized). On the Xeon
+ * VM (2 threads, time over a plain read of the same tiles, the four Qwen3 shapes, call by
+ * call, two rounds): built before the walk x1.07-1.16, in the first block x0.99-1.11, the
+ * burst two groups further 2-3% less again.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -80,37 +82,26 @@ static inline void hx_q1l_prefetch_group(const struct hx_cpu_x16 *x, int64_t t, 
     }
 }
 
-/* Group i past the head in the order the walk of tiles t0 .. t1 reads them (the head is the
- * first group of the first block): into L2, nothing past the thread's tiles. */
-static void hx_q1l_prefetch_next(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1, int64_t i)
-{
-    const int64_t ng = x->k / 128, at = 1 + i, tb0 = t0 + (at / ng) * x->lut_tiles;
-    if (tb0 < t1) hx_q1l_prefetch_group(x, tb0, (int)HX_MIN((int64_t)x->lut_tiles, t1 - tb0), at % ng);
-}
-
-void hx__x16_q1_lut_build(uint8_t *lut, const int8_t *q, int64_t k, const struct hx_cpu_x16 *x,
-                          int64_t t0, int64_t t1)
+/* The tables of vectors v0 and v0 + 1 (v0 even) of a quantized row q into lut. */
+static inline void hx_q1l_build_pair(uint8_t *lut, const int8_t *q, int64_t v0)
 {
     const __m512i signs = _mm512_loadu_si512(hx_q1l_signs), start = _mm512_loadu_si512(hx_q1l_start);
     /* per 16-byte lane (32v + 16h .. +15, element 4j + b at byte 4j + b): to byte 4b + j */
     const __m512i tr = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
     const __m512i pick = _mm512_loadu_si512(hx_q1l_pick);
     int32_t dw[16] __attribute__((aligned(64)));
-    for (int64_t v0 = 0; v0 < k / 32; v0 += 2) { /* Q1_0: k is a multiple of 128 */
-        if (x) hx_q1l_prefetch_next(x, t0, t1, v0 / 2); /* a group per 64 codes */
-        const __m512i raw = _mm512_loadu_si512(q + 32 * v0);
-        /* dword 4L + b: the four codes of (v0 + L/2, h = L%2, b) as q + 128 */
-        _mm512_store_si512(dw, _mm512_xor_si512(_mm512_shuffle_epi8(raw, tr), _mm512_set1_epi8((char)0x80)));
-        for (int L = 0; L < 4; L++) {
-            __m512i e[4];
-            for (int b = 0; b < 4; b++)
-                e[b] = _mm512_dpbusd_epi32(start, _mm512_set1_epi32(dw[4 * L + b]), signs);
-            const __m512i lo = _mm512_permutex2var_epi8(e[0], pick, e[1]); /* TL b0 b1 | TH b0 b1 */
-            const __m512i hi = _mm512_permutex2var_epi8(e[2], pick, e[3]); /* TL b2 b3 | TH b2 b3 */
-            uint8_t *t = lut + (size_t)(v0 + L / 2) * 256 + (size_t)(L % 2) * 128;
-            _mm512_storeu_si512(t, _mm512_shuffle_i64x2(lo, hi, 0x44));      /* TL */
-            _mm512_storeu_si512(t + 64, _mm512_shuffle_i64x2(lo, hi, 0xEE)); /* TH */
-        }
+    const __m512i raw = _mm512_loadu_si512(q + 32 * v0);
+    /* dword 4L + b: the four codes of (v0 + L/2, h = L%2, b) as q + 128 */
+    _mm512_store_si512(dw, _mm512_xor_si512(_mm512_shuffle_epi8(raw, tr), _mm512_set1_epi8((char)0x80)));
+    for (int L = 0; L < 4; L++) {
+        __m512i e[4];
+        for (int b = 0; b < 4; b++)
+            e[b] = _mm512_dpbusd_epi32(start, _mm512_set1_epi32(dw[4 * L + b]), signs);
+        const __m512i lo = _mm512_permutex2var_epi8(e[0], pick, e[1]); /* TL b0 b1 | TH b0 b1 */
+        const __m512i hi = _mm512_permutex2var_epi8(e[2], pick, e[3]); /* TL b2 b3 | TH b2 b3 */
+        uint8_t *t = lut + (size_t)(v0 + L / 2) * 256 + (size_t)(L % 2) * 128;
+        _mm512_storeu_si512(t, _mm512_shuffle_i64x2(lo, hi, 0x44));      /* TL */
+        _mm512_storeu_si512(t + 64, _mm512_shuffle_i64x2(lo, hi, 0xEE)); /* TH */
     }
 }
 
@@ -124,8 +115,8 @@ void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1
  * Group g + x->lut_ahead is prefetched while group g runs, into the next block past the last;
  * none when lut_ahead is 0. */
 static inline __attribute__((always_inline)) void
-hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, const uint8_t *lut, const float *dx,
-             int64_t t0, int nn, float *out, float scale)
+hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t *bq,
+             const float *dx, int64_t t0, int nn, float *out, float scale)
 {
     const int64_t ng = x->k / 128;
     const size_t tb = x->tile_bytes;
@@ -140,6 +131,15 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, const uint8_t *lut, const
         const char *pf = gp < ng ? (const char *)base + (size_t)gp * HX_Q1L_GBYTES
                      : (const char *)base + tb * (size_t)TB + (size_t)(gp - ng) * HX_Q1L_GBYTES;
         const int npf = !x->lut_ahead ? 0 : gp < ng ? TB : (gp - ng < ng ? nn : 0);
+        if (bq) { /* the first block builds each group's tables just before it reads them */
+            if (g == 0 && x->lut_ahead) /* and, first, fetches the groups up to two past its distance */
+                for (int64_t gi = 1; gi < x->lut_ahead + 2 && gi < ng; gi++)
+                    for (int t = 0; t < TB; t++)
+                        for (int l = 0; l < 5; l++)
+                            _mm_prefetch((const char *)base + tb * (size_t)t + (size_t)gi * HX_Q1L_GBYTES + 64 * l, _MM_HINT_T2);
+            hx_q1l_build_pair(lut, bq, 4 * g);
+            hx_q1l_build_pair(lut, bq, 4 * g + 2);
+        }
         __m512i aL[HX_Q1L_TB], aH[HX_Q1L_TB];
         _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) aL[t] = aH[t] = _mm512_setzero_si512();
         const size_t go = (size_t)g * HX_Q1L_GBYTES;
@@ -176,11 +176,11 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, const uint8_t *lut, const
     }
 }
 
-static void hx_q1l_block_n(int n, const struct hx_cpu_x16 *x, const uint8_t *lut, const float *dx,
-                           int64_t t0, float *out, float scale)
+static void hx_q1l_block_n(int n, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t *bq,
+                           const float *dx, int64_t t0, float *out, float scale)
 {
     switch (n) {
-#define HX_Q1L_CASE(N) case N: hx_q1l_block(N, x, lut, dx, t0, 0, out, scale); break;
+#define HX_Q1L_CASE(N) case N: hx_q1l_block(N, x, lut, bq, dx, t0, 0, out, scale); break;
     HX_Q1L_CASE(1) HX_Q1L_CASE(2) HX_Q1L_CASE(3) HX_Q1L_CASE(4)
     HX_Q1L_CASE(5) HX_Q1L_CASE(6) HX_Q1L_CASE(7)
 #undef HX_Q1L_CASE
@@ -188,15 +188,15 @@ static void hx_q1l_block_n(int n, const struct hx_cpu_x16 *x, const uint8_t *lut
     }
 }
 
-void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, const uint8_t *lut, const float *dx,
-                          int64_t t0, int64_t t1, float *out, float scale)
+void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t *bq,
+                          const float *dx, int64_t t0, int64_t t1, float *out, float scale)
 {
     int64_t t = t0;
     if (x->lut_tiles == 4)
-        for (; t + 4 <= t1; t += 4)
-            hx_q1l_block(4, x, lut, dx, t, (int)HX_MIN((int64_t)4, t1 - t - 4), out, scale);
+        for (; t + 4 <= t1; t += 4, bq = NULL)
+            hx_q1l_block(4, x, lut, bq, dx, t, (int)HX_MIN((int64_t)4, t1 - t - 4), out, scale);
     else
-        for (; t + HX_Q1L_TB <= t1; t += HX_Q1L_TB)
-            hx_q1l_block(HX_Q1L_TB, x, lut, dx, t, (int)HX_MIN((int64_t)HX_Q1L_TB, t1 - t - HX_Q1L_TB), out, scale);
-    if (t < t1) hx_q1l_block_n((int)(t1 - t), x, lut, dx, t, out, scale);
+        for (; t + HX_Q1L_TB <= t1; t += HX_Q1L_TB, bq = NULL)
+            hx_q1l_block(HX_Q1L_TB, x, lut, bq, dx, t, (int)HX_MIN((int64_t)HX_Q1L_TB, t1 - t - HX_Q1L_TB), out, scale);
+    if (t < t1) hx_q1l_block_n((int)(t1 - t), x, lut, bq, dx, t, out, scale);
 }

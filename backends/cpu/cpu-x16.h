@@ -87,17 +87,14 @@ void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a
                          int64_t r1, int64_t t0, int64_t t1, float *dst, int64_t dst_stride,
                          float scale);
 /* Q1_0, one activation row, by table lookup (cpu-x16-vbmi.c, only where hx__cpu_vbmi()):
- * the tables of a quantized row (hx__x16_q1_lut_bytes(k) bytes, 64-aligned), built from its
- * codes, then columns of tiles t0..t1 of that row (dx: the row's act scales). */
+ * columns of tiles t0..t1 of a quantized row bq (its codes; dx: its act scales), the row's
+ * tables (hx__x16_q1_lut_bytes(k) bytes, 64-aligned) built into lut as the first block walks;
+ * hx__x16_q1_prefetch_head fetches that block's first group, to be called before the row is
+ * quantized. */
 size_t hx__x16_q1_lut_bytes(int64_t k);
-/* The tables of a quantized row q (k codes) into lut; meanwhile the groups after the head (the
- * first group, hx__x16_q1_prefetch_head) of the walk of x's tiles t0 .. t1 are prefetched, one
- * per 64 codes (none when x is NULL). */
-void hx__x16_q1_lut_build(uint8_t *lut, const int8_t *q, int64_t k, const struct hx_cpu_x16 *x,
-                          int64_t t0, int64_t t1);
 void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1);
-void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, const uint8_t *lut, const float *dx,
-                          int64_t t0, int64_t t1, float *out, float scale);
+void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t *bq,
+                          const float *dx, int64_t t0, int64_t t1, float *out, float scale);
 /* Q8_0 on AMX (cpu-x16-amx.c, only where hx__cpu_amx()): act rows r0 .. r0 + 16·⌊(r1−r0)/16⌋,
  * the rows after the last full 16 are the caller's to run with hx__x16_gemm_avx512. */
 void hx__x16_gemm_amx_q8_0(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a, int64_t r0,
