@@ -108,15 +108,19 @@ static int hx_cpu_amd_family(void)
 }
 
 /* Decode weight streams per thread (cpu-x16-avx512.c), asked when a weight is repacked. Same-run A/B, median of 3 rounds, Qwen3
- * layer shapes from DRAM: on the Xeon (AMX) VM two interleaved streams beat one by 15-30% for
- * the low-bit types; on the Zen 5 VM one stream beats two on every type and shape, 2 threads
- * (e.g. Q6_K 1024x6144 135.8 -> 103.6 us, TQ1_0 2048x1024 16.7 -> 11.7, Q1_0 3072x1024 14.3 ->
- * 11.8) and 1 thread (3-15%). So: one on AMD, two elsewhere; HX_CPU_STREAMS=1..4 overrides. */
+ * layer shapes from DRAM: on a Xeon (AMX) VM, before the kernels prefetched into L2, two
+ * interleaved streams beat one by 15-30% for the low-bit types; on the Zen 5 VM one stream
+ * beat two on every type and shape, 2 threads (e.g. Q6_K 1024x6144 135.8 -> 103.6 us, TQ1_0
+ * 2048x1024 16.7 -> 11.7, Q1_0 3072x1024 14.3 -> 11.8) and 1 thread (3-15%). On the Xeon VM of
+ * 2026-12-06 (2 threads, `--compare HX_CPU_STREAMS=1,2`, three rounds of 20 rotations, the four
+ * Qwen3 shapes) one stream was faster for Q8_0, Q4_K, Q6_K and TQ2_0 in all 48 cases, by 1-6%
+ * of a plain read of the same tiles, and TQ1_0 within 3% either way. So one everywhere;
+ * HX_CPU_STREAMS=1..4 overrides. */
 int hx__cpu_decode_streams(void)
 {
     const char *env = getenv("HX_CPU_STREAMS");
     if (env && env[0] >= '1' && env[0] <= '4' && !env[1]) return env[0] - '0';
-    return hx_cpu_amd_family() ? 1 : 2;
+    return 1;
 }
 
 /* Software prefetch distance of the decode tile kernels (cpu-x16-avx512.c), asked when a weight

@@ -423,11 +423,11 @@ void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a
     }
     const int ns = r1 - r0 <= 2 && x->streams > 1 ? x->streams : 1;
     if (ns > 1) {
-        /* decode: the thread's tiles as ns interleaved sequential streams. On the Xeon VM,
-         * with one stream the low-bit types ran at ~1/(1/compute + 1/memory): their decode
-         * work per byte kept too few lines in flight; a second stream gave the hardware
-         * prefetcher a second front (Q4_K, TQ2_0, Q1_0 +15-30%, Q8_0 unchanged). On Zen 5
-         * one stream is faster (hx__cpu_decode_streams). */
+        /* decode: the thread's tiles as ns interleaved sequential streams (HX_CPU_STREAMS).
+         * On an earlier Xeon VM, before the kernels prefetched into L2, one stream left the
+         * low-bit types at ~1/(1/compute + 1/memory) and a second front for the hardware
+         * prefetcher gained 15-30%; with the prefetch one stream is faster on the Xeon and
+         * Zen 5 VMs (hx__cpu_decode_streams). */
         const int64_t nt = t1 - t0, per = (nt + ns - 1) / ns;
         for (int64_t i = 0; i < per; i++)
             for (int sidx = 0; sidx < ns; sidx++) {
