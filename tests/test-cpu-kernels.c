@@ -229,11 +229,13 @@ TEST(matmul_q8_0_amx)
 
 TEST(matmul_q1_0_lookup)
 {
-    /* The Q1_0 decode by table lookup (VBMI) takes blocks of 8 tiles and the last partial
-     * block: it must agree with f64, and with the bit-mask kernel bit for bit (the same integer
-     * dot per group, the same float operations in the same order). */
+    /* The Q1_0 decode by table lookup (VBMI) takes blocks of 2, 4 or 8 tiles and the last
+     * partial block, building its tables in the first: under each walk (HX_CPU_Q1_LUT; "" is
+     * this CPU's own) it must agree with f64, and with the bit-mask kernel bit for bit (the
+     * same integer dot per group, the same float operations in the same order). */
     setenv("HX_CPU_ISA", "avx512", 1);
     unsetenv("HX_CPU_VBMI");
+    unsetenv("HX_CPU_Q1_LUT");
     if (!hx__cpu_vbmi()) {
         unsetenv("HX_CPU_ISA");
         SKIP("no AVX-512 VBMI");
@@ -244,25 +246,33 @@ TEST(matmul_q1_0_lookup)
         {1024, 300, 2, 1}, {2048, 1024, 2, 0}, {3072, 1000, 2, 2}, {1024, 2096, 2, 0},
         {512, 4100, 1, 0},
     };
+    static const char *const walks[] = {"", "2:8", "4:4", "8:7", "8:0"};
+    enum { NW = sizeof walks / sizeof walks[0] };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int64_t k = cases[c][0], n = cases[c][1];
-        float *y[2];
+        float *y[1 + NW];
         x_mode = (int)cases[c][3];
-        for (int lut = 0; lut < 2; lut++) {
-            setenv("HX_CPU_VBMI", lut ? "1" : "0", 1);
-            y[lut] = capture = malloc(sizeof(float) * (size_t)n);
+        for (int v = 0; v <= NW; v++) { /* 0: bit-mask, then the lookup under each walk */
+            setenv("HX_CPU_VBMI", v ? "1" : "0", 1);
+            if (v && walks[v - 1][0]) setenv("HX_CPU_Q1_LUT", walks[v - 1], 1);
+            else unsetenv("HX_CPU_Q1_LUT");
+            y[v] = capture = malloc(sizeof(float) * (size_t)n);
             const uint64_t seed = rng;
             ASSERT_EQ(check_matmul(HX_DTYPE_Q1_0, 1, k, n, (int)cases[c][2]), 0);
             rng = seed;
         }
         capture = NULL;
         x_mode = 0;
-        size_t diff = 0;
-        for (int64_t i = 0; i < n; i++) diff += memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
-        free(y[0]), free(y[1]);
-        if (diff) HX_FAIL_AT("q1_0 k=%lld n=%lld: %zu outputs differ between lookup and bit-mask",
-                             (long long)k, (long long)n, diff);
+        for (int v = 1; v <= NW; v++) {
+            size_t diff = 0;
+            for (int64_t i = 0; i < n; i++) diff += memcmp(&y[0][i], &y[v][i], sizeof(float)) != 0;
+            if (diff)
+                HX_FAIL_AT("q1_0 k=%lld n=%lld walk '%s': %zu outputs differ between lookup and bit-mask",
+                           (long long)k, (long long)n, walks[v - 1], diff);
+        }
+        for (int v = 0; v <= NW; v++) free(y[v]);
     }
+    unsetenv("HX_CPU_Q1_LUT");
     unsetenv("HX_CPU_VBMI");
     unsetenv("HX_CPU_ISA");
 }

@@ -17,12 +17,12 @@
  * scaled by the same float operations in the same order, so both paths give the same bits.
  * Per 64 weight bytes: a shift, two vpternlogd, four vpermb and four vpdpbusd.
  *
- * The four tables of a vector (256 bytes) are loaded once for a block of 4 or 8 tiles
+ * The four tables of a vector (256 bytes) are loaded once for a block of 2, 4 or 8 tiles
  * (x->lut_tiles), which are walked vector-major: their accumulators stay in registers and the
  * tables are read from L1 once per block, not once per tile. While group g runs, group
  * g + x->lut_ahead of the block (past the last, the next block's first groups) is prefetched
  * into L2 in the order it will be read. Both are chosen per CPU when the weight is repacked
- * (hx__cpu_q1_lut: 8 tiles 7 groups ahead on AMD; elsewhere 4 and 6 for K <= 1024, else 8
+ * (hx__cpu_q1_lut: 8 tiles 7 groups ahead on AMD; elsewhere 2 and 8 for K <= 1024, else 8
  * and 3).
  *
  * Tables are built per call by each thread from its quantized row (K·8 bytes: 8 KiB for
@@ -192,7 +192,10 @@ void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t
                           const float *dx, int64_t t0, int64_t t1, float *out, float scale)
 {
     int64_t t = t0;
-    if (x->lut_tiles == 4)
+    if (x->lut_tiles == 2)
+        for (; t + 2 <= t1; t += 2, bq = NULL)
+            hx_q1l_block(2, x, lut, bq, dx, t, (int)HX_MIN((int64_t)2, t1 - t - 2), out, scale);
+    else if (x->lut_tiles == 4)
         for (; t + 4 <= t1; t += 4, bq = NULL)
             hx_q1l_block(4, x, lut, bq, dx, t, (int)HX_MIN((int64_t)4, t1 - t - 4), out, scale);
     else
