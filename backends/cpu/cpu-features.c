@@ -153,17 +153,15 @@ int hx__cpu_decode_prefetch(enum hx_dtype t)
  * tiles, 40 rotations, 3 rounds on the four Qwen3 shapes) that form ran at x1.12-1.31 of the
  * read. Best there: for K = 1024, 4 tiles 4 groups ahead (x1.08-1.14; 8 tiles 2-3 ahead
  * x1.15-1.20); for K = 2048 and 3072, 8 tiles 2-3 ahead (x1.03-1.07; 4 and 4 x1.08-1.17).
- * With the tables built by the first block instead of before the walk (cpu-x16-vbmi.c), 6
- * ahead beat 4 for K = 1024 (x1.07-1.09 against x1.11-1.14; 8 no better, 12 x1.41), and 8:3
- * stayed best for K = 2048 and 3072; then blocks of 2 tiles, one block (8 groups) ahead, beat
- * 4:6 for K = 1024 (two rounds: 1024x4096 x1.03-1.09 against x1.13-1.17, 1024x6144
- * x1.05-1.06 against x1.09-1.14) and lost to 8:3 for larger K (x1.05-1.10 against
- * x0.97-1.02). So 8:7 on AMD; elsewhere 2:8 for K <= 1024, else 8:3. HX_CPU_Q1_LUT=TILES:AHEAD
- * (2, 4 or 8 : 0..16) sets it for every K. */
+ * With the tables built by the first block (cpu-x16-vbmi.c) and `--compare` rotating its order
+ * (it had put the first value 1-3% behind), 4:4 stayed best for K = 1024 (x1.05-1.08 of the
+ * read; 4:5 and 4:3 x1.07-1.11, 4:6 x1.12-1.13, 8:3 x1.15-1.17, blocks of 2 tiles one block
+ * ahead, tried and removed, x1.04-1.10), 8:3 for K = 2048 and 3072. So 8:7 on AMD; elsewhere 4:4 for K <= 1024, else 8:3.
+ * HX_CPU_Q1_LUT=TILES:AHEAD (4 or 8 : 0..16) sets it for every K. */
 void hx__cpu_q1_lut(int64_t k, int *tiles, int *ahead)
 {
     const char *env = getenv("HX_CPU_Q1_LUT");
-    if (env && (env[0] == '2' || env[0] == '4' || env[0] == '8') && env[1] == ':') {
+    if (env && (env[0] == '4' || env[0] == '8') && env[1] == ':') {
         char *end = NULL;
         const long a = strtol(env + 2, &end, 10);
         if (end != env + 2 && !*end && a >= 0 && a <= 16) {
@@ -172,8 +170,8 @@ void hx__cpu_q1_lut(int64_t k, int *tiles, int *ahead)
         }
     }
     const bool amd = hx_cpu_amd_family() != 0, short_k = k <= 1024;
-    *tiles = amd ? 8 : short_k ? 2 : 8;
-    *ahead = amd ? 7 : short_k ? 8 : 3;
+    *tiles = amd ? 8 : short_k ? 4 : 8;
+    *ahead = amd ? 7 : short_k ? 4 : 3;
 }
 
 /* AMX-INT8 for the Q8_0 prefill GEMM (cpu-x16-amx.c): the CPU has AMX-TILE and AMX-INT8

@@ -17,27 +17,26 @@
  * scaled by the same float operations in the same order, so both paths give the same bits.
  * Per 64 weight bytes: a shift, two vpternlogd, four vpermb and four vpdpbusd.
  *
- * The four tables of a vector (256 bytes) are loaded once for a block of 2, 4 or 8 tiles
+ * The four tables of a vector (256 bytes) are loaded once for a block of 4 or 8 tiles
  * (x->lut_tiles), which are walked vector-major: their accumulators stay in registers and the
  * tables are read from L1 once per block, not once per tile. While group g runs, group
  * g + x->lut_ahead of the block (past the last, the next block's first groups) is prefetched
  * into L2 in the order it will be read. Both are chosen per CPU when the weight is repacked
- * (hx__cpu_q1_lut: 8 tiles 7 groups ahead on AMD; elsewhere 2 and 8 for K <= 1024, else 8
+ * (hx__cpu_q1_lut: 8 tiles 7 groups ahead on AMD; elsewhere 4 and 4 for K <= 1024, else 8
  * and 3).
  *
  * Tables are built per call by each thread from its quantized row (K·8 bytes: 8 KiB for
  * K = 1024): per 32 activations one vpshufb (4×4 byte transpose), and per (h, b) one
  * broadcast and one vpdpbusd of the q + 128 bytes with the ±1 sign pattern of each nibble,
  * started from 512 − 128·Σ signs, which leaves E + 512 in each int32 lane. The build takes
- * ~0.45 µs per 1024 activations. Built before the walk, with the walk's next groups
- * prefetched meanwhile, it still cost ~1 µs a call (Xeon VM, 1024→4096 and 3072→1024, against
- * skipping it): so the first block builds each group's tables just before it reads them, the
- * build's work done while that block's lines arrive, after one burst of prefetches for the
- * groups up to two past its distance (the block's first group is prefetched before the row
- * is quantized). On the Xeon
- * VM (2 threads, time over a plain read of the same tiles, the four Qwen3 shapes, call by
- * call, two rounds): built before the walk x1.07-1.16, in the first block x0.99-1.11, the
- * burst two groups further 2-3% less again.
+ * ~0.45 µs per 1024 activations. The walk's first block builds each group's tables just
+ * before it reads them, so the build's work is done while that block's lines arrive, after
+ * one burst of prefetches for the block's groups before its distance (its first group is
+ * prefetched before the row is quantized). Built before the walk instead, with the walk's
+ * next groups prefetched one per 64 activations meanwhile, on the Xeon VM (2 threads, time
+ * over a plain read of the same tiles, call by call in rotating order, two rounds of 30):
+ * 2048→1024 x1.13-1.17 against x1.08, 3072→1024 x1.07-1.09 against x1.00-1.03; K = 1024
+ * within 1% either way.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -105,6 +104,7 @@ static inline void hx_q1l_build_pair(uint8_t *lut, const int8_t *q, int64_t v0)
     }
 }
 
+
 void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
 {
     const int nt = (int)HX_MIN((int64_t)x->lut_tiles, t1 - t0);
@@ -132,8 +132,8 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_
                      : (const char *)base + tb * (size_t)TB + (size_t)(gp - ng) * HX_Q1L_GBYTES;
         const int npf = !x->lut_ahead ? 0 : gp < ng ? TB : (gp - ng < ng ? nn : 0);
         if (bq) { /* the first block builds each group's tables just before it reads them */
-            if (g == 0 && x->lut_ahead) /* and, first, fetches the groups up to two past its distance */
-                for (int64_t gi = 1; gi < x->lut_ahead + 2 && gi < ng; gi++)
+            if (g == 0) /* and, first, fetches the groups before its distance */
+                for (int64_t gi = 1; gi < x->lut_ahead && gi < ng; gi++)
                     for (int t = 0; t < TB; t++)
                         for (int l = 0; l < 5; l++)
                             _mm_prefetch((const char *)base + tb * (size_t)t + (size_t)gi * HX_Q1L_GBYTES + 64 * l, _MM_HINT_T2);
@@ -192,10 +192,7 @@ void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t
                           const float *dx, int64_t t0, int64_t t1, float *out, float scale)
 {
     int64_t t = t0;
-    if (x->lut_tiles == 2)
-        for (; t + 2 <= t1; t += 2, bq = NULL)
-            hx_q1l_block(2, x, lut, bq, dx, t, (int)HX_MIN((int64_t)2, t1 - t - 2), out, scale);
-    else if (x->lut_tiles == 4)
+    if (x->lut_tiles == 4)
         for (; t + 4 <= t1; t += 4, bq = NULL)
             hx_q1l_block(4, x, lut, bq, dx, t, (int)HX_MIN((int64_t)4, t1 - t - 4), out, scale);
     else

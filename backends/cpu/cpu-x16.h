@@ -47,7 +47,7 @@ struct hx_cpu_x16 {
     int streams;               /* decode: weight streams per thread (hx__cpu_decode_streams) */
     int prefetch;              /* decode: software prefetch distance in bytes, 0, 8192 or 16384
                                   (hx__cpu_decode_prefetch) */
-    int lut_tiles, lut_ahead;  /* Q1_0 lookup decode: tiles per block (2, 4, 8), groups ahead
+    int lut_tiles, lut_ahead;  /* Q1_0 lookup decode: tiles per block (4, 8), groups ahead
                                   (hx__cpu_q1_lut) */
     uint8_t *data;             /* n_tiles × tile_bytes, 4 KiB aligned, on huge pages */
     struct hx_cpu_chunk *chunk; /* the arena chunk holding data (cpu-arena.h) */
