@@ -344,8 +344,9 @@ done:
 /* --compare: a case under each value of o->cmp_var. Each value's weights are prepared with the
  * variable set to it (a backend may read it then) and each of its calls runs with it set (or
  * then). Per sample, one rotation through the copies, and per copy one call of each value and
- * one plain read of as many bytes (m = 1, with pb), in turn, the first value after the read
- * rotating from sample to sample: every value meets the same minutes of a shared machine. us[v] receives each value's median µs per call; ratio[v] the median over
+ * one plain read of as many bytes (m = 1, with pb), in turn, the value that runs first after
+ * the read moving on by one each copy and sample: every value meets the same minutes of a
+ * shared machine. us[v] receives each value's median µs per call; ratio[v] the median over
  * samples of its time over the plain read's in the same sample (0 without a read). */
 static int hx_bk_compare(struct hx_device *dev, const struct hx_bk_opts *o, enum hx_dtype t,
                          int64_t k, int64_t n, int64_t m, struct hx_app_bw_buf *pb,
@@ -376,11 +377,11 @@ static int hx_bk_compare(struct hx_device *dev, const struct hx_bk_opts *o, enum
         for (int i = 0; i < per; i++, cur = (cur + 1) % b.copies) {
             double one;
             if (rd && hx_app_bw_read_one(pb, b.wbytes, &cursor, &one) == 0) sum[nv] += one;
-            /* the values in turn, starting one further each sample: the call right after the
-             * plain read ran 1-3% slower (the same code listed twice, Xeon VM), which a fixed
-             * order put on the first value every time */
+            /* the values in turn: the call right after the plain read ran 1-3% slower (the
+             * same code listed twice, Xeon VM), which a fixed order put on the first value
+             * every time; so each copy and sample starts one further */
             for (int vi = 0; vi < nv; vi++) {
-                const int v = (vi + r + 1) % nv;
+                const int v = (int)((vi + r + 1 + i) % nv);
                 setenv(o->cmp_var, o->cmp_vals[v], 1);
                 const double a = hx_app_now_us(); /* its own prepared copies: from memory */
                 if ((st = hx_bk_call(dev, &b, cur, h[v * b.copies + cur]))) goto done;
@@ -417,7 +418,8 @@ static int hx_bk_run_compare(struct hx_device *dev, const struct hx_bk_opts *o, 
                desc[0] ? ", " : "", desc, o->cmp_var);
         for (int v = 0; v < o->n_cmp; v++) printf("%s%s", v ? ", " : "", o->cmp_vals[v]);
         printf("\n\nPer sample, one rotation through the weight's copies; per copy, a plain read of as many "
-               "bytes and one call under each value, in turn. µs per call (median of %d samples) and, "
+               "bytes and one call under each value, in turn, the first after the read moving on by one from copy "
+               "to copy. µs per call (median of %d samples) and, "
                "for m = 1, its time over the plain read's in the same sample (median).\n\n", o->reps);
         printf("| type | K×N | m | plain read µs |");
         for (int v = 0; v < o->n_cmp; v++) printf(" %s=%s µs (× read) |", o->cmp_var, o->cmp_vals[v]);

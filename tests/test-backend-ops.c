@@ -915,7 +915,7 @@ static void hx_t_cpu_variants(const char *spec, const char *id, const struct hx_
     const char *best = NULL;
     for (size_t i = 0; i < 3 && !best; i++)
         if (hx_t_cpu_runs(dev, isas[i])) best = isas[i];
-    /* the decode stream count the plain device does not use (the default depends on the CPU) */
+    /* the decode stream count the plain device does not use (by default it uses 1) */
     const char *other_streams = hx_t_cpu_streams(dev) == 1 ? "2" : "1";
     /* and another software prefetch: none for all, or 16 KiB for all */
     const char *other_prefetch = hx_t_cpu_prefetch_16(dev) ? "0" : "16";

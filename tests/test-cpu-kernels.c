@@ -258,7 +258,10 @@ TEST(matmul_q1_0_lookup)
             else unsetenv("HX_CPU_Q1_LUT");
             y[v] = capture = malloc(sizeof(float) * (size_t)n);
             const uint64_t seed = rng;
-            ASSERT_EQ(check_matmul(HX_DTYPE_Q1_0, 1, k, n, (int)cases[c][2]), 0);
+            /* no early return: capture and the environment are reset below either way */
+            if (check_matmul(HX_DTYPE_Q1_0, 1, k, n, (int)cases[c][2]))
+                HX_FAIL_AT("q1_0 k=%lld n=%lld %s%s: against f64", (long long)k, (long long)n,
+                           v ? "lookup walk " : "bit-mask", v ? walks[v - 1] : "");
             rng = seed;
         }
         capture = NULL;

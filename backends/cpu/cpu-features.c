@@ -156,8 +156,8 @@ int hx__cpu_decode_prefetch(enum hx_dtype t)
  * With the tables built by the first block (cpu-x16-vbmi.c) and `--compare` rotating its order
  * (it had put the first value 1-3% behind), 4:4 stayed best for K = 1024 (x1.05-1.08 of the
  * read; 4:5 and 4:3 x1.07-1.11, 4:6 x1.12-1.13, 8:3 x1.15-1.17, blocks of 2 tiles one block
- * ahead, tried and removed, x1.04-1.10), 8:3 for K = 2048 and 3072. So 8:7 on AMD; elsewhere 4:4 for K <= 1024, else 8:3.
- * HX_CPU_Q1_LUT=TILES:AHEAD (4 or 8 : 0..16) sets it for every K. */
+ * ahead, tried and removed, x1.04-1.10), 8:3 for K = 2048 and 3072. So 8:7 on AMD; elsewhere
+ * 4:4 for K <= 1024, else 8:3. HX_CPU_Q1_LUT=TILES:AHEAD (4 or 8 : 0..16) sets it for every K. */
 void hx__cpu_q1_lut(int64_t k, int *tiles, int *ahead)
 {
     const char *env = getenv("HX_CPU_Q1_LUT");

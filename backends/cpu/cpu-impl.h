@@ -41,8 +41,8 @@ bool hx__cpu_amx(void);
  * avx512 and HX_CPU_VBMI is not 0 (tests turn it off to compare with the bit-mask kernel). */
 bool hx__cpu_vbmi(void);
 
-/* Sequential weight streams per thread for decode GEMVs (1 on AMD, 2 elsewhere; measured in
- * cpu-features.c); HX_CPU_STREAMS=1..4 overrides. Asked when a weight is repacked (x16). */
+/* Sequential weight streams per thread for decode GEMVs (1; measured in cpu-features.c);
+ * HX_CPU_STREAMS=1..4 overrides. Asked when a weight is repacked (x16). */
 int hx__cpu_decode_streams(void);
 /* How far ahead, in bytes, the decode tile kernels prefetch a weight of type t: 0 (none), 8192
  * or 16384 (16 KiB except on AMD family 19h: none for Q8_0, Q4_0, Q4_K, Q6_K and 8 KiB for

@@ -4,7 +4,8 @@
  *
  * Per group of G elements and per activation row, the integer accumulator starts at −K·Σx
  * (from the quantizer), takes one vpdpbusd per chunk of 4 elements (16 rows × 4 products),
- * and is then converted and scaled into the float accumulator: acc += f32(dot)·(ws·dx).
+ * and is then converted and scaled into the float accumulator: acc += f32(dot)·(ws·dx)
+ * (Q6_K: into a superblock accumulator, f32(dot)·(sc·dx), times d/4 once per superblock).
  * The weight vector of a chunk is decoded once and reused for every activation row of the
  * call; a single row (decode) splits the chain over 4 accumulators for the long ternary and
  * binary groups so vpdpbusd latency does not bind.
@@ -71,7 +72,7 @@ void hx__x16_quantize_rows_avx512(struct hx_cpu_xact *a, enum hx_dtype t, const 
 /* Q6_K, group j of superblock sb (at base) of one tile, for R activation rows, into sacc. A
  * group (16 elements of the 16 rows, 4 chunks) is three vectors holding 4u of chunks 0, 1, 2
  * in bits 2..7 and chunk 3's code in their bits 0..1 (cpu-x16.h): chunks 0-2 are one vpand
- * each, chunk 3 (4u again) three shifts, two vpternlogd bit selects and a vpand. The 6-bit
+ * each, chunk 3 (4u again) three shifts, two vpternlogd bit selects and a vpand. The int8
  * scales times the activation scale of 32 are applied per group in float. */
 static inline __attribute__((always_inline)) void
 hx_x16_q6k_group(const uint8_t *base, int64_t sb, int j, const int R, const int8_t *const *xr,
@@ -152,7 +153,7 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
         return;
     }
     const int G = T == HX_DTYPE_Q1_0 ? 128 : (T == HX_DTYPE_TQ1_0 || T == HX_DTYPE_TQ2_0) ? 256 : 32;
-    const int QB = G;
+    const int QB = G; /* the act block: Q6_K, whose is 32 for a group of 16, is above */
     /* Integer accumulators per activation row: 8 independent vpdpbusd chains for one row of
      * the long groups (latency ~5 cycles, 2 issued per cycle). TQ2_0, Q1_0 and the Q4 types
      * pack several chunks in one byte (4 fields of 2 bits, 8 of 1 bit, 2 nibbles); for R <= 2

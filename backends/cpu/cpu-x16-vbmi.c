@@ -104,7 +104,6 @@ static inline void hx_q1l_build_pair(uint8_t *lut, const int8_t *q, int64_t v0)
     }
 }
 
-
 void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
 {
     const int nt = (int)HX_MIN((int64_t)x->lut_tiles, t1 - t0);

@@ -73,7 +73,8 @@ struct hx_cpu_xact {
     float *d;        /* m × k/qb */
     int32_t *ks;     /* m × k/g */
     float *fs;       /* m × k/g */
-    uint8_t *lut;    /* Q1_0 decode by lookup (cpu-x16-vbmi.c): row 0's tables, or NULL */
+    uint8_t *lut;    /* Q1_0 decode by lookup (cpu-x16-vbmi.c): room for row 0's tables, which
+                        the walk's first block builds, or NULL */
 };
 size_t hx__xact_bytes(int64_t m, int64_t k, enum hx_dtype t);
 void hx__xact_init(struct hx_cpu_xact *a, void *mem, int64_t m, int64_t k, enum hx_dtype t);
