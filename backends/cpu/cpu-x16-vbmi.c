@@ -132,10 +132,7 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_
         const int npf = !x->lut_ahead ? 0 : gp < ng ? TB : (gp - ng < ng ? nn : 0);
         if (bq) { /* the first block builds each group's tables just before it reads them */
             if (g == 0) /* and, first, fetches the groups before its distance */
-                for (int64_t gi = 1; gi < x->lut_ahead && gi < ng; gi++)
-                    for (int t = 0; t < TB; t++)
-                        for (int l = 0; l < 5; l++)
-                            _mm_prefetch((const char *)base + tb * (size_t)t + (size_t)gi * HX_Q1L_GBYTES + 64 * l, _MM_HINT_T2);
+                for (int64_t gi = 1; gi < x->lut_ahead && gi < ng; gi++) hx_q1l_prefetch_group(x, t0, TB, gi);
             hx_q1l_build_pair(lut, bq, 4 * g);
             hx_q1l_build_pair(lut, bq, 4 * g + 2);
         }
