@@ -880,7 +880,7 @@ static bool hx_t_cpu_prefetch_16(struct hx_device *dev)
     return strstr(desc, "decode software prefetch: 16 KiB ahead") != NULL;
 }
 
-/* A Q1_0 lookup decode walk this cpu device does not use for short K ("8:7" or "4:4"), or NULL
+/* A Q1_0 lookup decode walk this cpu device does not use ("4:4", or "8:7" where it uses 4 tiles), or NULL
  * when it has no lookup decode (its description). */
 static const char *hx_t_cpu_other_lut(struct hx_device *dev)
 {

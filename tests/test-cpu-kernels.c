@@ -229,8 +229,9 @@ TEST(matmul_q8_0_amx)
 
 TEST(matmul_q1_0_lookup)
 {
-    /* The Q1_0 decode by table lookup (VBMI) takes blocks of 4 or 8 tiles and the last
-     * partial block, building its tables in the first: under each walk (HX_CPU_Q1_LUT; "" is
+    /* The Q1_0 decode by table lookup (VBMI) takes blocks of 4 or 8 tiles lying L apart, then
+     * the tiles left over as one block of adjacent tiles, building its tables in the first
+     * block (the cases below leave 0 to 7 over per thread): under each walk (HX_CPU_Q1_LUT; "" is
      * this CPU's own) it must agree with f64, and with the bit-mask kernel bit for bit (the
      * same integer dot per group, the same float operations in the same order). */
     setenv("HX_CPU_ISA", "avx512", 1);

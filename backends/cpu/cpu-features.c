@@ -146,19 +146,17 @@ int hx__cpu_decode_prefetch(enum hx_dtype t)
     return t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_TQ1_0 ? 8192 : 16384;
 }
 
-/* The Q1_0 lookup decode's walk (cpu-x16-vbmi.c) for a weight of k columns, asked when it is
- * repacked: tiles per block (4 or 8) and how many groups ahead of the one running it prefetches
- * into L2 (0: none). 8 tiles, 7 groups (about 16 KiB) is the form measured on AMD. On the Xeon
- * VM of 2026-12-06 (2 threads, `--compare HX_CPU_Q1_LUT=...` against a plain read of the same
- * tiles, 40 rotations, 3 rounds on the four Qwen3 shapes) that form ran at x1.12-1.31 of the
- * read. Best there: for K = 1024, 4 tiles 4 groups ahead (x1.08-1.14; 8 tiles 2-3 ahead
- * x1.15-1.20); for K = 2048 and 3072, 8 tiles 2-3 ahead (x1.03-1.07; 4 and 4 x1.08-1.17).
- * With the tables built by the first block (cpu-x16-vbmi.c) and `--compare` rotating its order
- * (it had put the first value 1-3% behind), 4:4 stayed best for K = 1024 (x1.05-1.08 of the
- * read; 4:5 and 4:3 x1.07-1.11, 4:6 x1.12-1.13, 8:3 x1.15-1.17, blocks of 2 tiles one block
- * ahead, tried and removed, x1.04-1.10), 8:3 for K = 2048 and 3072. So 8:7 on AMD; elsewhere
- * 4:4 for K <= 1024, else 8:3. HX_CPU_Q1_LUT=TILES:AHEAD (4 or 8 : 0..16) sets it for every K. */
-void hx__cpu_q1_lut(int64_t k, int *tiles, int *ahead)
+/* The Q1_0 lookup decode's walk (cpu-x16-vbmi.c), asked when a weight is repacked: tiles per
+ * block (4 or 8) and how many groups ahead of the one running it prefetches into L2 (0: none).
+ * 8 tiles, 7 groups (about 16 KiB) is the form measured on AMD (Zen 4, with the blocks of
+ * adjacent tiles the walk took before 2026-12-06; not measured there since). On the Xeon VM,
+ * blocks of adjacent tiles made K = 1024 prefer 4:4 (x1.05-1.13 of a plain read of the same
+ * tiles) and larger K 8:3; with the blocks' tiles L apart (long streams side by side) every walk
+ * from 4:3 to 8:4 ran within 2% on the four Qwen3 shapes (2 threads, `--compare
+ * HX_CPU_Q1_LUT=4:4,4:3,8:3,8:2,8:4`, 30 rotations, two rounds), 8:3 among the best on each:
+ * x0.93 (1024->4096), x0.99-1.00 (2048->1024), x0.87 (1024->6144), x0.88-0.90 (3072->1024).
+ * So 8:7 on AMD, 8:3 elsewhere. HX_CPU_Q1_LUT=TILES:AHEAD (4 or 8 : 0..16) sets it. */
+void hx__cpu_q1_lut(int *tiles, int *ahead)
 {
     const char *env = getenv("HX_CPU_Q1_LUT");
     if (env && (env[0] == '4' || env[0] == '8') && env[1] == ':') {
@@ -169,9 +167,8 @@ void hx__cpu_q1_lut(int64_t k, int *tiles, int *ahead)
             return;
         }
     }
-    const bool amd = hx_cpu_amd_family() != 0, short_k = k <= 1024;
-    *tiles = amd ? 8 : short_k ? 4 : 8;
-    *ahead = amd ? 7 : short_k ? 4 : 3;
+    *tiles = 8;
+    *ahead = hx_cpu_amd_family() != 0 ? 7 : 3;
 }
 
 /* AMX-INT8 for the Q8_0 prefill GEMM (cpu-x16-amx.c): the CPU has AMX-TILE and AMX-INT8

@@ -50,10 +50,10 @@ int hx__cpu_decode_streams(void);
  * type. Asked when a weight is repacked (x16). */
 int hx__cpu_decode_prefetch(enum hx_dtype t);
 
-/* The Q1_0 lookup decode's tiles per block (4 or 8) and groups prefetched ahead (0..16) for a
- * weight of k columns: 8 and 7 on AMD; elsewhere 4 and 4 for k <= 1024, else 8 and 3 (measured
- * in cpu-features.c); HX_CPU_Q1_LUT=TILES:AHEAD sets them. Asked when a weight is repacked. */
-void hx__cpu_q1_lut(int64_t k, int *tiles, int *ahead);
+/* The Q1_0 lookup decode's tiles per block (4 or 8) and groups prefetched ahead (0..16): 8 and 7
+ * on AMD, 8 and 3 elsewhere (measured in cpu-features.c); HX_CPU_Q1_LUT=TILES:AHEAD sets them.
+ * Asked when a weight is repacked. */
+void hx__cpu_q1_lut(int *tiles, int *ahead);
 
 /* Activation block size for a quantized weight type (32, 128 or 256). */
 int hx__cpu_act_qb(enum hx_dtype t);

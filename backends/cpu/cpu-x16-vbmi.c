@@ -19,11 +19,17 @@
  *
  * The four tables of a vector (256 bytes) are loaded once for a block of 4 or 8 tiles
  * (x->lut_tiles), which are walked vector-major: their accumulators stay in registers and the
- * tables are read from L1 once per block, not once per tile. While group g runs, group
- * g + x->lut_ahead of the block (past the last, the next block's first groups) is prefetched
- * into L2 in the order it will be read. Both are chosen per CPU when the weight is repacked
- * (hx__cpu_q1_lut: 8 tiles 7 groups ahead on AMD; elsewhere 4 and 4 for K <= 1024, else 8
- * and 3).
+ * tables are read from L1 once per block, not once per tile. A block's tiles are not adjacent
+ * but L = (thread's tiles) / (tiles per block) apart, and block b + 1 takes the tiles after
+ * block b's: the walk reads 4 or 8 long sequential streams side by side. While group g runs,
+ * group g + x->lut_ahead of the block (past the last, the next block's first groups) is
+ * prefetched into L2 in the order it will be read. Tiles per block and groups ahead are chosen
+ * per CPU when the weight is repacked (hx__cpu_q1_lut: 8 and 7 on AMD, 8 and 3 elsewhere).
+ * Blocks of adjacent tiles, as the walk took them before, read 4 or 8 streams of one tile
+ * each (2304 bytes for K = 1024), and on the Xeon VM (2 threads, time over a plain read of the
+ * same tiles, call by call in rotating order, 20 rotations) the long streams took 1024→4096
+ * from x1.13 to x0.95, 1024→6144 x1.08 → x0.92, 2048→1024 x1.08 → x1.01, 3072→1024
+ * x1.02 → x0.91 and 4096→4096 x0.97 → x0.95.
  *
  * Tables are built per call by each thread from its quantized row (K·8 bytes: 8 KiB for
  * K = 1024): per 32 activations one vpshufb (4×4 byte transpose), and per (h, b) one
@@ -73,10 +79,10 @@ static const int32_t hx_q1l_start[16] = {
 static const uint8_t hx_q1l_pick[64] = {HX_Q1L_P32(0), HX_Q1L_P32(1)};
 
 /* Prefetch into L2 group g of the tiles t .. t + nt (the five lines of its 288 bytes). */
-static inline void hx_q1l_prefetch_group(const struct hx_cpu_x16 *x, int64_t t, int nt, int64_t g)
+static inline void hx_q1l_prefetch_group(const struct hx_cpu_x16 *x, int64_t t, int nt, int64_t ts, int64_t g)
 {
     for (int i = 0; i < nt; i++) {
-        const char *p = (const char *)x->data + x->tile_bytes * (size_t)(t + i) + (size_t)g * HX_Q1L_GBYTES;
+        const char *p = (const char *)x->data + x->tile_bytes * (size_t)(t + i * ts) + (size_t)g * HX_Q1L_GBYTES;
         for (int l = 0; l < 5; l++) _mm_prefetch(p + 64 * l, _MM_HINT_T2);
     }
 }
@@ -104,22 +110,32 @@ static inline void hx_q1l_build_pair(uint8_t *lut, const int8_t *q, int64_t v0)
     }
 }
 
-void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
+/* The walk of tiles t0 .. t1: blocks of x->lut_tiles (TB) tiles whose tiles lie L apart,
+ * L = (t1 - t0) / TB; block b takes tiles t0 + b + i·L. Each of a block's TB tiles continues,
+ * in memory, the tile its slot read in the block before, so the walk reads TB long sequential
+ * streams side by side; then the rest, fewer than TB adjacent tiles, as one block. */
+static int64_t hx_q1l_stride(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
 {
-    const int nt = (int)HX_MIN((int64_t)x->lut_tiles, t1 - t0);
-    if (nt > 0) hx_q1l_prefetch_group(x, t0, nt, 0);
+    return (t1 - t0) / x->lut_tiles;
 }
 
-/* Tiles t0 .. t0 + TB of one row (TB a constant after inlining); the next block has nn tiles.
- * Group g + x->lut_ahead is prefetched while group g runs, into the next block past the last;
- * none when lut_ahead is 0. */
+void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1)
+{
+    const int64_t L = hx_q1l_stride(x, t0, t1);
+    if (L > 0) hx_q1l_prefetch_group(x, t0, x->lut_tiles, L, 0);
+    else if (t1 > t0) hx_q1l_prefetch_group(x, t0, (int)(t1 - t0), 1, 0);
+}
+
+/* Tiles t0 + i·ts, i < TB, of one row (TB a constant after inlining); the next block, if nn > 0,
+ * has its nn tiles at t0 + 1 + i·ts. Group g + x->lut_ahead is prefetched while group g runs,
+ * into the next block past the last; none when lut_ahead is 0. */
 static inline __attribute__((always_inline)) void
 hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t *bq,
-             const float *dx, int64_t t0, int nn, float *out, float scale)
+             const float *dx, int64_t t0, int64_t ts, int nn, float *out, float scale)
 {
     const int64_t ng = x->k / 128;
-    const size_t tb = x->tile_bytes;
-    const uint8_t *base = x->data + tb * (size_t)t0;
+    const size_t step = x->tile_bytes * (size_t)ts; /* from one of the block's tiles to the next */
+    const uint8_t *base = x->data + x->tile_bytes * (size_t)t0;
     const __m512i m4 = _mm512_set1_epi8(0x0F), bpos = _mm512_set1_epi32(0x30201000);
     const __m512i one = _mm512_set1_epi8(1), off = _mm512_set1_epi32(32 * 512);
     __m512 acc[HX_Q1L_TB];
@@ -128,11 +144,11 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_
         /* the group lut_ahead ahead: in this block, else in the next one (if it has tile t) */
         const int64_t gp = g + x->lut_ahead;
         const char *pf = gp < ng ? (const char *)base + (size_t)gp * HX_Q1L_GBYTES
-                     : (const char *)base + tb * (size_t)TB + (size_t)(gp - ng) * HX_Q1L_GBYTES;
+                     : (const char *)base + x->tile_bytes + (size_t)(gp - ng) * HX_Q1L_GBYTES;
         const int npf = !x->lut_ahead ? 0 : gp < ng ? TB : (gp - ng < ng ? nn : 0);
         if (bq) { /* the first block builds each group's tables just before it reads them */
             if (g == 0) /* and, first, fetches the groups before its distance */
-                for (int64_t gi = 1; gi < x->lut_ahead && gi < ng; gi++) hx_q1l_prefetch_group(x, t0, TB, gi);
+                for (int64_t gi = 1; gi < x->lut_ahead && gi < ng; gi++) hx_q1l_prefetch_group(x, t0, TB, ts, gi);
             hx_q1l_build_pair(lut, bq, 4 * g);
             hx_q1l_build_pair(lut, bq, 4 * g + 2);
         }
@@ -145,10 +161,10 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_
             const __m512i TL1 = _mm512_load_si512(tab + 128), TH1 = _mm512_load_si512(tab + 192);
             _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) {
                 if (t < npf) {
-                    _mm_prefetch(pf + tb * (size_t)t + 64 * v, _MM_HINT_T2);
-                    if (v == 3) _mm_prefetch(pf + tb * (size_t)t + 256, _MM_HINT_T2);
+                    _mm_prefetch(pf + step * (size_t)t + 64 * v, _MM_HINT_T2);
+                    if (v == 3) _mm_prefetch(pf + step * (size_t)t + 256, _MM_HINT_T2);
                 }
-                const __m512i raw = _mm512_loadu_si512(base + tb * (size_t)t + go + 32 + 64 * v);
+                const __m512i raw = _mm512_loadu_si512(base + step * (size_t)t + go + 32 + 64 * v);
                 const __m512i il = _mm512_ternarylogic_epi32(raw, m4, bpos, 0xEA); /* (a & b) | c */
                 const __m512i ih = _mm512_ternarylogic_epi32(_mm512_srli_epi16(raw, 4), m4, bpos, 0xEA);
                 aL[t] = _mm512_dpbusd_epi32(aL[t], _mm512_permutexvar_epi8(il, TL0), one);
@@ -160,15 +176,16 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_
         const __m512 vdx = _mm512_set1_ps(dx[g]);
         _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) {
             const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(aL[t], _mm512_slli_epi32(aH[t], 8)), off);
-            const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(base + tb * (size_t)t + go)));
+            const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(base + step * (size_t)t + go)));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(ws, vdx), acc[t]);
         }
     }
     const __m512 vs = _mm512_set1_ps(scale);
     _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) {
-        const int64_t cols = HX_MIN((int64_t)HX_X16_ROWS, x->n - (t0 + t) * HX_X16_ROWS);
+        const int64_t tt = t0 + t * ts;
+        const int64_t cols = HX_MIN((int64_t)HX_X16_ROWS, x->n - tt * HX_X16_ROWS);
         const __mmask16 om = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
-        _mm512_mask_storeu_ps(out + (t0 + t) * HX_X16_ROWS, om, _mm512_mul_ps(acc[t], vs));
+        _mm512_mask_storeu_ps(out + tt * HX_X16_ROWS, om, _mm512_mul_ps(acc[t], vs));
     }
 }
 
@@ -176,7 +193,7 @@ static void hx_q1l_block_n(int n, const struct hx_cpu_x16 *x, uint8_t *lut, cons
                            const float *dx, int64_t t0, float *out, float scale)
 {
     switch (n) {
-#define HX_Q1L_CASE(N) case N: hx_q1l_block(N, x, lut, bq, dx, t0, 0, out, scale); break;
+#define HX_Q1L_CASE(N) case N: hx_q1l_block(N, x, lut, bq, dx, t0, 1, 0, out, scale); break;
     HX_Q1L_CASE(1) HX_Q1L_CASE(2) HX_Q1L_CASE(3) HX_Q1L_CASE(4)
     HX_Q1L_CASE(5) HX_Q1L_CASE(6) HX_Q1L_CASE(7)
 #undef HX_Q1L_CASE
@@ -187,12 +204,12 @@ static void hx_q1l_block_n(int n, const struct hx_cpu_x16 *x, uint8_t *lut, cons
 void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t *bq,
                           const float *dx, int64_t t0, int64_t t1, float *out, float scale)
 {
-    int64_t t = t0;
-    if (x->lut_tiles == 4)
-        for (; t + 4 <= t1; t += 4, bq = NULL)
-            hx_q1l_block(4, x, lut, bq, dx, t, (int)HX_MIN((int64_t)4, t1 - t - 4), out, scale);
-    else
-        for (; t + HX_Q1L_TB <= t1; t += HX_Q1L_TB, bq = NULL)
-            hx_q1l_block(HX_Q1L_TB, x, lut, bq, dx, t, (int)HX_MIN((int64_t)HX_Q1L_TB, t1 - t - HX_Q1L_TB), out, scale);
+    const int64_t L = hx_q1l_stride(x, t0, t1);
+    for (int64_t b = 0; b < L; b++, bq = NULL) {
+        const int nn = b + 1 < L ? x->lut_tiles : 0;
+        if (x->lut_tiles == 4) hx_q1l_block(4, x, lut, bq, dx, t0 + b, L, nn, out, scale);
+        else hx_q1l_block(HX_Q1L_TB, x, lut, bq, dx, t0 + b, L, nn, out, scale);
+    }
+    const int64_t t = t0 + L * x->lut_tiles;
     if (t < t1) hx_q1l_block_n((int)(t1 - t), x, lut, bq, dx, t, out, scale);
 }

@@ -215,7 +215,7 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
     x->type = w->type;
     x->streams = hx__cpu_decode_streams();
     x->prefetch = hx__cpu_decode_prefetch(w->type);
-    if (w->type == HX_DTYPE_Q1_0) hx__cpu_q1_lut(k, &x->lut_tiles, &x->lut_ahead);
+    if (w->type == HX_DTYPE_Q1_0) hx__cpu_q1_lut(&x->lut_tiles, &x->lut_ahead);
     x->n = n;
     x->k = k;
     x->n_tiles = (n + HX_X16_ROWS - 1) / HX_X16_ROWS;

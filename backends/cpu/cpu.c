@@ -179,13 +179,10 @@ static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
             snprintf(pf + strlen(pf), sizeof pf - strlen(pf), "%s%s %d", i ? ", " : " (KiB ahead): ",
                      hx_dtype_name(x16[i]), hx__cpu_decode_prefetch(x16[i]) / 1024);
     char lut[128] = "";
-    if (hx__cpu_vbmi()) { /* tiles per block : groups prefetched ahead, for K = 1024 and 4096 */
-        int t1, a1, t4, a4;
-        hx__cpu_q1_lut(1024, &t1, &a1);
-        hx__cpu_q1_lut(4096, &t4, &a4);
-        int n = snprintf(lut, sizeof lut, ", Q1_0 lookup decode (tiles:groups ahead): %d:%d", t1, a1);
-        if (t1 != t4 || a1 != a4)
-            snprintf(lut + n, sizeof lut - (size_t)n, " for K <= 1024, else %d:%d", t4, a4);
+    if (hx__cpu_vbmi()) { /* tiles per block : groups prefetched ahead */
+        int tiles, ahead;
+        hx__cpu_q1_lut(&tiles, &ahead);
+        snprintf(lut, sizeof lut, ", Q1_0 lookup decode (tiles:groups ahead): %d:%d", tiles, ahead);
     }
     snprintf(out, len, "kernels: %s (best on this CPU: %s), threads: %d, decode streams per thread: %d, "
              "decode software prefetch%s%s", hx__cpu_isa_name(hx__cpu_isa()),
