@@ -21,8 +21,8 @@
  * The `cpu` backend is also run with each other ISA path it has (HX_CPU_ISA) and, on AVX-512,
  * without its repacked weights (HX_CPU_REPACK=0), with the other decode stream count
  * (HX_CPU_STREAMS, 1 or 2), with another decode software prefetch (HX_CPU_PREFETCH=16 where
- * this CPU uses less for some types, else 0, and the other walk of the Q1_0 lookup decode,
- * HX_CPU_Q1_LUT 8:7 or 4:4; matmuls only) and, where the CPU has VBMI,
+ * this CPU uses less for some types, else 0, and another walk of the Q1_0 lookup decode,
+ * HX_CPU_Q1_LUT 4:4, or 8:7 where this CPU's has 4 tiles; matmuls only) and, where the CPU has VBMI,
  * with the bit-mask Q1_0 decode instead of the lookup one (HX_CPU_VBMI=0, Q1_0 matmuls only):
  * those are separate rows of the summary.
  *
