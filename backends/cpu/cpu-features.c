@@ -2,6 +2,7 @@
  * cpu-features.c — run-time choice of the SIMD path. hx__cpu_isa() is the best path this CPU
  * supports, unless HX_CPU_ISA=scalar|avx2|avx512 asks for one it supports (tests force each).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) && defined(__linux__)
@@ -192,11 +193,8 @@ static bool hx_cpu_amx_uncached(void)
 #endif
 }
 
-bool hx__cpu_amx(void)
+bool hx__cpu_amx_supported(void)
 {
-    if (hx__cpu_isa() != HX_CPU_ISA_AVX512) return false;
-    const char *env = getenv("HX_CPU_AMX");
-    if (env && !strcmp(env, "0")) return false;
     int ok = __atomic_load_n(&hx__amx_ok, __ATOMIC_ACQUIRE);
     if (ok < 0) {
         ok = hx_cpu_amx_uncached();
@@ -205,15 +203,58 @@ bool hx__cpu_amx(void)
     return ok;
 }
 
-bool hx__cpu_vbmi(void)
+bool hx__cpu_amx(void)
+{
+    if (hx__cpu_isa() != HX_CPU_ISA_AVX512) return false;
+    const char *env = getenv("HX_CPU_AMX");
+    if (env && !strcmp(env, "0")) return false;
+    return hx__cpu_amx_supported();
+}
+
+bool hx__cpu_vbmi_supported(void)
 {
 #if defined(__x86_64__)
-    if (hx__cpu_isa() != HX_CPU_ISA_AVX512 || !__builtin_cpu_supports("avx512vbmi")) return false;
-    const char *env = getenv("HX_CPU_VBMI");
-    return !(env && !strcmp(env, "0"));
+    return __builtin_cpu_supports("avx512vbmi");
 #else
     return false;
 #endif
+}
+
+bool hx__cpu_vbmi(void)
+{
+    if (hx__cpu_isa() != HX_CPU_ISA_AVX512 || !hx__cpu_vbmi_supported()) return false;
+    const char *env = getenv("HX_CPU_VBMI");
+    return !(env && !strcmp(env, "0"));
+}
+
+void hx__cpu_name(char *out, size_t len)
+{
+    char name[49] = "";
+#if defined(__x86_64__)
+    unsigned r[12], a, b, c, d;
+    if (__get_cpuid(0x80000000u, &a, &b, &c, &d) && a >= 0x80000004u) {
+        for (unsigned i = 0; i < 3; i++)
+            __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+        memcpy(name, r, 48);
+    }
+#else
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *colon = strchr(line, ':');
+        if (colon && (!strncmp(line, "model name", 10) || !strncmp(line, "Model", 5))) {
+            snprintf(name, sizeof name, "%s", colon + 1);
+            break;
+        }
+    }
+    if (f) fclose(f);
+#endif
+    /* the brand string is padded with spaces (leading on some Intel parts) and NULs */
+    size_t n = strnlen(name, sizeof name - 1), i = 0;
+    while (n > 0 && (name[n - 1] == ' ' || name[n - 1] == '\n')) n--;
+    while (i < n && name[i] == ' ') i++;
+    snprintf(out, len, "%.*s", (int)(n - i), n > i ? name + i : "");
+    if (!out[0] && len) snprintf(out, len, "unknown CPU");
 }
 
 const struct hx_cpu_kernels *hx__cpu_kernels(enum hx_cpu_isa isa)

@@ -37,9 +37,15 @@ const char *hx__cpu_isa_name(enum hx_cpu_isa isa);
 /* AMX-INT8 usable now: built in, on this CPU, granted by the OS, the ISA is avx512 and
  * HX_CPU_AMX is not 0 (tests turn it off to check the VNNI path on the same shapes). */
 bool hx__cpu_amx(void);
+/* The CPU and OS allow AMX-INT8 in this build, whatever the ISA and HX_CPU_AMX say (asked once). */
+bool hx__cpu_amx_supported(void);
 /* AVX-512 VBMI usable now (the Q1_0 lookup decode of cpu-x16-vbmi.c): on this CPU, the ISA is
  * avx512 and HX_CPU_VBMI is not 0 (tests turn it off to compare with the bit-mask kernel). */
 bool hx__cpu_vbmi(void);
+/* The CPU has AVX-512 VBMI, whatever the ISA and HX_CPU_VBMI say. */
+bool hx__cpu_vbmi_supported(void);
+/* The CPU's name (the CPUID brand string on x86, else /proc/cpuinfo's), "unknown CPU" if none. */
+void hx__cpu_name(char *out, size_t len);
 
 /* Sequential weight streams per thread for decode GEMVs (1; measured in cpu-features.c);
  * HX_CPU_STREAMS=1..4 overrides. Asked when a weight is repacked (x16). */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu-impl.h"
 #include "cpu-x16.h"
@@ -40,9 +41,16 @@ static int hx_cpu_device_count(int *n, char *why, size_t why_len)
 static int hx_cpu_device_info(int idx, struct hx_device_info *out)
 {
     if (idx != 0) return HX_E_NOTFOUND;
-    char desc[128];
-    snprintf(desc, sizeof desc, "host CPU, %s kernels, thread pool",
-             hx__cpu_isa_name(hx__cpu_isa_best()));
+    char name[64], desc[256];
+    hx__cpu_name(name, sizeof name);
+    const enum hx_cpu_isa best = hx__cpu_isa_best();
+    /* what the kernels can use here, whatever HX_CPU_* asks for now */
+    const bool vbmi = best == HX_CPU_ISA_AVX512 && hx__cpu_vbmi_supported();
+    const bool amx = best == HX_CPU_ISA_AVX512 && hx__cpu_amx_supported();
+    snprintf(desc, sizeof desc, "host CPU: %s, %ld logical CPUs; %s kernels%s%s%s, thread pool",
+             name, sysconf(_SC_NPROCESSORS_ONLN), hx__cpu_isa_name(best),
+             best == HX_CPU_ISA_AVX512 ? " (VNNI" : "", vbmi ? ", VBMI for Q1_0 decode" : "",
+             best != HX_CPU_ISA_AVX512 ? "" : amx ? ", AMX-INT8 for Q8_0 prefill)" : ")");
     hx__host_device_info("cpu", desc, out);
     return HX_OK;
 }
