@@ -22,7 +22,7 @@
  * without its repacked weights (HX_CPU_REPACK=0), with the other decode stream count
  * (HX_CPU_STREAMS, 1 or 2), with another decode software prefetch (HX_CPU_PREFETCH=16 where
  * this CPU uses less for some types, else 0, and another walk of the Q1_0 lookup decode,
- * HX_CPU_Q1_LUT 4:4, or 8:7 where this CPU's has 4 tiles; matmuls only) and, where the CPU has VBMI,
+ * HX_CPU_Q1_LUT=4:4; matmuls only) and, where the CPU has VBMI,
  * with the bit-mask Q1_0 decode instead of the lookup one (HX_CPU_VBMI=0, Q1_0 matmuls only):
  * those are separate rows of the summary.
  *
@@ -880,14 +880,14 @@ static bool hx_t_cpu_prefetch_16(struct hx_device *dev)
     return strstr(desc, "decode software prefetch: 16 KiB ahead") != NULL;
 }
 
-/* A Q1_0 lookup decode walk this cpu device does not use ("4:4", or "8:7" where it uses 4 tiles), or NULL
- * when it has no lookup decode (its description). */
+/* A Q1_0 lookup decode walk this cpu device does not use (its own has 8 tiles per block), or
+ * NULL when it has no lookup decode (its description). */
 static const char *hx_t_cpu_other_lut(struct hx_device *dev)
 {
     char desc[HX_T_DESC_BYTES];
     hx_t_describe(dev, desc);
     if (!strstr(desc, "Q1_0 lookup decode (tiles:groups ahead): ")) return NULL;
-    return strstr(desc, "Q1_0 lookup decode (tiles:groups ahead): 8:") ? "4:4" : "8:7";
+    return "4:4";
 }
 
 static struct hx_t_dut *hx_t_add_dut(struct hx_device *dev, const char *label, const char *isa,

@@ -152,11 +152,13 @@ int hx__cpu_decode_prefetch(enum hx_dtype t)
  * 8 tiles, 7 groups (about 16 KiB) is the form measured on AMD (Zen 4, with the blocks of
  * adjacent tiles the walk took before 2026-12-06; not measured there since). On the Xeon VM,
  * blocks of adjacent tiles made K = 1024 prefer 4:4 (x1.05-1.13 of a plain read of the same
- * tiles) and larger K 8:3; with the blocks' tiles L apart (long streams side by side) every walk
- * from 4:3 to 8:4 ran within 2% on the four Qwen3 shapes (2 threads, `--compare
- * HX_CPU_Q1_LUT=4:4,4:3,8:3,8:2,8:4`, 30 rotations, two rounds), 8:3 among the best on each:
- * x0.93 (1024->4096), x0.99-1.00 (2048->1024), x0.87 (1024->6144), x0.88-0.90 (3072->1024).
- * So 8:7 on AMD, 8:3 elsewhere. HX_CPU_Q1_LUT=TILES:AHEAD (4 or 8 : 0..16) sets it. */
+ * tiles) and larger K 8:3; with the blocks' tiles L apart (long streams side by side) 4:3,
+ * 4:4, 8:2 and 8:3 ran within 5% of each other on each of the four Qwen3 shapes, 8:4 up to 7%
+ * behind (2 threads, `--compare HX_CPU_Q1_LUT=4:4,4:3,8:3,8:2,8:4`, 30 rotations, two rounds),
+ * 8:3 among the best on each (three rounds): x0.93 (1024->4096), x0.99-1.00 (2048->1024),
+ * x0.86-0.87 (1024->6144), x0.88-0.90 (3072->1024). 8:7 ran at x0.93-1.07 there. So 8:7 on
+ * AMD (to be measured with the long streams), 8:3 elsewhere. HX_CPU_Q1_LUT=TILES:AHEAD (4 or
+ * 8 : 0..16) sets it. */
 void hx__cpu_q1_lut(int *tiles, int *ahead)
 {
     const char *env = getenv("HX_CPU_Q1_LUT");

@@ -22,8 +22,8 @@
  * tables are read from L1 once per block, not once per tile. A block's tiles are not adjacent
  * but L = (thread's tiles) / (tiles per block) apart, and block b + 1 takes the tiles after
  * block b's: the walk reads 4 or 8 long sequential streams side by side. While group g runs,
- * group g + x->lut_ahead of the block (past the last, the next block's first groups) is
- * prefetched into L2 in the order it will be read. Tiles per block and groups ahead are chosen
+ * group g + x->lut_ahead of the block (past the last, the first groups of the next block,
+ * strided or the one left over) is prefetched into L2 in the order it will be read. Tiles per block and groups ahead are chosen
  * per CPU when the weight is repacked (hx__cpu_q1_lut: 8 and 7 on AMD, 8 and 3 elsewhere).
  * Blocks of adjacent tiles, as the walk took them before, read 4 or 8 streams of one tile
  * each (2304 bytes for K = 1024), and on the Xeon VM (2 threads, time over a plain read of the
@@ -40,9 +40,9 @@
  * one burst of prefetches for the block's groups before its distance (its first group is
  * prefetched before the row is quantized). Built before the walk instead, with the walk's
  * next groups prefetched one per 64 activations meanwhile, on the Xeon VM (2 threads, time
- * over a plain read of the same tiles, call by call in rotating order, two rounds of 30):
- * 2048→1024 x1.13-1.17 against x1.08, 3072→1024 x1.07-1.09 against x1.00-1.03; K = 1024
- * within 1% either way.
+ * over a plain read of the same tiles, call by call in rotating order, two rounds of 30,
+ * with the blocks of adjacent tiles the walk took then): 2048→1024 x1.13-1.17 against
+ * x1.08, 3072→1024 x1.07-1.09 against x1.00-1.03; K = 1024 within 1% either way.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -78,11 +78,13 @@ static const int32_t hx_q1l_start[16] = {
     HX_Q1L_P4(16, o), HX_Q1L_P4(20, o), HX_Q1L_P4(24, o), HX_Q1L_P4(28, o)
 static const uint8_t hx_q1l_pick[64] = {HX_Q1L_P32(0), HX_Q1L_P32(1)};
 
-/* Prefetch into L2 group g of the tiles t .. t + nt (the five lines of its 288 bytes). */
-static inline void hx_q1l_prefetch_group(const struct hx_cpu_x16 *x, int64_t t, int nt, int64_t ts, int64_t g)
+/* Prefetch into L2 group g of the tiles t + i·ts, i < nt (the five lines of its 288 bytes). */
+static inline void hx_q1l_prefetch_group(const struct hx_cpu_x16 *x, int64_t t, int nt, int64_t ts,
+                                         int64_t g)
 {
     for (int i = 0; i < nt; i++) {
-        const char *p = (const char *)x->data + x->tile_bytes * (size_t)(t + i * ts) + (size_t)g * HX_Q1L_GBYTES;
+        const char *p = (const char *)x->data + x->tile_bytes * (size_t)(t + i * ts) +
+                        (size_t)g * HX_Q1L_GBYTES;
         for (int l = 0; l < 5; l++) _mm_prefetch(p + 64 * l, _MM_HINT_T2);
     }
 }
@@ -126,12 +128,19 @@ void hx__x16_q1_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1
     else if (t1 > t0) hx_q1l_prefetch_group(x, t0, (int)(t1 - t0), 1, 0);
 }
 
-/* Tiles t0 + i·ts, i < TB, of one row (TB a constant after inlining); the next block, if nn > 0,
- * has its nn tiles at t0 + 1 + i·ts. Group g + x->lut_ahead is prefetched while group g runs,
- * into the next block past the last; none when lut_ahead is 0. */
+/* The block the walk takes next: n tiles (0: none) at t + i·ts. */
+struct hx_q1l_next {
+    int64_t t, ts;
+    int n;
+};
+
+/* Tiles t0 + i·ts, i < TB, of one row (TB a constant after inlining). Group g + x->lut_ahead
+ * is prefetched while group g runs, into the next block past the last; none when lut_ahead
+ * is 0. */
 static inline __attribute__((always_inline)) void
 hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t *bq,
-             const float *dx, int64_t t0, int64_t ts, int nn, float *out, float scale)
+             const float *dx, int64_t t0, int64_t ts, struct hx_q1l_next nx, float *out,
+             float scale)
 {
     const int64_t ng = x->k / 128;
     const size_t step = x->tile_bytes * (size_t)ts; /* from one of the block's tiles to the next */
@@ -143,12 +152,16 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_
     for (int64_t g = 0; g < ng; g++) {
         /* the group lut_ahead ahead: in this block, else in the next one (if it has tile t) */
         const int64_t gp = g + x->lut_ahead;
-        const char *pf = gp < ng ? (const char *)base + (size_t)gp * HX_Q1L_GBYTES
-                     : (const char *)base + x->tile_bytes + (size_t)(gp - ng) * HX_Q1L_GBYTES;
-        const int npf = !x->lut_ahead ? 0 : gp < ng ? TB : (gp - ng < ng ? nn : 0);
+        const bool here = gp < ng;
+        const char *pf = here ? (const char *)base + (size_t)gp * HX_Q1L_GBYTES
+                              : (const char *)x->data + x->tile_bytes * (size_t)nx.t +
+                                    (size_t)(gp - ng) * HX_Q1L_GBYTES;
+        const size_t pstep = here ? step : x->tile_bytes * (size_t)nx.ts;
+        const int npf = !x->lut_ahead ? 0 : here ? TB : (gp - ng < ng ? nx.n : 0);
         if (bq) { /* the first block builds each group's tables just before it reads them */
             if (g == 0) /* and, first, fetches the groups before its distance */
-                for (int64_t gi = 1; gi < x->lut_ahead && gi < ng; gi++) hx_q1l_prefetch_group(x, t0, TB, ts, gi);
+                for (int64_t gi = 1; gi < x->lut_ahead && gi < ng; gi++)
+                    hx_q1l_prefetch_group(x, t0, TB, ts, gi);
             hx_q1l_build_pair(lut, bq, 4 * g);
             hx_q1l_build_pair(lut, bq, 4 * g + 2);
         }
@@ -161,8 +174,8 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_
             const __m512i TL1 = _mm512_load_si512(tab + 128), TH1 = _mm512_load_si512(tab + 192);
             _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) {
                 if (t < npf) {
-                    _mm_prefetch(pf + step * (size_t)t + 64 * v, _MM_HINT_T2);
-                    if (v == 3) _mm_prefetch(pf + step * (size_t)t + 256, _MM_HINT_T2);
+                    _mm_prefetch(pf + pstep * (size_t)t + 64 * v, _MM_HINT_T2);
+                    if (v == 3) _mm_prefetch(pf + pstep * (size_t)t + 256, _MM_HINT_T2);
                 }
                 const __m512i raw = _mm512_loadu_si512(base + step * (size_t)t + go + 32 + 64 * v);
                 const __m512i il = _mm512_ternarylogic_epi32(raw, m4, bpos, 0xEA); /* (a & b) | c */
@@ -176,7 +189,8 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_
         const __m512 vdx = _mm512_set1_ps(dx[g]);
         _Pragma("GCC unroll 8") for (int t = 0; t < TB; t++) {
             const __m512i s = _mm512_sub_epi32(_mm512_add_epi32(aL[t], _mm512_slli_epi32(aH[t], 8)), off);
-            const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(base + step * (size_t)t + go)));
+            const uint8_t *h = base + step * (size_t)t + go; /* the group's 16 fp16 scales */
+            const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(ws, vdx), acc[t]);
         }
     }
@@ -192,8 +206,10 @@ hx_q1l_block(const int TB, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_
 static void hx_q1l_block_n(int n, const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t *bq,
                            const float *dx, int64_t t0, float *out, float scale)
 {
+    const struct hx_q1l_next none = {0, 1, 0};
     switch (n) {
-#define HX_Q1L_CASE(N) case N: hx_q1l_block(N, x, lut, bq, dx, t0, 1, 0, out, scale); break;
+#define HX_Q1L_CASE(N)                                                                          \
+    case N: hx_q1l_block(N, x, lut, bq, dx, t0, 1, none, out, scale); break;
     HX_Q1L_CASE(1) HX_Q1L_CASE(2) HX_Q1L_CASE(3) HX_Q1L_CASE(4)
     HX_Q1L_CASE(5) HX_Q1L_CASE(6) HX_Q1L_CASE(7)
 #undef HX_Q1L_CASE
@@ -205,11 +221,12 @@ void hx__x16_q1_gemv_vbmi(const struct hx_cpu_x16 *x, uint8_t *lut, const int8_t
                           const float *dx, int64_t t0, int64_t t1, float *out, float scale)
 {
     const int64_t L = hx_q1l_stride(x, t0, t1);
+    const int64_t t = t0 + L * x->lut_tiles; /* the tiles left over, adjacent, go last */
     for (int64_t b = 0; b < L; b++, bq = NULL) {
-        const int nn = b + 1 < L ? x->lut_tiles : 0;
-        if (x->lut_tiles == 4) hx_q1l_block(4, x, lut, bq, dx, t0 + b, L, nn, out, scale);
-        else hx_q1l_block(HX_Q1L_TB, x, lut, bq, dx, t0 + b, L, nn, out, scale);
+        const struct hx_q1l_next nx = b + 1 < L ? (struct hx_q1l_next){t0 + b + 1, L, x->lut_tiles}
+                                                : (struct hx_q1l_next){t, 1, (int)(t1 - t)};
+        if (x->lut_tiles == 4) hx_q1l_block(4, x, lut, bq, dx, t0 + b, L, nx, out, scale);
+        else hx_q1l_block(HX_Q1L_TB, x, lut, bq, dx, t0 + b, L, nx, out, scale);
     }
-    const int64_t t = t0 + L * x->lut_tiles;
     if (t < t1) hx_q1l_block_n((int)(t1 - t), x, lut, bq, dx, t, out, scale);
 }
