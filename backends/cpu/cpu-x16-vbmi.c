@@ -23,8 +23,9 @@
  * but L = (thread's tiles) / (tiles per block) apart, and block b + 1 takes the tiles after
  * block b's: the walk reads 4 or 8 long sequential streams side by side. While group g runs,
  * group g + x->lut_ahead of the block (past the last, the first groups of the next block,
- * strided or the one left over) is prefetched into L2 in the order it will be read. Tiles per block and groups ahead are chosen
- * per CPU when the weight is repacked (hx__cpu_q1_lut: 8 and 7 on AMD, 8 and 3 elsewhere).
+ * strided or the one left over) is prefetched into L2 in the order it will be read. Tiles per
+ * block and groups ahead are chosen per CPU when the weight is repacked (hx__cpu_q1_lut: 8 and
+ * 7 on AMD, 8 and 3 elsewhere).
  * Blocks of adjacent tiles, as the walk took them before, read 4 or 8 streams of one tile
  * each (2304 bytes for K = 1024), and on the Xeon VM (2 threads, time over a plain read of the
  * same tiles, call by call in rotating order, 20 rotations) the long streams took 1024→4096
