@@ -24,14 +24,20 @@ L=$D/misc/llama-2-tiny-random.gguf
 lr=$("$E" run -m "$L" -p "Hello world" -n 16 --temp 0 --ids --backend ref 2>/dev/null | xargs)
 lc=$("$E" run -m "$L" -p "Hello world" -n 16 --temp 0 --ids --backend cpu 2>/dev/null | xargs)
 [ "$(echo "$lc" | wc -w)" -eq 16 ] && [ "$lr" = "$lc" ] && ok "llama-2-tiny-random runs, cpu ids = ref ids" || bad "llama-2-tiny: ref '$lr' cpu '$lc'"
-# engine devices: the cpu device names this CPU (as /proc/cpuinfo does on x86) and its count
+# engine devices names the CPU by one rule (backends/cpu/cpu-features.c): the OS's name for it
+# (/proc/cpuinfo "model name", or "Model" on Arm), else the CPUID brand string; and its count.
 cpuline=$("$E" devices 2>/dev/null | grep -A1 '^  cpu ' | tail -1)
-model=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//; s/ *$//')
+model=$(grep -m1 -E '^(model name|Model)[[:space:]]*:' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')
 ncpu=$(getconf _NPROCESSORS_ONLN)
-if [ -n "$model" ] && [ "$(uname -m)" = x86_64 ]; then
+if [ -n "$model" ]; then
   case "$cpuline" in
-    *"host CPU: $model, $ncpu logical CPUs; "*" kernels"*) ok "engine devices names the CPU: $model, $ncpu logical CPUs" ;;
-    *) bad "engine devices cpu line: '$cpuline' (want '$model', $ncpu logical CPUs)" ;;
+    *"host CPU: $model, $ncpu logical CPUs; "*" kernels"*) ok "engine devices names the CPU as the OS does: $model, $ncpu logical CPUs" ;;
+    *) bad "engine devices cpu line: '$cpuline' (want the OS's name '$model', $ncpu logical CPUs)" ;;
+  esac
+else
+  case "$cpuline" in
+    *"host CPU: "?*", $ncpu logical CPUs; "*) ok "engine devices names the CPU (the OS gives no name; CPUID brand): $cpuline" ;;
+    *) bad "engine devices cpu line: '$cpuline' (want a name and $ncpu logical CPUs)" ;;
   esac
 fi
 expect_fail() { # name, expected exit, args...

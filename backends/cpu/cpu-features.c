@@ -229,19 +229,15 @@ bool hx__cpu_vbmi(void)
     return !(env && !strcmp(env, "0"));
 }
 
+/* The CPU's name by one rule on every machine: what the operating system calls it (Linux's
+ * /proc/cpuinfo "model name", or "Model" on Arm: what lscpu and every monitor show the user),
+ * and only where the OS names none, the processor's own CPUID brand string. The two can
+ * differ: a hypervisor may give the guest kernel one brand and CPUID another. */
 void hx__cpu_name(char *out, size_t len)
 {
-    char name[49] = "";
-#if defined(__x86_64__)
-    unsigned r[12], a, b, c, d;
-    if (__get_cpuid(0x80000000u, &a, &b, &c, &d) && a >= 0x80000004u) {
-        for (unsigned i = 0; i < 3; i++)
-            __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
-        memcpy(name, r, 48);
-    }
-#else
+    char name[256] = "";
     FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
+    char line[512];
     while (f && fgets(line, sizeof line, f)) {
         const char *colon = strchr(line, ':');
         if (colon && (!strncmp(line, "model name", 10) || !strncmp(line, "Model", 5))) {
@@ -250,11 +246,19 @@ void hx__cpu_name(char *out, size_t len)
         }
     }
     if (f) fclose(f);
+#if defined(__x86_64__)
+    unsigned r[12], a, b, c, d;
+    if (!name[0] && __get_cpuid(0x80000000u, &a, &b, &c, &d) && a >= 0x80000004u) {
+        for (unsigned i = 0; i < 3; i++)
+            __get_cpuid(0x80000002u + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+        memcpy(name, r, 48);
+        name[48] = '\0';
+    }
 #endif
-    /* the brand string is padded with spaces (leading on some Intel parts) and NULs */
+    /* trim: the brand string is padded with spaces (leading on some Intel parts) and NULs */
     size_t n = strnlen(name, sizeof name - 1), i = 0;
-    while (n > 0 && (name[n - 1] == ' ' || name[n - 1] == '\n')) n--;
-    while (i < n && name[i] == ' ') i++;
+    while (n > 0 && (name[n - 1] == ' ' || name[n - 1] == '\n' || name[n - 1] == '\t')) n--;
+    while (i < n && (name[i] == ' ' || name[i] == '\t')) i++;
     snprintf(out, len, "%.*s", (int)(n - i), n > i ? name + i : "");
     if (!out[0] && len) snprintf(out, len, "unknown CPU");
 }
