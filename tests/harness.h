@@ -1,8 +1,17 @@
 /*
  * harness.h — a tiny in-tree test harness. A test file defines TEST(name) functions and ends
- * with TEST_MAIN(). `./test-foo` runs every test in the file; `./test-foo NAME` runs one.
- * Output ends with the line "N passed, N failed, N skipped"; the exit status is non-zero if
- * any test failed. A skipped test says why.
+ * with TEST_MAIN(). `./test-foo` runs every test in the file; `./test-foo NAME [NAME...]` runs
+ * those (an unknown name is an error, exit 2). Output ends with the line "N passed, N failed,
+ * N skipped[, N n/a]".
+ *
+ * Two ways not to run a test, each saying why:
+ *   SKIP(...)    something the test needs is missing: the shared data, a Vulkan device, a
+ *                library the build left out. The run exits 77, which CTest reports as a skip
+ *                (not a pass), and in CI (CI=true) such a skip is a failure, since CI has all
+ *                of these.
+ *   SKIP_NA(...) the test does not apply to this machine (the CPU lacks AMX; a path only the
+ *                simulator has): counted as n/a, and does not change the exit status.
+ * Exit status: 1 if any test failed, else 77 if any was skipped, else 0.
  */
 #pragma once
 
@@ -21,7 +30,7 @@ struct hx_test_case {
 static struct hx_test_case hx_tests[HX_TEST_MAX];
 static int hx_n_tests;
 static int hx_test_failed;   /* current test failed */
-static int hx_test_skipped;  /* current test skipped */
+static int hx_test_skipped;  /* current test skipped (1) or not applicable (2) */
 
 #define TEST(name)                                                                           \
     static void test_##name(void);                                                           \
@@ -102,6 +111,23 @@ static int hx_test_skipped;  /* current test skipped */
         return;                                                                              \
     } while (0)
 
+#define SKIP_NA(...)                                                                         \
+    do {                                                                                     \
+        fprintf(stderr, "  N/A: ");                                                          \
+        fprintf(stderr, __VA_ARGS__);                                                        \
+        fprintf(stderr, "\n");                                                               \
+        hx_test_skipped = 2;                                                                 \
+        return;                                                                              \
+    } while (0)
+
+/* CI=true: a skip of something CI is expected to have is a failure there (tests/lib.sh has the
+ * same rule for the shell tests). */
+static inline int hx_test_in_ci(void)
+{
+    const char *ci = getenv("CI");
+    return ci && (!strcmp(ci, "true") || !strcmp(ci, "1"));
+}
+
 /* Path of a file in the shared data folder (HX_DATA env, else ../shared/data). */
 static inline const char *hx_test_data(const char *rel)
 {
@@ -124,18 +150,39 @@ static inline char *hx_test_mkdtemp(char *buf, size_t n, const char *tag)
 
 static inline int hx_test_main(int argc, char **argv)
 {
-    int passed = 0, failed = 0, skipped = 0;
+    int passed = 0, failed = 0, skipped = 0, na = 0;
+    for (int a = 1; a < argc; a++) {
+        int known = 0;
+        for (int i = 0; i < hx_n_tests; i++) known |= !strcmp(argv[a], hx_tests[i].name);
+        if (!known) {
+            fprintf(stderr, "%s: no test named '%s'; the tests are:", argv[0], argv[a]);
+            for (int i = 0; i < hx_n_tests; i++) fprintf(stderr, " %s", hx_tests[i].name);
+            fprintf(stderr, "\n");
+            return 2;
+        }
+    }
+    const int ci = hx_test_in_ci();
     for (int i = 0; i < hx_n_tests; i++) {
-        if (argc > 1 && strcmp(argv[1], hx_tests[i].name) != 0) continue;
+        int wanted = argc == 1;
+        for (int a = 1; a < argc; a++) wanted |= !strcmp(argv[a], hx_tests[i].name);
+        if (!wanted) continue;
         hx_test_failed = hx_test_skipped = 0;
         fprintf(stderr, "[ RUN  ] %s\n", hx_tests[i].name);
         hx_tests[i].fn();
+        if (!hx_test_failed && hx_test_skipped == 1 && ci) {
+            fprintf(stderr, "  FAIL: skipped in CI (CI=true), which has everything this test "
+                            "needs\n");
+            hx_test_failed = 1;
+        }
         if (hx_test_failed) failed++, fprintf(stderr, "[ FAIL ] %s\n", hx_tests[i].name);
-        else if (hx_test_skipped) skipped++, fprintf(stderr, "[ SKIP ] %s\n", hx_tests[i].name);
+        else if (hx_test_skipped == 1) skipped++, fprintf(stderr, "[ SKIP ] %s\n", hx_tests[i].name);
+        else if (hx_test_skipped == 2) na++, fprintf(stderr, "[ N/A  ] %s\n", hx_tests[i].name);
         else passed++, fprintf(stderr, "[  OK  ] %s\n", hx_tests[i].name);
     }
-    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-    return failed ? 1 : 0;
+    printf("%d passed, %d failed, %d skipped", passed, failed, skipped);
+    if (na) printf(", %d n/a (not applicable to this machine)", na);
+    printf("\n");
+    return failed ? 1 : skipped ? 77 : 0;
 }
 
 #define TEST_MAIN()                                                                          \

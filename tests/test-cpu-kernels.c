@@ -176,14 +176,14 @@ TEST(matmul_scalar) { matmul_all_types("scalar"); }
 
 TEST(matmul_avx2)
 {
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) SKIP("no AVX2");
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) SKIP_NA("no AVX2");
     matmul_all_types("avx2");
 }
 
 TEST(matmul_avx512)
 {
     if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw"))
-        SKIP("no AVX-512 VNNI");
+        SKIP_NA("no AVX-512 VNNI");
     matmul_all_types("avx512");
 }
 
@@ -203,7 +203,7 @@ TEST(matmul_q8_0_amx)
     setenv("HX_CPU_ISA", "avx512", 1);
     if (!hx__cpu_amx()) {
         unsetenv("HX_CPU_ISA");
-        SKIP("no AMX-INT8 (CPU, OS permission or compiler)");
+        SKIP_NA("no AMX-INT8 (CPU, OS permission or compiler)");
     }
     static const int64_t cases[][3] = {{16, 64, 16}, {37, 512, 70}, {64, 1024, 48}, {80, 96, 33}, {130, 256, 20}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -241,7 +241,7 @@ TEST(matmul_q1_0_lookup)
     unsetenv("HX_CPU_Q1_LUT");
     if (!hx__cpu_vbmi()) {
         unsetenv("HX_CPU_ISA");
-        SKIP("no AVX-512 VBMI");
+        SKIP_NA("no AVX-512 VBMI");
     }
     static const int64_t cases[][4] = {
         /* k, n, threads, x_mode */

@@ -331,7 +331,7 @@ TEST(garbage_m_and_n_padding_is_ignored)
 
 TEST(skipped_a_sync_is_a_contract_violation)
 {
-    if (!hx_t_is_sim()) SKIP("simulator only");
+    if (!hx_t_is_sim()) SKIP_NA("simulator only");
     struct hx_device *dev = hx_t_open();
     ASSERT_TRUE(dev);
     struct hx_weight w;
@@ -351,7 +351,7 @@ TEST(skipped_a_sync_is_a_contract_violation)
 
 TEST(skipped_a_sync_gives_stale_data)
 {
-    if (!hx_t_is_sim()) SKIP("simulator only");
+    if (!hx_t_is_sim()) SKIP_NA("simulator only");
     struct hx_device *dev = hx_t_open();
     ASSERT_TRUE(dev);
     ASSERT_OK(hx__npu_sim_configure("stale=allow"));
@@ -374,7 +374,7 @@ TEST(skipped_a_sync_gives_stale_data)
 
 TEST(skipped_c_sync_reads_poison)
 {
-    if (!hx_t_is_sim()) SKIP("simulator only");
+    if (!hx_t_is_sim()) SKIP_NA("simulator only");
     struct hx_device *dev = hx_t_open();
     ASSERT_TRUE(dev);
     hx_t_dbg(dev)->skip_sync_c = true;
@@ -389,7 +389,7 @@ TEST(skipped_c_sync_reads_poison)
 
 TEST(injected_wait_states_are_clean_errors)
 {
-    if (!hx_t_is_sim()) SKIP("simulator only");
+    if (!hx_t_is_sim()) SKIP_NA("simulator only");
     static const struct { const char *spec; int want; } cases[] = {
         {"wait=error", HX_E_DEVICE}, {"wait=abort", HX_E_DEVICE},
         {"wait=noresponse", HX_E_DEVICE}, {"wait=timeout", HX_E_TIMEOUT},
@@ -417,7 +417,7 @@ TEST(injected_wait_states_are_clean_errors)
 
 TEST(open_and_allocation_failures_are_clean)
 {
-    if (!hx_t_is_sim()) SKIP("simulator only");
+    if (!hx_t_is_sim()) SKIP_NA("simulator only");
     struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = 1};
     struct hx_device *dev = NULL;
     ASSERT_OK(hx__npu_sim_configure("open=fail"));
@@ -457,7 +457,7 @@ TEST(open_and_allocation_failures_are_clean)
 
 TEST(scheduler_falls_back_from_a_failing_npu)
 {
-    if (!hx_t_is_sim()) SKIP("simulator only");
+    if (!hx_t_is_sim()) SKIP_NA("simulator only");
     struct hx_model *m = NULL;
     if (hx_model_load(hx_test_data("stories260K/stories260K.gguf"), NULL, &m) != HX_OK) SKIP("no stories260K");
     hx_token ids[64], out[2][8];
@@ -520,7 +520,7 @@ static void hx_t_rmdir(const char *dir)
 
 TEST(generated_manifest_matches_builtin)
 {
-    if (!hx_t_is_sim()) SKIP("simulator only");
+    if (!hx_t_is_sim()) SKIP_NA("simulator only");
 #if !HX_NPU_HAVE_JANSSON
     ASSERT_TRUE(hx_t_open_dir(P_tmpdir) == NULL && strstr(hx_last_error(), "without jansson"));
     SKIP("built without jansson: no kernel folders (the built-in kernels only)");
@@ -567,7 +567,7 @@ static void hx_t_bad_kernels(const char *what, const char *file, const char *tex
 
 TEST(bad_kernel_folders_are_reported)
 {
-    if (!hx_t_is_sim()) SKIP("simulator only");
+    if (!hx_t_is_sim()) SKIP_NA("simulator only");
 #if !HX_NPU_HAVE_JANSSON
     SKIP("built without jansson: no kernel folders");
 #endif

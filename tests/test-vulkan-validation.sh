@@ -5,26 +5,25 @@
 # loader (VK_INSTANCE_LAYERS: the layer prints "Validation Error: ...") and through the
 # backend's debug messenger (HX_VK_VALIDATION=1: "hx error: vulkan validation: ..."). Any
 # validation error fails the test, as does a failing test or wrong greedy ids.
-# Skipped (exit 0, says why) when no Vulkan device or no validation layer is installed
-# (Debian: vulkan-validationlayers; scripts/setup-debian.sh installs it).
+# Skipped (exit 77, says why; a failure in CI, tests/lib.sh) when no Vulkan device or no
+# validation layer is installed (Debian: vulkan-validationlayers; scripts/setup-debian.sh
+# installs it).
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?} B=${HX_BUILD:-$(dirname "$E")}
 T=$B/tests/test-vulkan
-pass=0 fail=0
-ok() { pass=$((pass+1)); echo "ok   $1"; }
-bad() { fail=$((fail+1)); echo "FAIL $1"; }
+. "$(dirname "$0")/lib.sh"
 
 if ! "$E" devices 2>/dev/null | grep -q '^  vulkan *available'; then
-  echo "SKIP: no usable Vulkan device: $("$E" devices 2>&1 | grep -A1 '^  vulkan' | tr -s ' ' | head -2 | xargs)"
-  echo "0 passed, 0 failed, 1 skipped"; exit 0
+  skip "no usable Vulkan device: $("$E" devices 2>&1 | grep -A1 '^  vulkan' | tr -s ' ' | head -2 | xargs)"
+  finish
 fi
 have_layer=0
 for f in /usr/share/vulkan/explicit_layer.d/*validation*.json /etc/vulkan/explicit_layer.d/*validation*.json; do
   [ -e "$f" ] && have_layer=1
 done
 if [ $have_layer -eq 0 ]; then
-  echo "SKIP: the Vulkan validation layer is not installed (apt-get install vulkan-validationlayers)"
-  echo "0 passed, 0 failed, 1 skipped"; exit 0
+  skip "the Vulkan validation layer is not installed (apt-get install vulkan-validationlayers)"
+  finish
 fi
 [ -x "$T" ] || { echo "FAIL: $T not built"; echo "0 passed, 1 failed"; exit 1; }
 
