@@ -559,15 +559,23 @@ static int hx__w_tensors(const struct hx_gguf_writer *w, int fd, const char *pat
 int hx__gguf_write(struct hx_gguf_writer *w, const char *path, hx_gguf_tensor_fill_fn fill,
                    hx_gguf_progress_cb progress, void *user_data)
 {
-    struct stat sb;
     if (!path || !*path) return hx__set_error(HX_E_INVAL, "gguf write: no output path");
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return hx__set_error(HX_E_INVAL, "cannot write '%s': it is a directory", path);
     if (w->n_t && !fill) return hx__set_error(HX_E_INVAL, "gguf write: tensors declared but no fill callback");
+    char *target = NULL;
+    bool exists;
+    unsigned mode;
+    int st = hx__outfile_resolve(path, &target, &exists, &mode);
+    if (st) return st;
+    path = target; /* a symbolic link is written through: its target is replaced */
     struct hx__bytes hdr = {0};
     char *tmp = NULL;
-    int fd = -1, st = hx__w_header(w, &hdr);
-    if (st || (st = hx__w_open_tmp(path, &tmp, &fd))) goto fail;
+    int fd = -1;
+    if ((st = hx__w_header(w, &hdr)) || (st = hx__w_open_tmp(path, &tmp, &fd))) goto fail;
+    /* The replaced file's permission bits carry over (the temporary was made 0666 & ~umask). */
+    if (exists && fchmod(fd, (mode_t)mode) != 0) {
+        st = hx__set_error(HX_E_IO, "cannot set the mode of '%s': %s", tmp, strerror(errno));
+        goto fail;
+    }
     if ((st = hx__w_write_all(fd, hdr.p, hdr.len, tmp))) goto fail;
     hx__free(hdr.p);
     hdr.p = NULL;
@@ -588,11 +596,13 @@ int hx__gguf_write(struct hx_gguf_writer *w, const char *path, hx_gguf_tensor_fi
     }
     hx__w_sync_dir(path);
     hx__free(tmp);
+    hx__free(target);
     return HX_OK;
 fail:
     hx__free(hdr.p);
     if (fd >= 0) close(fd);
     if (tmp) unlink(tmp);
     hx__free(tmp);
+    hx__free(target);
     return st;
 }

@@ -46,6 +46,11 @@ static inline bool hx__add_size(size_t a, size_t b, size_t *out)
     return !__builtin_add_overflow(a, b, out);
 }
 
+/* Where writing the output `path` goes (core/outfile.c): *target (hx_free) is path, or the
+ * regular file a symbolic link names; *exists and *mode (permission bits) describe it. A
+ * directory, device, FIFO, socket or dangling link is HX_E_INVAL with a message. */
+int hx__outfile_resolve(const char *path, char **target, bool *exists, unsigned *mode);
+
 /* Monotonic clock in microseconds. */
 double hx__time_us(void);
 

@@ -126,7 +126,37 @@ expect_fail "mkmodel: vocab file without tokens" 1 "no tokenizer.ggml.tokens" mk
 expect_fail "mkmodel: missing -o" 2 "missing -o" mkmodel --shape tiny --type Q8_0 --vocab "$VOC"
 expect_fail "mkmodel: output directory missing" 1 "no-dir/m.gguf.*No such file" mkmodel --shape tiny --type Q8_0 --vocab "$VOC" -o "$T/no-dir/m.gguf"
 expect_fail "mkmodel: output is the vocabulary" 2 "is the vocabulary" mkmodel --shape tiny --type Q8_0 --vocab "$T/keep.gguf" -o "$T/keep.gguf"
-check "no temporary files left behind" "[ -z \"\$(ls '$T' | grep '\.tmp\.')\" ]"
+
+# ---- outputs are written only as regular files (core/outfile.c) ------------------------------
+# A FIFO, a directory, a device node and a dangling link are refused and left as they were; a
+# link is written through to its target (the link stays a link); an existing file keeps its
+# permission bits. All in $T: a regression can only damage these stand-ins.
+O=$T/out; mkdir -p "$O"
+mkfifo "$O/fifo"
+expect_fail "quantize onto a FIFO is refused" 1 "is a FIFO" quantize "$M" "$O/fifo" Q8_0
+check "  and the FIFO is still a FIFO" "[ -p '$O/fifo' ]"
+mkdir "$O/dir"
+expect_fail "quantize onto a directory is refused" 1 "is a directory" quantize "$M" "$O/dir" Q8_0
+check "  and the directory is still there, empty" "[ -d '$O/dir' ] && [ -z \"\$(ls -A '$O/dir')\" ]"
+if mknod "$O/null" c 1 3 2>/dev/null; then
+  expect_fail "quantize onto a character device is refused" 1 "is a character device" quantize "$M" "$O/null" Q8_0
+  check "  and the device node is still a character device" "[ -c '$O/null' ]"
+  expect_fail "mkmodel onto a character device is refused" 1 "is a character device" mkmodel --shape tiny --type Q8_0 --vocab "$VOC" -o "$O/null"
+else
+  echo "N/A  a device node cannot be made here (not root): the FIFO stands in for special files"
+fi
+ln -s "$O/missing.gguf" "$O/dangling"
+expect_fail "quantize through a dangling link is refused" 1 "symbolic link to a missing file" quantize "$M" "$O/dangling" Q8_0
+check "  and nothing was created at its target" "[ ! -e '$O/missing.gguf' ] && [ -L '$O/dangling' ]"
+echo old > "$O/target.gguf"; chmod 0600 "$O/target.gguf"; ln -s target.gguf "$O/link.gguf"
+"$E" quantize "$M" "$O/link.gguf" Q8_0 > /dev/null 2>&1; rc=$?
+check "quantize through a symlink writes its target (exit 0)" "[ $rc -eq 0 ] && [ -L '$O/link.gguf' ] && [ \"\$(readlink '$O/link.gguf')\" = target.gguf ]"
+check "  the target is the new model, loadable" "[ -n \"\$(ids '$O/target.gguf' 4)\" ]"
+check "  and keeps its 0600 permissions" "[ \"\$(stat -c %a '$O/target.gguf')\" = 600 ]"
+echo old > "$O/plain.gguf"; chmod 0640 "$O/plain.gguf"
+"$E" mkmodel --shape tiny --type Q8_0 --vocab "$VOC" -o "$O/plain.gguf" > /dev/null 2>&1; rc=$?
+check "mkmodel over a 0640 file: exit 0, mode still 0640" "[ $rc -eq 0 ] && [ \"\$(stat -c %a '$O/plain.gguf')\" = 640 ]"
+check "no temporary files left behind" "[ -z \"\$(ls '$T' '$O' | grep '\.tmp\.')\" ]"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
