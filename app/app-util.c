@@ -1,12 +1,15 @@
 /* app-util.c — small helpers shared by the subcommands: error printing, strict parsing, rows
  * of a tensor converted on the thread pool. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "app.h"
 #include "hx-impl.h"
@@ -20,6 +23,87 @@ void hx_app_error(const char *cmd, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t pos0, int32_t seq,
+                   hx_app_fed_fn after, void *user, const float **logits)
+{
+    if (logits) *logits = NULL;
+    int64_t nb = HX_MIN(hx_context_n_batch(c), HX_MAX(n, 1));
+    int32_t *pos = hx_malloc((size_t)nb * sizeof *pos), *sq = hx_malloc((size_t)nb * sizeof *sq);
+    int8_t *lg = hx_malloc((size_t)nb);
+    int st = pos && sq && lg ? HX_OK : HX_E_NOMEM;
+    for (int64_t p = 0; st == HX_OK && p < n; p += nb) {
+        int64_t k = HX_MIN(n - p, nb);
+        for (int64_t i = 0; i < k; i++)
+            pos[i] = (int32_t)(pos0 + p + i), sq[i] = seq, lg[i] = p + i == n - 1;
+        struct hx_batch b = {.n_rows = k, .token = ids + p, .pos = pos, .seq = sq, .logits = lg};
+        st = hx_decode(c, &b);
+        if (st == HX_OK && after) after(user, p + k);
+    }
+    hx_free(pos), hx_free(sq), hx_free(lg);
+    if (st == HX_OK && n > 0 && logits && !(*logits = hx_get_logits(c, -1))) st = HX_E_INTERNAL;
+    return st;
+}
+
+int hx_app_outfile_open(const char *cmd, const char *path, struct hx_app_outfile *o)
+{
+    memset(o, 0, sizeof *o);
+    if (hx__outfile_resolve(path, &o->target, &o->exists, &o->mode) != HX_OK) {
+        hx_app_error(cmd, "%s", hx_last_error());
+        return 2;
+    }
+    size_t n = strlen(o->target) + 32;
+    o->tmp = hx_malloc(n);
+    int fd = -1;
+    for (int k = 0; o->tmp && fd < 0 && k < 100; k++) {
+        snprintf(o->tmp, n, "%s.tmp.%ld.%d", o->target, (long)getpid(), k);
+        fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
+        hx_app_error(cmd, "cannot write '%s': %s", path, strerror(errno));
+        if (fd >= 0) close(fd), unlink(o->tmp);
+        hx_free(o->tmp), hx_free(o->target);
+        memset(o, 0, sizeof *o);
+        return 1;
+    }
+    return 0;
+}
+
+int hx_app_outfile_commit(const char *cmd, struct hx_app_outfile *o)
+{
+    bool ok = !ferror(o->f) && fflush(o->f) == 0 && (!o->exists || fchmod(fileno(o->f), (mode_t)o->mode) == 0);
+    int e = errno;
+    ok &= fclose(o->f) == 0;
+    o->f = NULL;
+    if (ok && rename(o->tmp, o->target) != 0) ok = false, e = errno;
+    if (!ok) hx_app_error(cmd, "cannot write '%s': %s", o->target, strerror(e));
+    hx_app_outfile_abort(o);
+    return ok ? 0 : 1;
+}
+
+void hx_app_outfile_abort(struct hx_app_outfile *o)
+{
+    if (o->f) fclose(o->f);
+    if (o->tmp) unlink(o->tmp); /* after a commit the name is gone: ENOENT, harmless */
+    hx_free(o->tmp), hx_free(o->target);
+    memset(o, 0, sizeof *o);
+}
+
+void hx_app_devices_add(char *set, size_t cap, const char *list)
+{
+    while (*list) {
+        size_t len = strcspn(list, ",");
+        bool seen = false;
+        for (const char *p = set; *p && !seen; p += strcspn(p, ","), p += *p == ',')
+            seen = strcspn(p, ",") == len && !strncmp(p, list, len);
+        size_t used = strlen(set);
+        if (!seen && used + len + 2 <= cap)
+            snprintf(set + used, cap - used, "%s%.*s", used ? "," : "", (int)len, list);
+        list += len;
+        list += *list == ',';
+    }
 }
 
 bool hx_app_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)

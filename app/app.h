@@ -8,6 +8,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "hx.h"
 
 int hx_cmd_inspect(int argc, char **argv);
 int hx_cmd_devices(int argc, char **argv);
@@ -24,6 +27,37 @@ int hx_cmd_mkmodel(int argc, char **argv);
 
 /* Print "engine <cmd>: <message>" to stderr. */
 void hx_app_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Feed ids[0..n) to sequence seq at positions pos0.. in batches of at most the context's
+ * n_batch rows, requesting the logits of the last row only. after (may be NULL) is called
+ * after each batch with the rows fed so far. On HX_OK, *logits (may be NULL) is the last row's
+ * logits, valid until the next hx_decode; on failure the cache holds the batches that
+ * succeeded (hx_kv_len tells how many positions) and hx_last_error() says why.
+ */
+typedef void (*hx_app_fed_fn)(void *user, int64_t n_fed);
+int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t pos0, int32_t seq,
+                   hx_app_fed_fn after, void *user, const float **logits);
+
+/*
+ * An output file the user named, written safely (the rule of core/outfile.c): opened as a
+ * temporary next to the target, which is replaced only by hx_app_outfile_commit. A special
+ * file or directory is refused at open; an existing file keeps its permissions; on abort or
+ * any error the target is left as it was. Open and commit print their own errors (1 / 2).
+ */
+struct hx_app_outfile {
+    FILE *f;
+    char *target, *tmp;
+    unsigned mode;
+    bool exists;
+};
+int hx_app_outfile_open(const char *cmd, const char *path, struct hx_app_outfile *o);
+int hx_app_outfile_commit(const char *cmd, struct hx_app_outfile *o);
+void hx_app_outfile_abort(struct hx_app_outfile *o);
+
+/* Add the comma-separated device ids of list to set (NUL-terminated, cap bytes), skipping
+ * ids already there: the devices a command used over several hx_decode calls. */
+void hx_app_devices_add(char *set, size_t cap, const char *list);
 
 /* Parse helpers: strict (whole string, range-checked); false on bad input. */
 bool hx_app_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

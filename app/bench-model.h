@@ -14,7 +14,7 @@ static const char *const hx_bm_vstate_name[] = {"off", "skipped", "yes", "FAIL"}
 
 /* One bar of --plot, and what the markdown footer says about a row's check. */
 struct hx_bm_bar {
-    char group[160];          /* "model test" */
+    char group[200];          /* "model test" */
     char series[224];         /* "backend · policy · tN" */
     double median_ts, stddev_ts;
     enum hx_bm_vstate verified;
@@ -30,6 +30,6 @@ struct hx_bm_out {
     int n_bars, cap_bars;
 };
 
-/* Write the chart of every row printed to f (closed here): one panel per group (model and
- * test), one bar per series. 0 ok, 1 the file could not be written (path names it). */
-int hx_bm_plot(FILE *f, const char *path, long long reps, const struct hx_bm_out *out);
+/* Write the chart of every row printed to f (left open: the caller commits the file): one
+ * panel per group (model and test), one bar per series. Returns 0. */
+int hx_bm_plot(FILE *f, long long reps, const struct hx_bm_out *out);

@@ -50,6 +50,10 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
             VAL();
             if (!hx_app_parse_i64(v, 1, 1 << 24, &n)) return hx_cli_bad(cmd, a, v);
             o->n_ctx = n;
+        } else if (!strcmp(a, "--batch") || !strcmp(a, "-ub")) {
+            VAL();
+            if (!hx_app_parse_i64(v, 1, 65536, &n)) return hx_cli_bad(cmd, a, v);
+            o->n_batch = n;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             VAL();
             if (!hx_app_parse_i64(v, 1, 1024, &n)) return hx_cli_bad(cmd, a, v);
@@ -111,6 +115,7 @@ int hx_cli_open(const char *cmd, const struct hx_cli *o, struct hx_model **m, st
     }
     struct hx_context_params cp = {.struct_size = sizeof cp, .backend = o->backend, .policy = o->policy,
                                    .fallback = o->fallback, .n_threads = o->n_threads, .n_ctx = o->n_ctx,
+                                   .n_batch = o->n_batch,
                                    .npu_kernels = o->npu_kernels};
     if (hx_context_new(*m, &cp, c) != HX_OK) {
         hx_app_error(cmd, "cannot set up devices: %s", hx_last_error());

@@ -6,7 +6,7 @@
 
 struct hx_cli {
     const char *model, *prompt, *backend, *policy, *fallback, *chat_template, *npu_kernels;
-    int64_t n_predict, n_ctx;
+    int64_t n_predict, n_ctx, n_batch;
     int n_threads;
     bool ids, verbose;
     struct hx_sampler_params sp;

@@ -5,7 +5,8 @@
  * Every combination of model × --backend × --policy × -t is one context and yields one row
  * per test: ppN is one prefill of N random (seeded) token ids from an empty cache, tgN is N
  * single-token decodes from an empty cache with the logits of every step computed (so the
- * output head is read each step). Tokenization and sampling are excluded. Before timing, one
+ * output head is read each step). With -d D ("pp512 @ d4096", as llama-bench names it) the
+ * cache is first filled with D tokens, once and untimed, and every run starts there. Tokenization and sampling are excluded. Before timing, one
  * untimed warm-up run touches every weight, so a cold mmap is never measured. Each test is
  * repeated -r times; rows give median ± sample stddev and the best run.
  *
@@ -61,7 +62,8 @@ struct hx_bm_opts {
     char policies[2 * HX_BM_MAX_LIST][256];
     bool policy_optional[2 * HX_BM_MAX_LIST];   /* from --policy all: skip, don't fail, if absent */
     int64_t n_prompt[HX_BM_MAX_LIST], n_gen[HX_BM_MAX_LIST], threads[HX_BM_MAX_LIST];
-    int n_models, n_backends, n_policies, n_n_prompt, n_n_gen, n_threads;
+    int64_t n_depth[HX_BM_MAX_LIST]; /* -d: tokens already in the cache when a test starts */
+    int n_models, n_backends, n_policies, n_n_prompt, n_n_gen, n_threads, n_n_depth;
     int64_t reps, bw_mib;
     float bw_gbs;             /* > 0: use this bandwidth instead of probing */
     const char *fallback;     /* --fallback chain, NULL = none */
@@ -69,7 +71,7 @@ struct hx_bm_opts {
     bool mmap;
     bool no_verify;           /* --no-verify: no check against the reference before timing */
     const char *plot_path;    /* --plot FILE.svg, NULL = none */
-    FILE *plot;               /* opened before any model loads, so a bad path fails early */
+    struct hx_app_outfile plot; /* opened before any model loads, so a bad path fails early */
     enum hx_bm_fmt fmt;
 };
 
@@ -120,7 +122,7 @@ struct hx_bm_row {
     const struct hx_bm_model *model;
     const char *backend, *policy, *devices;
     const struct hx_app_bw *bw;
-    int64_t n_threads, n_prompt, n_gen;
+    int64_t n_threads, n_prompt, n_gen, n_depth;
     bool mmap;
     int n_reps;
     const double *samples_ns;
@@ -148,11 +150,14 @@ static void hx_bm_usage(void)
            "                        or machine cannot run\n"
            "  -p, --n-prompt LIST   prompt lengths for ppN tests (default 512; 0 = none)\n"
            "  -n, --n-gen LIST      generated tokens for tgN tests (default 128; 0 = none)\n"
+           "  -d, --n-depth LIST    run each test after this many tokens are in the KV cache\n"
+           "                        (prefilled once, untimed), e.g. -d 0,4096,32768 (default 0)\n"
            "  -r, --repetitions N   timed runs per test (default 5)\n"
            "  -t, --threads LIST    CPU threads (default: all cores)\n"
            "  -o, --output FMT      md (default), json or csv\n"
            "      --mmap 0|1        1: map the weights and warm them (default); 0: read them in\n"
-           "      --bw-mib N        bandwidth-probe buffer in MiB (default: >= 8x the LLC)\n"
+           "      --bw-mib N        bandwidth-probe buffer in MiB (default: 8x the LLC, 256 MiB\n"
+           "                        to 1 GiB)\n"
            "      --bw-gbs X        skip the probe: take X GB/s as the read bandwidth\n"
            "      --fallback LIST   device fallback chain for failed splits (as engine run)\n"
            "      --seed S          seed of the random token ids (default 42)\n"
@@ -258,6 +263,7 @@ static void hx_bm_fill_defaults(struct hx_bm_opts *o)
     if (!o->n_policies) hx_bm_policy_push(o, "single", 6, false);
     if (!o->n_n_prompt) o->n_prompt[0] = 512, o->n_n_prompt = 1;
     if (!o->n_n_gen) o->n_gen[0] = 128, o->n_n_gen = 1;
+    if (!o->n_n_depth) o->n_depth[0] = 0, o->n_n_depth = 1;
     if (!o->n_threads) o->threads[0] = hx__pool_default_threads(), o->n_threads = 1;
 }
 
@@ -281,7 +287,7 @@ static int hx_bm_option(struct hx_bm_opts *o, int argc, char **argv, int *i)
     int64_t x;
 #define IS(s1, s2) hx_bm_is(a, s1, s2)
     bool known = IS("-m", "--model") || IS("-b", "--backend") || IS("--policy", NULL) ||
-                 IS("-p", "--n-prompt") || IS("-n", "--n-gen") || IS("-r", "--repetitions") ||
+                 IS("-p", "--n-prompt") || IS("-n", "--n-gen") || IS("-d", "--n-depth") || IS("-r", "--repetitions") ||
                  IS("-t", "--threads") || IS("-o", "--output") || IS("--mmap", NULL) ||
                  IS("--bw-mib", NULL) || IS("--bw-gbs", NULL) || IS("--seed", NULL) ||
                  IS("--fallback", NULL) || IS("--plot", NULL);
@@ -307,6 +313,8 @@ static int hx_bm_option(struct hx_bm_opts *o, int argc, char **argv, int *i)
         if (!hx_bm_policies(o, v)) return hx_bm_bad(a, v);
     } else if (IS("-p", "--n-prompt")) {
         if (!hx_bm_int_list(v, 0, 1 << 20, o->n_prompt, &o->n_n_prompt)) return hx_bm_bad(a, v);
+    } else if (IS("-d", "--n-depth")) {
+        if (!hx_bm_int_list(v, 0, 1 << 24, o->n_depth, &o->n_n_depth)) return hx_bm_bad(a, v);
     } else if (IS("-n", "--n-gen")) {
         if (!hx_bm_int_list(v, 0, 1 << 20, o->n_gen, &o->n_n_gen)) return hx_bm_bad(a, v);
     } else if (IS("-t", "--threads")) {
@@ -504,6 +512,11 @@ static void hx_bm_model_close(struct hx_bm_model *bm)
 
 #define HX_BM_BATCH 512
 
+struct hx_bm_tally_ctx {
+    struct hx_context *c;
+    struct hx_bm_tally *t;
+};
+
 /* Add the last batch's scheduler counters to t (NULL: not counting). Inside the timed span, but
  * it is a copy of a few counters: nanoseconds against the microseconds of a decode. */
 static void hx_bm_tally_add(struct hx_context *c, struct hx_bm_tally *t)
@@ -516,22 +529,21 @@ static void hx_bm_tally_add(struct hx_context *c, struct hx_bm_tally *t)
     t->bytes_moved += (double)rs.bytes_moved;
 }
 
-/* Prefill n ids from position 0 in batches of HX_BM_BATCH; logits of the last row only. */
-static int hx_bm_prefill(struct hx_context *c, const hx_token *ids, int64_t n,
-                         struct hx_bm_tally *t)
+static void hx_bm_tally_batch(void *user, int64_t n_fed)
 {
-    int32_t pos[HX_BM_BATCH], seq[HX_BM_BATCH];
-    int8_t lg[HX_BM_BATCH];
-    for (int64_t p = 0; p < n; p += HX_BM_BATCH) {
-        int64_t k = n - p < HX_BM_BATCH ? n - p : HX_BM_BATCH;
-        for (int64_t i = 0; i < k; i++)
-            pos[i] = (int32_t)(p + i), seq[i] = 0, lg[i] = p + i == n - 1;
-        struct hx_batch b = {.n_rows = k, .token = ids + p, .pos = pos, .seq = seq, .logits = lg};
-        int st = hx_decode(c, &b);
-        if (st) return st;
-        hx_bm_tally_add(c, t);
-    }
-    return HX_OK;
+    (void)n_fed;
+    struct hx_bm_tally_ctx *tc = user;
+    hx_bm_tally_add(tc->c, tc->t);
+}
+
+/* Prefill ids[from..from + n) at positions from.. in batches of the context's n_batch; logits
+ * of the last row only (in *logits when not NULL). */
+static int hx_bm_prefill(struct hx_context *c, const hx_token *ids, int64_t from, int64_t n,
+                         struct hx_bm_tally *t, const float **logits)
+{
+    struct hx_bm_tally_ctx tc = {c, t};
+    return hx_app_prefill(c, ids + from, n, (int32_t)from, 0, t ? hx_bm_tally_batch : NULL, &tc,
+                          logits);
 }
 
 /* Decode step i: token ids[i] at position i, with its logits (the head is computed). */
@@ -543,11 +555,11 @@ static int hx_bm_step(struct hx_context *c, const hx_token *ids, int64_t i)
     return hx_decode(c, &b);
 }
 
-/* n single-token decodes from position 0. */
-static int hx_bm_generate(struct hx_context *c, const hx_token *ids, int64_t n,
+/* n single-token decodes from position from. */
+static int hx_bm_generate(struct hx_context *c, const hx_token *ids, int64_t from, int64_t n,
                           struct hx_bm_tally *t)
 {
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = from; i < from + n; i++) {
         int st = hx_bm_step(c, ids, i);
         if (st) return st;
         hx_bm_tally_add(c, t);
@@ -555,14 +567,16 @@ static int hx_bm_generate(struct hx_context *c, const hx_token *ids, int64_t n,
     return HX_OK;
 }
 
-/* One timed run of a test from an empty cache: nanoseconds in *ns. */
-static int hx_bm_run_once(struct hx_context *c, const hx_token *ids, int64_t n_prompt,
-                          int64_t n_gen, double *ns, struct hx_bm_tally *t)
+/* One timed run of a test from a cache of depth tokens (ids[0..depth) are in it already):
+ * nanoseconds in *ns. */
+static int hx_bm_run_once(struct hx_context *c, const hx_token *ids, int64_t depth,
+                          int64_t n_prompt, int64_t n_gen, double *ns, struct hx_bm_tally *t)
 {
-    int st = hx_kv_truncate(c, 0, 0);
+    int st = hx_kv_truncate(c, 0, (int32_t)depth);
     if (st) return st;
     double t0 = hx_app_now_us();
-    st = n_prompt ? hx_bm_prefill(c, ids, n_prompt, t) : hx_bm_generate(c, ids, n_gen, t);
+    st = n_prompt ? hx_bm_prefill(c, ids, depth, n_prompt, t, NULL)
+                  : hx_bm_generate(c, ids, depth, n_gen, t);
     *ns = (hx_app_now_us() - t0) * 1e3;
     return st;
 }
@@ -574,8 +588,8 @@ static int hx_bm_warmup(struct hx_context *c, const hx_token *ids, int64_t max_p
     double ns;
     int st = HX_OK;
     if (max_p)
-        st = hx_bm_run_once(c, ids, max_p < HX_BM_BATCH ? max_p : HX_BM_BATCH, 0, &ns, NULL);
-    if (!st && max_n) st = hx_bm_run_once(c, ids, 0, max_n < 4 ? max_n : 4, &ns, NULL);
+        st = hx_bm_run_once(c, ids, 0, max_p < HX_BM_BATCH ? max_p : HX_BM_BATCH, 0, &ns, NULL);
+    if (!st && max_n) st = hx_bm_run_once(c, ids, 0, 0, max_n < 4 ? max_n : 4, &ns, NULL);
     return st;
 }
 
@@ -584,6 +598,13 @@ static int64_t hx_bm_max(const int64_t *v, int n)
     int64_t m = 0;
     for (int i = 0; i < n; i++) m = v[i] > m ? v[i] : m;
     return m;
+}
+
+/* Cache positions the longest test needs: the deepest -d plus the longest -p or -n. */
+static int64_t hx_bm_ctx_need(const struct hx_bm_opts *o)
+{
+    int64_t max_p = hx_bm_max(o->n_prompt, o->n_n_prompt), max_n = hx_bm_max(o->n_gen, o->n_n_gen);
+    return hx_bm_max(o->n_depth, o->n_n_depth) + (max_p > max_n ? max_p : max_n);
 }
 
 /* ---- output ---------------------------------------------------------------------------------- */
@@ -660,6 +681,16 @@ static void hx_bm_samples(char *out, size_t cap, const double *v, int n, bool as
     }
 }
 
+/* The test's name as llama-bench prints it: "pp512", "tg128", "tg128 @ d4096". */
+static const char *hx_bm_test_name(const struct hx_bm_row *r, char *out, size_t cap)
+{
+    int k = snprintf(out, cap, "%s%lld", r->n_prompt ? "pp" : "tg",
+                     (long long)(r->n_prompt ? r->n_prompt : r->n_gen));
+    if (r->n_depth && k > 0 && (size_t)k < cap)
+        snprintf(out + k, cap - (size_t)k, " @ d%lld", (long long)r->n_depth);
+    return out;
+}
+
 static int hx_bm_fields(const struct hx_bm_row *r, struct hx_bm_field *f)
 {
     const struct hx_bm_model *m = r->model;
@@ -680,9 +711,11 @@ static int hx_bm_fields(const struct hx_bm_row *r, struct hx_bm_field *f)
     hx_bm_set(f, &n, "devices", HX_BM_STR, "%s", r->devices);
     hx_bm_set(f, &n, "n_threads", HX_BM_NUM, "%lld", (long long)r->n_threads);
     hx_bm_set(f, &n, "use_mmap", HX_BM_NUM, "%s", r->mmap ? "true" : "false");
-    hx_bm_set(f, &n, "test", HX_BM_STR, "%s%lld", r->n_prompt ? "pp" : "tg", (long long)tokens);
+    char tn[64];
+    hx_bm_set(f, &n, "test", HX_BM_STR, "%s", hx_bm_test_name(r, tn, sizeof tn));
     hx_bm_set(f, &n, "n_prompt", HX_BM_NUM, "%lld", (long long)r->n_prompt);
     hx_bm_set(f, &n, "n_gen", HX_BM_NUM, "%lld", (long long)r->n_gen);
+    hx_bm_set(f, &n, "n_depth", HX_BM_NUM, "%lld", (long long)r->n_depth);
     hx_bm_set(f, &n, "n_reps", HX_BM_NUM, "%d", r->n_reps);
     hx_bm_set(f, &n, "avg_ts", HX_BM_NUM, "%.3f", r->avg_ts);
     hx_bm_set(f, &n, "stddev_ts", HX_BM_NUM, "%.3f", r->stddev_ts);
@@ -787,7 +820,7 @@ static void hx_bm_md_bw_line(const struct hx_app_bw *b)
     if (b->llc_bytes)
         printf(" = %.1f× the %zu MiB last-level cache%s",
                (double)b->working_set_bytes / (double)b->llc_bytes, b->llc_bytes >> 20,
-               b->below_8x_llc ? ", below 8×: may read from cache" : "");
+               b->below_2x_llc ? ", below 2×: may read from cache" : "");
     printf(", %d passes", b->n_passes);
     if (b->other_cores >= 0) printf("; other load %.2f cores", b->other_cores);
     printf(")\n");
@@ -796,7 +829,7 @@ static void hx_bm_md_bw_line(const struct hx_app_bw *b)
 static void hx_bm_md_header(const struct hx_bm_opts *o, const struct hx_app_bw *bw)
 {
     printf("engine bench (hx %s): ppN = one prefill of N random token ids, tgN = N single-token "
-           "decodes, both from an empty cache; tokens/s as median ± sample stddev of %lld runs "
+           "decodes, both from an empty cache (\"@ dD\": from D tokens already cached); tokens/s as median ± sample stddev of %lld runs "
            "after an untimed warm-up; tokenization and sampling excluded; weights %s.\n\n",
            hx_version(), (long long)o->reps,
            o->mmap ? "mmapped and warmed by the warm-up run" : "read into memory (--mmap 0)");
@@ -834,12 +867,13 @@ static void hx_bm_emit_md(const struct hx_bm_row *r)
     if (r->other_cores >= 0) snprintf(load, sizeof load, "%.2f", r->other_cores);
     hx_bm_bytes(moved, sizeof moved, r->bytes_moved_per_token);
     double params = (double)m->info.n_params;
-    printf("| %s | %s | %.2f MiB | %.2f %s | %s | %s | %s | %lld | %s%lld | %.2f ± %.2f | %.2f "
+    char tn[64];
+    printf("| %s | %s | %.2f MiB | %.2f %s | %s | %s | %s | %lld | %s | %.2f ± %.2f | %.2f "
            "| %s | %s | %s | %.4g | %s | %s | %s |\n",
            m->label, m->w.type, (double)m->info.weight_bytes / 1048576.0,
            params >= 1e9 ? params / 1e9 : params / 1e6, params >= 1e9 ? "B" : "M", r->backend,
-           r->policy, r->devices, (long long)r->n_threads, r->n_prompt ? "pp" : "tg",
-           (long long)(r->n_prompt ? r->n_prompt : r->n_gen), r->median_ts, r->stddev_ts,
+           r->policy, r->devices, (long long)r->n_threads, hx_bm_test_name(r, tn, sizeof tn),
+           r->median_ts, r->stddev_ts,
            r->best_ts, wpt, g, share, r->splits_per_batch, moved, load,
            hx_bm_vstate_name[r->verdict->state]);
 }
@@ -881,8 +915,9 @@ static void hx_bm_keep(const struct hx_bm_row *r, struct hx_bm_out *out)
         out->bars = nb, out->cap_bars = cap;
     }
     struct hx_bm_bar *b = &out->bars[out->n_bars++];
-    snprintf(b->group, sizeof b->group, "%s %s%lld", r->model->label, r->n_prompt ? "pp" : "tg",
-             (long long)(r->n_prompt ? r->n_prompt : r->n_gen));
+    char tn[64];
+    snprintf(b->group, sizeof b->group, "%s %s", r->model->label,
+             hx_bm_test_name(r, tn, sizeof tn));
     snprintf(b->series, sizeof b->series, "%s · %s · t%lld", r->backend, r->policy,
              (long long)r->n_threads);
     b->median_ts = r->median_ts, b->stddev_ts = r->stddev_ts;
@@ -970,9 +1005,9 @@ static int hx_bm_check_tokens(struct hx_context *c, const struct hx_bm_model *m,
     size_t nv = (size_t)m->info.n_vocab;
     int st = hx_kv_truncate(c, 0, 0);
     for (int64_t i = 0; st == HX_OK && i < (ph ? n : 1); i++) {
-        st = ph ? hx_bm_step(c, m->ids, i) : hx_bm_prefill(c, m->ids, n, NULL);
-        const float *l = st == HX_OK ? hx_get_logits(c, ph ? 0 : n - 1) : NULL;
-        if (st == HX_OK && !l) st = HX_E_INTERNAL;
+        const float *l = NULL;
+        st = ph ? hx_bm_step(c, m->ids, i) : hx_bm_prefill(c, m->ids, 0, n, NULL, &l);
+        if (st == HX_OK && ph && !(l = hx_get_logits(c, -1))) st = HX_E_INTERNAL;
         if (st) break;
         if (save) memcpy(out + i * nv, l, nv * sizeof *l);
         else *nmse = fmax(*nmse, hx_bm_nmse(l, out + i * nv, (int64_t)nv));
@@ -1146,45 +1181,57 @@ static void hx_bm_self_verdict(struct hx_bm_verdict *v, const struct hx_run_stat
                     "their NMSE threshold", (long long)v->failed, (long long)v->checks);
 }
 
-/* Time one test -r times and print its row. */
-static int hx_bm_test(const struct hx_bm_combo *cb, struct hx_context *c, int64_t n_prompt,
-                      int64_t n_gen, struct hx_bm_check *k, struct hx_bm_out *out)
+/* Time one test -r times and print its row. With a depth, the cache is first filled with that
+ * many tokens (once, untimed) and each run starts from there. */
+static int hx_bm_test(const struct hx_bm_combo *cb, struct hx_context *c, int64_t depth,
+                      int64_t n_prompt, int64_t n_gen, struct hx_bm_check *k,
+                      struct hx_bm_out *out)
 {
     const struct hx_bm_opts *o = cb->o;
     double ns[HX_BM_MAX_REPS];
-    const char *tname = n_prompt ? "pp" : "tg";
     int64_t tokens = n_prompt ? n_prompt : n_gen;
+    struct hx_bm_row r = {.model = cb->model, .backend = cb->backend, .policy = cb->policy,
+                          .bw = cb->bw, .n_threads = cb->n_threads, .n_prompt = n_prompt,
+                          .n_gen = n_gen, .n_depth = depth, .mmap = o->mmap};
+    char tn[64];
+    hx_bm_test_name(&r, tn, sizeof tn);
     struct hx_bm_tally tally = {0};
+    int st = HX_OK;
+    if (depth) {
+        fprintf(stderr, "engine bench: %s %s/%s t=%lld: %s: filling the cache to depth %lld\n",
+                cb->model->label, cb->backend, cb->policy, (long long)cb->n_threads, tn,
+                (long long)depth);
+        if ((st = hx_kv_truncate(c, 0, 0)) == HX_OK)
+            st = hx_bm_prefill(c, cb->model->ids, 0, depth, NULL, NULL);
+    }
     struct hx_run_stats s0 = {.struct_size = sizeof s0}, s1 = s0;
     hx_context_stats(c, &s0);
     struct hx_app_load_mark m0, m1;
     hx_app_load_mark(&m0);
-    for (int i = 0; i < o->reps; i++) {
-        fprintf(stderr, "engine bench: %s %s/%s t=%lld: %s%lld run %d/%lld\n", cb->model->label,
-                cb->backend, cb->policy, (long long)cb->n_threads, tname, (long long)tokens, i + 1,
-                (long long)o->reps);
-        if (hx_bm_run_once(c, cb->model->ids, n_prompt, n_gen, &ns[i], &tally) != HX_OK) {
-            hx_app_error("bench", "%s %s/%s %s%lld: %s", cb->model->label, cb->backend, cb->policy,
-                         tname, (long long)tokens, hx_last_error());
-            return 1;
-        }
+    for (int i = 0; i < o->reps && st == HX_OK; i++) {
+        fprintf(stderr, "engine bench: %s %s/%s t=%lld: %s run %d/%lld\n", cb->model->label,
+                cb->backend, cb->policy, (long long)cb->n_threads, tn, i + 1, (long long)o->reps);
+        st = hx_bm_run_once(c, cb->model->ids, depth, n_prompt, n_gen, &ns[i], &tally);
+    }
+    if (st != HX_OK) {
+        hx_app_error("bench", "%s %s/%s %s: %s", cb->model->label, cb->backend, cb->policy, tn,
+                     hx_last_error());
+        return 1;
     }
     hx_app_load_mark(&m1);
     hx_context_stats(c, &s1);
     struct hx_bm_verdict *v = hx_bm_row_verdict(k, n_prompt), self = *v;
     if (v->self) hx_bm_self_verdict(v = &self, &s0, &s1);
-    struct hx_bm_row r = {.model = cb->model, .backend = cb->backend, .policy = cb->policy,
-                          .devices = hx_context_devices(c), .bw = cb->bw,
-                          .n_threads = cb->n_threads,
-                          .n_prompt = n_prompt, .n_gen = n_gen, .mmap = o->mmap,
-                          .other_cores = hx_app_other_cores(&m0, &m1), .verdict = v};
+    r.devices = hx_context_devices(c);
+    r.other_cores = hx_app_other_cores(&m0, &m1);
+    r.verdict = v;
     hx_bm_stats(&r, ns, (int)o->reps, tokens);
     hx_bm_moves(&r, &tally, (int)o->reps, tokens);
     /* A row that failed its check is timed and printed all the same, flagged; out->any_failed
      * makes the exit status 1 at the end. */
     if (v->state == HX_BM_V_FAIL)
-        hx_app_error("bench", "%s %s/%s %s%lld failed verification: %s", cb->model->label,
-                     cb->backend, cb->policy, tname, (long long)tokens, v->note);
+        hx_app_error("bench", "%s %s/%s %s failed verification: %s", cb->model->label,
+                     cb->backend, cb->policy, tn, v->note);
     hx_bm_emit(o, &r, out);
     return 0;
 }
@@ -1204,7 +1251,7 @@ static int hx_bm_combo_run(const struct hx_bm_combo *cb, struct hx_bm_out *out)
     struct hx_context_params cp = {.struct_size = sizeof cp, .backend = cb->backend,
                                    .policy = cb->policy, .fallback = o->fallback,
                                    .n_threads = (int)cb->n_threads,
-                                   .n_ctx = max_p > max_n ? max_p : max_n, .n_batch = HX_BM_BATCH};
+                                   .n_ctx = hx_bm_ctx_need(o), .n_batch = HX_BM_BATCH};
     struct hx_context *c;
     if (hx_context_new(cb->model->m, &cp, &c) != HX_OK) {
         hx_free(k.logits);
@@ -1239,10 +1286,12 @@ static int hx_bm_combo_run(const struct hx_bm_combo *cb, struct hx_bm_out *out)
                      hx_last_error());
         rc = 1;
     }
-    for (int i = 0; i < o->n_n_prompt && !rc; i++)
-        if (o->n_prompt[i]) rc = hx_bm_test(cb, c, o->n_prompt[i], 0, &k, out);
-    for (int i = 0; i < o->n_n_gen && !rc; i++)
-        if (o->n_gen[i]) rc = hx_bm_test(cb, c, 0, o->n_gen[i], &k, out);
+    for (int d = 0; d < o->n_n_depth && !rc; d++) {
+        for (int i = 0; i < o->n_n_prompt && !rc; i++)
+            if (o->n_prompt[i]) rc = hx_bm_test(cb, c, o->n_depth[d], o->n_prompt[i], 0, &k, out);
+        for (int i = 0; i < o->n_n_gen && !rc; i++)
+            if (o->n_gen[i]) rc = hx_bm_test(cb, c, o->n_depth[d], 0, o->n_gen[i], &k, out);
+    }
     hx_context_free(c);
     return rc;
 }
@@ -1278,11 +1327,16 @@ static int hx_bm_probe_all(const struct hx_bm_opts *o, struct hx_app_bw *bw)
 static int hx_bm_model_rows(const struct hx_bm_opts *o, const char *path,
                             const struct hx_app_bw *bw, struct hx_bm_out *out)
 {
-    int64_t max_p = hx_bm_max(o->n_prompt, o->n_n_prompt), max_n = hx_bm_max(o->n_gen, o->n_n_gen);
     struct hx_bm_model bm;
     fprintf(stderr, "engine bench: loading %s\n", path);
-    int rc = hx_bm_model_open(&bm, path, o, max_p > max_n ? max_p : max_n);
+    int64_t need = hx_bm_ctx_need(o);
+    int rc = hx_bm_model_open(&bm, path, o, need);
     bool opened = rc == 0;
+    if (opened && bm.info.n_ctx_train > 0 && need > bm.info.n_ctx_train)
+        fprintf(stderr, "engine bench: note: %s was trained on a context of %lld tokens; these "
+                        "tests reach position %lld (-d + -p/-n), beyond it: the speed is "
+                        "measured all the same, the model's output there means little\n",
+                bm.label, (long long)bm.info.n_ctx_train, (long long)need);
     for (int b = 0; b < o->n_backends && opened; b++)
         for (int p = 0; p < o->n_policies; p++)
             for (int t = 0; t < o->n_threads; t++) {
@@ -1303,15 +1357,11 @@ int hx_cmd_bench_model(int argc, char **argv)
     int rc = hx_bm_parse(argc, argv, &o);
     if (!rc) rc = hx_bm_check_policies(&o);
     if (!rc) rc = hx_bm_check_models(&o);
-    if (!rc && o.plot_path && !(o.plot = fopen(o.plot_path, "w"))) {
-        hx_app_error("bench", "--plot %s: cannot open it for writing: %s", o.plot_path,
-                     strerror(errno));
-        rc = 2;
-    }
+    if (!rc && o.plot_path) rc = hx_app_outfile_open("bench", o.plot_path, &o.plot);
     struct hx_app_bw bw[HX_BM_MAX_LIST];
     if (!rc) rc = hx_bm_probe_all(&o, bw);
     if (rc) {
-        if (o.plot) fclose(o.plot);
+        if (o.plot.f) hx_app_outfile_abort(&o.plot);
         return rc;
     }
     if (o.fmt == HX_BM_MD) hx_bm_md_header(&o, bw);
@@ -1321,7 +1371,12 @@ int hx_cmd_bench_model(int argc, char **argv)
     for (int i = 0; i < o.n_models; i++) rc |= hx_bm_model_rows(&o, o.models[i], bw, &out);
     if (o.fmt == HX_BM_JSON) printf("%s]\n", out.n_rows ? "\n" : "");
     if (o.fmt == HX_BM_MD) hx_bm_md_footer(&o, &out);
-    if (o.plot) rc |= hx_bm_plot(o.plot, o.plot_path, (long long)o.reps, &out);
+    if (o.plot.f) {
+        rc |= hx_bm_plot(o.plot.f, (long long)o.reps, &out);
+        int prc = hx_app_outfile_commit("bench", &o.plot);
+        if (!prc) fprintf(stderr, "engine bench: plot written to %s\n", o.plot_path);
+        rc |= prc;
+    }
     free(out.bars);
     return rc || out.any_failed ? 1 : 0;
 }

@@ -6,10 +6,14 @@
  */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "app.h"
 #include "cli.h"
+
+/* Tokens kept free for the answer when old turns must be dropped to fit the context. */
+#define HX_CHAT_MIN_ANSWER 64
 
 static volatile sig_atomic_t hx_chat_interrupted;
 static struct hx_context *hx_chat_ctx;
@@ -28,27 +32,28 @@ struct hx_chat_state {
     struct hx_cli *o;
     hx_token *cached;      /* tokens in the KV cache, in order */
     int64_t n_cached, cap;
-    int64_t last_row;      /* batch row of the last logits */
+    const hx_token *feeding; /* the whole prompt hx_chat_feed is feeding, from feed_from */
+    int64_t feed_from;
+    const float *logits;   /* of the last fed row */
 };
+
+/* After each prefill batch: the ids it fed are in the cache now. */
+static void hx_chat_fed(void *user, int64_t n_fed)
+{
+    struct hx_chat_state *st = user;
+    int64_t upto = st->feed_from + n_fed;
+    memcpy(st->cached + st->n_cached, st->feeding + st->n_cached,
+           (size_t)(upto - st->n_cached) * sizeof *st->cached);
+    st->n_cached = upto;
+}
 
 /* Feed ids[from..n) at positions from.. (the cache already holds ids[0..from)). */
 static int hx_chat_feed(struct hx_chat_state *st, const hx_token *ids, int64_t from, int64_t n)
 {
     hx_kv_truncate(st->c, 0, (int32_t)from);
-    st->n_cached = from;
-    for (int64_t p = from; p < n; p += 256) {
-        int64_t k = n - p < 256 ? n - p : 256;
-        int32_t pos[256], seq[256] = {0};
-        int8_t lg[256];
-        for (int64_t i = 0; i < k; i++) pos[i] = (int32_t)(p + i), lg[i] = p + i == n - 1;
-        struct hx_batch b = {.n_rows = k, .token = ids + p, .pos = pos, .seq = seq, .logits = lg};
-        int rc = hx_decode(st->c, &b);
-        if (rc) return rc;
-        memcpy(st->cached + p, ids + p, (size_t)k * sizeof *ids);
-        st->n_cached = p + k;
-        st->last_row = k - 1;
-    }
-    return HX_OK;
+    st->n_cached = from, st->feeding = ids, st->feed_from = from;
+    return hx_app_prefill(st->c, ids + from, n - from, (int32_t)from, 0, hx_chat_fed, st,
+                          &st->logits);
 }
 
 /* Generate one answer from the logits of the last fed row; its text goes to *answer. */
@@ -60,7 +65,7 @@ static int hx_chat_answer(struct hx_chat_state *st, char **answer)
     size_t len = 0, cap = 256;
     char *text = hx_malloc(cap);
     text[0] = '\0';
-    const float *l = hx_get_logits(st->c, st->last_row);
+    const float *l = st->logits;
     for (int64_t i = 0; l && i < st->o->n_predict && !hx_chat_interrupted; i++) {
         hx_token t = hx_sampler_sample(st->s, l);
         if (hx_vocab_is_eog(st->m, t)) break;
@@ -73,18 +78,54 @@ static int hx_chat_answer(struct hx_chat_state *st, char **answer)
             while (len + pl + 1 > cap) text = hx_realloc(text, cap *= 2);
             memcpy(text + len, piece, pl), len += pl, text[len] = '\0';
         }
-        if (st->n_cached + 2 >= hx_context_n_ctx(st->c)) break;
+        if (st->n_cached + 1 >= hx_context_n_ctx(st->c)) {
+            fprintf(stderr, "\n[the context (%lld tokens) is full: answer cut here]",
+                    (long long)hx_context_n_ctx(st->c));
+            break;
+        }
         int32_t pos = (int32_t)st->n_cached, seq = 0;
         int8_t one = 1;
         struct hx_batch b = {.n_rows = 1, .token = &t, .pos = &pos, .seq = &seq, .logits = &one};
         if ((rc = hx_decode(st->c, &b)) != HX_OK) break;
         st->cached[st->n_cached++] = t;
-        l = hx_get_logits(st->c, 0);
+        if (!(l = hx_get_logits(st->c, -1))) rc = HX_E_INTERNAL;
     }
     printf("\n");
     hx_detok_free(dt);
     *answer = text;
     return rc == HX_E_CANCELED ? HX_OK : rc;
+}
+
+/* The conversation: messages [first, n) are what the model sees; older ones were dropped to
+ * fit the context. Contents are owned (hx_free). */
+struct hx_chat_history {
+    struct hx_chat_msg *msgs;
+    size_t n, cap, first;
+};
+
+/* Append a message taking ownership of content; false (content freed) when out of memory. */
+static bool hx_chat_push(struct hx_chat_history *h, const char *role, char *content)
+{
+    if (content && h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 16;
+        struct hx_chat_msg *m = hx_realloc(h->msgs, cap * sizeof *m);
+        if (m) h->msgs = m, h->cap = cap;
+    }
+    if (!content || h->n == h->cap) return hx_free(content), false;
+    h->msgs[h->n++] = (struct hx_chat_msg){role, content};
+    return true;
+}
+
+static void hx_chat_pop(struct hx_chat_history *h)
+{
+    hx_free((char *)h->msgs[--h->n].content);
+    if (h->first > h->n) h->first = h->n;
+}
+
+static void hx_chat_history_free(struct hx_chat_history *h)
+{
+    while (h->n) hx_chat_pop(h);
+    hx_free(h->msgs);
 }
 
 int hx_cmd_chat(int argc, char **argv)
@@ -99,6 +140,7 @@ int hx_cmd_chat(int argc, char **argv)
     int rc = hx_cli_parse("chat", argc, argv, &o);
     if (rc) return rc;
     struct hx_chat_state st = {.o = &o};
+    struct hx_chat_history h = {0};
     if ((rc = hx_cli_open("chat", &o, &st.m, &st.c))) return rc;
     struct hx_model_info mi = {.struct_size = sizeof mi};
     hx_model_get_info(st.m, &mi);
@@ -120,54 +162,72 @@ int hx_cmd_chat(int argc, char **argv)
     hx_free(probe);
     st.cap = hx_context_n_ctx(st.c) + 1;
     st.cached = hx_malloc((size_t)st.cap * sizeof *st.cached);
-    hx_sampler_new(&o.sp, mi.n_vocab, &st.s);
+    hx_token *ids = hx_malloc((size_t)st.cap * sizeof *ids);
+    if (!st.cached || !ids || hx_sampler_new(&o.sp, mi.n_vocab, &st.s) != HX_OK) {
+        hx_app_error("chat", "out of memory");
+        rc = 1;
+        goto done;
+    }
     struct sigaction sa = {.sa_handler = hx_chat_on_sigint};
     sigaction(SIGINT, &sa, NULL);
     hx_chat_ctx = st.c;
-    struct hx_chat_msg msgs[256];
-    char *owned[256];
-    int n_msgs = 0;
-    char line[8192];
+    char *line = NULL;
+    size_t line_cap = 0;
     rc = 0;
     for (;;) {
         fputs("> ", stdout);
         fflush(stdout);
         hx_chat_interrupted = 0;
-        if (!fgets(line, sizeof line, stdin)) {
+        ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0) {
             if (hx_chat_interrupted) { clearerr(stdin); printf("\n"); continue; }
             printf("\n");
             break;
         }
         line[strcspn(line, "\n")] = '\0';
         if (!line[0]) continue;
-        if (n_msgs + 2 > 256) { hx_app_error("chat", "conversation too long"); break; }
-        owned[n_msgs] = hx_strdup(line);
-        msgs[n_msgs] = (struct hx_chat_msg){"user", owned[n_msgs]};
-        n_msgs++;
-        char *prompt = NULL;
-        int64_t n = 0;
-        if (hx_chat_apply(st.m, o.chat_template, msgs, (size_t)n_msgs, true, true, &prompt) != HX_OK) break;
-        hx_token *ids = hx_malloc((size_t)st.cap * sizeof *ids);
-        if (hx_tokenize(st.m, prompt, strlen(prompt), hx_vocab_add_bos(st.m), true, ids, st.cap, &n) != HX_OK ||
-            n + 1 >= hx_context_n_ctx(st.c)) {
-            hx_app_error("chat", "the conversation no longer fits the context (%lld tokens)", (long long)n);
-            hx_free(ids), hx_free(prompt);
-            rc = 1;
-            break;
+        if (!hx_chat_push(&h, "user", hx_strdup(line))) { hx_app_error("chat", "out of memory"); rc = 1; break; }
+        /* Render the conversation; while it does not fit (room for the prompt and at least a
+         * short answer), drop the oldest turns. A message that alone does not fit is refused. */
+        int64_t n = 0, room = HX_CHAT_MIN_ANSWER < st.cap / 4 ? HX_CHAT_MIN_ANSWER : st.cap / 4;
+        size_t dropped = 0;
+        int trc = HX_OK;
+        for (;;) {
+            char *prompt = NULL;
+            trc = hx_chat_apply(st.m, o.chat_template, h.msgs + h.first, h.n - h.first, true, true, &prompt);
+            if (trc == HX_OK)
+                trc = hx_tokenize(st.m, prompt, strlen(prompt), hx_vocab_add_bos(st.m), true, ids, st.cap, &n);
+            hx_free(prompt);
+            if (trc != HX_OK || n + room <= hx_context_n_ctx(st.c) || h.first + 1 >= h.n) break;
+            /* Drop the oldest message, and the answer that follows it. */
+            h.first++, dropped++;
+            if (h.first + 1 < h.n && !strcmp(h.msgs[h.first].role, "assistant")) h.first++, dropped++;
         }
+        if (trc != HX_OK) { hx_app_error("chat", "%s", hx_last_error()); rc = 1; break; }
+        if (n + room > hx_context_n_ctx(st.c)) {
+            fprintf(stderr, "engine chat: this message is %lld tokens with the template; the context "
+                            "holds %lld with room for an answer (-c N raises it); not sent\n",
+                    (long long)n, (long long)hx_context_n_ctx(st.c));
+            hx_chat_pop(&h);
+            continue;
+        }
+        if (dropped)
+            fprintf(stderr, "engine chat: note: the conversation outgrew the context (%lld tokens); "
+                            "the oldest %zu message%s no longer seen by the model\n",
+                    (long long)hx_context_n_ctx(st.c), dropped, dropped == 1 ? " is" : "s are");
         int64_t common = 0;
         while (common < st.n_cached && common < n - 1 && st.cached[common] == ids[common]) common++;
         int frc = hx_chat_feed(&st, ids, common, n);
-        hx_free(ids), hx_free(prompt);
-        if (frc == HX_E_CANCELED) { printf("\n"); n_msgs--; continue; }
+        if (frc == HX_E_CANCELED) { printf("\n"); hx_chat_pop(&h); continue; }
         if (frc) { hx_app_error("chat", "%s", hx_last_error()); rc = 1; break; }
         char *answer = NULL;
         if (hx_chat_answer(&st, &answer) != HX_OK) { hx_app_error("chat", "%s", hx_last_error()); rc = 1; break; }
-        owned[n_msgs] = answer;
-        msgs[n_msgs] = (struct hx_chat_msg){"assistant", answer};
-        n_msgs++;
+        if (!hx_chat_push(&h, "assistant", answer)) { hx_app_error("chat", "out of memory"); rc = 1; break; }
     }
-    for (int i = 0; i < n_msgs; i++) hx_free(owned[i]);
+    free(line);
+done:
+    hx_chat_history_free(&h);
+    hx_free(ids);
     hx_sampler_free(st.s);
     hx_free(st.cached);
     hx_chat_ctx = NULL;

@@ -22,8 +22,6 @@
 #include "cli.h"
 #include "scheduler.h"
 
-#define HX_DIFF_MIN(a, b) ((a) < (b) ? (a) : (b))
-
 struct hx_diff_opts {
     const char *ref, *format, *ops;
     float logits_nmse;
@@ -51,7 +49,7 @@ static void hx_diff_usage(void)
     printf(
         "usage: engine diff -m MODEL [--backend B | --policy P] [--ref R] [-p PROMPT] [-n N]\n"
         "       [-o text|json] [--ops all|layers|failed] [--logits-nmse X] [-t THREADS] [-c N_CTX]\n"
-        "       [--fallback L]\n"
+        "       [--batch N] [--fallback L]\n"
         "Runs the prompt and N greedy tokens (default 16) through the target (default single on\n"
         "--backend, else cpu) and the reference R (default ref); exit 0 if every op is within\n"
         "its NMSE threshold, the logits NMSE is within X (default 1e-3) and the greedy tokens\n"
@@ -127,7 +125,7 @@ static int hx_diff_open(const struct hx_cli *o, struct hx_diff *df)
                                    .policy = df->target,
                                    .fallback = o->fallback,
                                    .n_threads = o->n_threads,
-                                   .n_ctx = o->n_ctx,
+                                   .n_ctx = o->n_ctx, .n_batch = o->n_batch,
                                    .npu_kernels = o->npu_kernels};
     if (hx_context_new(df->m, &cp, &df->tc) != HX_OK)
         return hx_app_error("diff", "target %s: %s", df->target, hx_last_error()), 1;
@@ -135,36 +133,6 @@ static int hx_diff_open(const struct hx_cli *o, struct hx_diff *df)
     if (hx_context_new(df->m, &cp, &df->rc) != HX_OK)
         return hx_app_error("diff", "reference %s: %s", df->refpol, hx_last_error()), 1;
     return 0;
-}
-
-/* Add the comma-separated ids of list to set (no repeats). */
-static void hx_diff_add_devices(char *set, size_t cap, const char *list)
-{
-    while (*list) {
-        size_t len = strcspn(list, ",");
-        bool seen = false;
-        for (const char *p = set; *p && !seen; p += strcspn(p, ","), p += *p == ',')
-            seen = strcspn(p, ",") == len && !strncmp(p, list, len);
-        size_t used = strlen(set);
-        if (!seen && used + len + 2 <= cap)
-            snprintf(set + used, cap - used, "%s%.*s", used ? "," : "", (int)len, list);
-        list += len;
-        list += *list == ',';
-    }
-}
-
-static int hx_diff_decode(struct hx_context *c, const hx_token *ids, int64_t n, int64_t pos0)
-{
-    int32_t pos[256], seq[256] = {0};
-    int8_t lg[256];
-    for (int64_t p = 0; p < n; p += 256) {
-        int64_t k = HX_DIFF_MIN(n - p, 256);
-        for (int64_t i = 0; i < k; i++) pos[i] = (int32_t)(pos0 + p + i), lg[i] = p + i == n - 1;
-        struct hx_batch b = {.n_rows = k, .token = ids + p, .pos = pos, .seq = seq, .logits = lg};
-        int st = hx_decode(c, &b);
-        if (st) return st;
-    }
-    return HX_OK;
 }
 
 static int32_t hx_diff_argmax(const float *l, int64_t n, double *margin)
@@ -216,25 +184,24 @@ static int hx_diff_run(struct hx_diff *df, const struct hx_cli *o)
         goto done;
     }
     df->n_prompt = n;
-    if (n + o->n_predict > hx_context_n_ctx(df->tc)) {
+    if (n + o->n_predict - 1 > hx_context_n_ctx(df->tc)) {
         hx_app_error("diff", "prompt (%lld tokens) + %lld steps exceed the context of %lld (-c)",
                      (long long)n, (long long)o->n_predict, (long long)hx_context_n_ctx(df->tc));
         goto done;
     }
-    int st = hx_diff_decode(df->tc, ids, n, 0);
-    hx_diff_add_devices(df->devices[n > 1 ? HX_PHASE_PREFILL : HX_PHASE_DECODE],
+    const float *lt = NULL, *lr = NULL;
+    int st = hx_app_prefill(df->tc, ids, n, 0, 0, NULL, NULL, &lt);
+    hx_app_devices_add(df->devices[n > 1 ? HX_PHASE_PREFILL : HX_PHASE_DECODE],
                         sizeof df->devices[0], hx_context_devices(df->tc));
-    if (st == HX_OK) st = hx_diff_decode(df->rc, ids, n, 0);
-    int64_t last = n - 1;
+    if (st == HX_OK) st = hx_app_prefill(df->rc, ids, n, 0, 0, NULL, NULL, &lr);
     for (int64_t s = 0; st == HX_OK && s < o->n_predict; s++) {
-        hx_diff_step(df, hx_get_logits(df->tc, last), hx_get_logits(df->rc, last), &df->steps[s]);
+        hx_diff_step(df, lt, lr, &df->steps[s]);
         if (s + 1 == o->n_predict) break;
         hx_token t = df->steps[s].token;
-        st = hx_diff_decode(df->tc, &t, 1, n + s);
-        hx_diff_add_devices(df->devices[HX_PHASE_DECODE], sizeof df->devices[0],
+        st = hx_app_prefill(df->tc, &t, 1, (int32_t)(n + s), 0, NULL, NULL, &lt);
+        hx_app_devices_add(df->devices[HX_PHASE_DECODE], sizeof df->devices[0],
                             hx_context_devices(df->tc));
-        if (st == HX_OK) st = hx_diff_decode(df->rc, &t, 1, n + s);
-        last = 0;
+        if (st == HX_OK) st = hx_app_prefill(df->rc, &t, 1, (int32_t)(n + s), 0, NULL, NULL, &lr);
     }
     if (st != HX_OK)
         hx_app_error("diff", "decode: %s", hx_last_error());
@@ -298,7 +265,7 @@ static void hx_diff_layer_lines(const struct hx_verify_op *ops, int64_t n, const
 static void hx_diff_all_devices(const struct hx_diff *df, char *out, size_t cap)
 {
     out[0] = '\0';
-    for (int ph = 0; ph < HX_PHASE_COUNT; ph++) hx_diff_add_devices(out, cap, df->devices[ph]);
+    for (int ph = 0; ph < HX_PHASE_COUNT; ph++) hx_app_devices_add(out, cap, df->devices[ph]);
 }
 
 static void hx_diff_text(const struct hx_diff *df, const struct hx_cli *o,

@@ -10,24 +10,10 @@
 #include "app.h"
 #include "cli.h"
 
-static int hx_run_prefill(struct hx_context *c, const hx_token *ids, int64_t n)
-{
-    int32_t pos[512], seq[512] = {0};
-    int8_t lg[512];
-    for (int64_t p = 0; p < n; p += 512) {
-        int64_t k = n - p < 512 ? n - p : 512;
-        for (int64_t i = 0; i < k; i++) pos[i] = (int32_t)(p + i), lg[i] = p + i == n - 1;
-        struct hx_batch b = {.n_rows = k, .token = ids + p, .pos = pos, .seq = seq, .logits = lg};
-        int st = hx_decode(c, &b);
-        if (st) return st;
-    }
-    return HX_OK;
-}
-
 static void hx_run_usage(void)
 {
     printf("usage: engine run -m MODEL -p TEXT [-n N] [--backend B] [--policy P] [--fallback L]\n"
-           "       [-t THREADS] [-c N_CTX] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+           "       [-t THREADS] [-c N_CTX] [--batch N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
            "       [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S] [--ids]\n");
 }
 
@@ -63,10 +49,18 @@ int hx_cmd_run(int argc, char **argv)
         hx_app_error("run", "the prompt is empty after tokenization and the vocabulary adds no BOS");
         goto done;
     }
-    if (n + o.n_predict > hx_context_n_ctx(c)) {
-        hx_app_error("run", "prompt (%lld tokens) + %lld to generate exceeds the context of %lld (-c)",
-                     (long long)n, (long long)o.n_predict, (long long)hx_context_n_ctx(c));
+    int64_t n_ctx = hx_context_n_ctx(c);
+    if (n > n_ctx) {
+        hx_app_error("run", "the prompt is %lld tokens, longer than the context of %lld (-c N "
+                            "raises it, up to what memory allows)", (long long)n, (long long)n_ctx);
         goto done;
+    }
+    /* The last sampled token is never fed back, so a full context still yields one more. */
+    if (n + o.n_predict - 1 > n_ctx) {
+        fprintf(stderr, "engine run: note: prompt %lld tokens + -n %lld exceeds the context of "
+                        "%lld; generating at most %lld tokens\n", (long long)n,
+                (long long)o.n_predict, (long long)n_ctx, (long long)(n_ctx - n + 1));
+        o.n_predict = n_ctx - n + 1;
     }
     struct hx_model_info mi = {.struct_size = sizeof mi};
     hx_model_get_info(m, &mi);
@@ -81,14 +75,17 @@ int hx_cmd_run(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &ts);
         t0 = ts.tv_sec + ts.tv_nsec * 1e-9;
     }
-    if (hx_run_prefill(c, ids, n) != HX_OK) {
+    const float *logits = NULL;
+    if (hx_app_prefill(c, ids, n, 0, 0, NULL, NULL, &logits) != HX_OK) {
         hx_app_error("run", "prefill: %s", hx_last_error());
         goto done;
     }
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     t1 = ts.tv_sec + ts.tv_nsec * 1e-9;
-    const float *logits = hx_get_logits(c, n - 1);
+    /* Devices per phase: a phase-split policy prefills on one device and decodes on another. */
+    char dev_pre[256] = "", dev_dec[256] = "";
+    hx_app_devices_add(n > 1 ? dev_pre : dev_dec, sizeof dev_pre, hx_context_devices(c));
     for (n_out = 0; n_out < o.n_predict; n_out++) {
         hx_token t = hx_sampler_sample(s, logits);
         if (hx_vocab_is_eog(m, t)) break;
@@ -110,7 +107,11 @@ int hx_cmd_run(int argc, char **argv)
             hx_app_error("run", "decode: %s", hx_last_error());
             goto done;
         }
-        logits = hx_get_logits(c, 0);
+        hx_app_devices_add(dev_dec, sizeof dev_dec, hx_context_devices(c));
+        if (!(logits = hx_get_logits(c, -1))) {
+            hx_app_error("run", "decode: %s", hx_last_error());
+            goto done;
+        }
     }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     t2 = ts.tv_sec + ts.tv_nsec * 1e-9;
@@ -122,9 +123,14 @@ int hx_cmd_run(int argc, char **argv)
         if (hx_detok_flush(dt, &piece, &len) == HX_OK && len) fwrite(piece, 1, len, stdout);
     }
     printf("\n");
+    char devs[600];
+    if (!dev_dec[0] || !dev_pre[0] || !strcmp(dev_pre, dev_dec))
+        snprintf(devs, sizeof devs, "%s", dev_pre[0] ? dev_pre : dev_dec);
+    else
+        snprintf(devs, sizeof devs, "%s (prefill), %s (decode)", dev_pre, dev_dec);
     fprintf(stderr, "prompt: %lld tokens in %.3f s (%.2f tokens/s); generation: %lld tokens in %.3f s (%.2f tokens/s); devices %s; policy %s\n",
             (long long)n, t1 - t0, n / (t1 - t0), (long long)n_out, t2 - t1,
-            n_out > 1 ? (n_out - 1) / (t2 - t1) : 0.0, hx_context_devices(c), hx_context_policy(c));
+            n_out > 1 ? (n_out - 1) / (t2 - t1) : 0.0, devs, hx_context_policy(c));
     rc = 0;
 done:
     hx_detok_free(dt);

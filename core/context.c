@@ -131,10 +131,10 @@ int hx_decode(struct hx_context *c, const struct hx_batch *b)
     hx__clear_error();
     if (!c) return HX_E_INVAL;
     int64_t lr = 0;
+    c->n_rows_last = 0, c->logits_row = 0; /* the previous batch's logits are gone either way */
     int st = hx__check_batch(c, b, &lr);
     if (st) return st;
     c->cancel = 0;
-    c->n_rows_last = 0;
     st = hx__graph_build(&c->graph, c->model, b->n_rows, lr, c->n_ctx, c->n_seq);
     if (st == HX_OK)
         st = hx__sched_run(c->sched, &c->graph, b->token, b->pos, b->seq, c->kv_len, c->logits,
@@ -148,8 +148,34 @@ int hx_decode(struct hx_context *c, const struct hx_batch *b)
 
 const float *hx_get_logits(struct hx_context *c, int64_t row)
 {
-    if (!c || row < c->logits_row || row >= c->n_rows_last) return NULL;
-    return c->logits + (size_t)(row - c->logits_row) * (size_t)c->model->hp.n_vocab;
+    if (!c) {
+        hx__set_error(HX_E_INVAL, "hx_get_logits: no context");
+        return NULL;
+    }
+    int64_t r = row < 0 ? c->n_rows_last + row : row;
+    if (r < c->logits_row || r >= c->n_rows_last) {
+        if (c->n_rows_last == 0)
+            hx__set_error(HX_E_INVAL, "hx_get_logits: row %lld: the last hx_decode returned no "
+                                      "logits (none made, or it failed)", (long long)row);
+        else if (c->logits_row >= c->n_rows_last)
+            hx__set_error(HX_E_INVAL, "hx_get_logits: row %lld: the last batch (%lld rows) "
+                                      "requested no logits", (long long)row,
+                          (long long)c->n_rows_last);
+        else
+            hx__set_error(HX_E_INVAL, "hx_get_logits: row %lld: the last batch had %lld rows and "
+                                      "holds logits for rows %lld..%lld only", (long long)row,
+                          (long long)c->n_rows_last, (long long)c->logits_row,
+                          (long long)c->n_rows_last - 1);
+        return NULL;
+    }
+    return c->logits + (size_t)(r - c->logits_row) * (size_t)c->model->hp.n_vocab;
+}
+
+void hx_logits_rows(const struct hx_context *c, int64_t *first, int64_t *n)
+{
+    bool any = c && c->n_rows_last > c->logits_row;
+    *first = any ? c->logits_row : 0;
+    *n = any ? c->n_rows_last - c->logits_row : 0;
 }
 
 int hx_kv_truncate(struct hx_context *c, int32_t seq, int32_t pos)
@@ -165,6 +191,7 @@ int32_t hx_kv_len(const struct hx_context *c, int32_t seq)
 }
 
 int64_t hx_context_n_ctx(const struct hx_context *c) { return c ? c->n_ctx : 0; }
+int64_t hx_context_n_batch(const struct hx_context *c) { return c ? c->n_batch : 0; }
 int hx_context_n_seq(const struct hx_context *c) { return c ? c->n_seq : 0; }
 
 void hx_context_cancel(struct hx_context *c)

@@ -272,14 +272,26 @@ struct hx_batch {
  */
 HX_API int hx_decode(struct hx_context *ctx, const struct hx_batch *batch);
 
-/* Logits (n_vocab floats) of batch row `row` of the last hx_decode; NULL if not requested. */
+/*
+ * Logits (n_vocab floats) of row `row` of the batch of the last successful hx_decode, counted
+ * from the batch's first row; a negative row counts from its end (-1 = the last row). Rows are
+ * those of that one batch, not of the whole sequence: after a prompt fed in several batches,
+ * its last token's logits are row -1 (or n_rows - 1 of the last batch). Valid until the next
+ * hx_decode. A row whose logits that batch did not request (see hx_logits_rows), or any row
+ * after a failed call, is an error: NULL, with hx_last_error() naming the rows held.
+ */
 HX_API const float *hx_get_logits(struct hx_context *ctx, int64_t row);
+/* Which rows of the last hx_decode's batch hold logits: [*first, *first + *n); *n = 0 (and
+ * *first = 0) when none, e.g. before any decode or after a failed one. */
+HX_API void hx_logits_rows(const struct hx_context *ctx, int64_t *first, int64_t *n);
 
 /* Forget positions >= pos of sequence seq (pos 0 clears it). */
 HX_API int hx_kv_truncate(struct hx_context *ctx, int32_t seq, int32_t pos);
 /* Number of positions cached for seq. */
 HX_API int32_t hx_kv_len(const struct hx_context *ctx, int32_t seq);
 HX_API int64_t hx_context_n_ctx(const struct hx_context *ctx);
+/* Most rows one hx_decode takes (hx_context_params.n_batch); feed longer prompts in pieces. */
+HX_API int64_t hx_context_n_batch(const struct hx_context *ctx);
 HX_API int hx_context_n_seq(const struct hx_context *ctx);
 
 /* Interrupt a running hx_decode from another thread or a signal handler (async-signal-safe):

@@ -250,4 +250,64 @@ TEST(fault_without_fallback_is_an_error)
     hx_model_free(m);
 }
 
+/* The logits API says which rows it holds: rows are those of the last batch, -1 is its last
+ * row, and a row it does not hold is NULL with a message, never a pointer into the wrong row
+ * (a prompt fed in several batches once made `engine run` read row n - 1 of the whole prompt). */
+TEST(logits_rows_of_the_last_batch_only)
+{
+    struct hx_model *m;
+    if (hx_model_load(hx_test_data("stories260K/stories260K.gguf"), NULL, &m) != HX_OK)
+        SKIP("stories260K not found under HX_DATA");
+    struct hx_context_params cp = {.struct_size = sizeof cp, .backend = "cpu", .n_threads = 2,
+                                   .n_ctx = 128, .n_batch = 16};
+    struct hx_context *c;
+    ASSERT_OK(hx_context_new(m, &cp, &c));
+    ASSERT_EQ(hx_context_n_batch(c), 16);
+    int64_t first = -5, n = -5;
+    hx_logits_rows(c, &first, &n);
+    ASSERT_TRUE(first == 0 && n == 0);
+    ASSERT_TRUE(hx_get_logits(c, 0) == NULL);   /* before any decode */
+    ASSERT_TRUE(strstr(hx_last_error(), "no logits") != NULL);
+    /* 40 rows fed as 16 + 16 + 8, the last row's logits requested */
+    int32_t pos[16], seq[16] = {0};
+    int8_t lg[16];
+    for (int p = 0; p < 40; p += 16) {
+        int k = 40 - p < 16 ? 40 - p : 16;
+        for (int i = 0; i < k; i++) pos[i] = p + i, lg[i] = p + i == 39;
+        struct hx_batch b = {.n_rows = k, .token = hx_seq_ids + p, .pos = pos, .seq = seq, .logits = lg};
+        ASSERT_OK(hx_decode(c, &b));
+        if (p == 0) {
+            hx_logits_rows(c, &first, &n);
+            ASSERT_TRUE(n == 0);   /* a batch that asked for none holds none */
+            ASSERT_TRUE(hx_get_logits(c, -1) == NULL);
+            ASSERT_TRUE(strstr(hx_last_error(), "requested no logits") != NULL);
+        }
+    }
+    hx_logits_rows(c, &first, &n);
+    ASSERT_TRUE(first == 7 && n == 1);
+    const float *last = hx_get_logits(c, -1);
+    ASSERT_TRUE(last != NULL && last == hx_get_logits(c, 7));
+    ASSERT_TRUE(hx_get_logits(c, 39) == NULL);  /* a row of the prompt, not of this batch */
+    ASSERT_TRUE(strstr(hx_last_error(), "rows 7..7") != NULL);
+    ASSERT_TRUE(hx_get_logits(c, 6) == NULL && hx_get_logits(c, 8) == NULL);
+    ASSERT_TRUE(hx_get_logits(c, -2) == NULL && hx_get_logits(c, -9) == NULL);
+    /* the same logits as one 40-row batch would give (the cpu backend is exact across batch
+     * splits only within its numerics: compare by argmax and closeness) */
+    float *want = hx_t_ref_logits();
+    if (want) {
+        double e = 0;
+        for (int v = 0; v < 512; v++) e = fmax(e, fabs((double)last[v] - want[39 * 512 + v]));
+        ASSERT_TRUE(e < 1e-4);
+        free(want);
+    }
+    /* a failed call leaves no logits behind */
+    int32_t bad_pos = 5;
+    int8_t one = 1;
+    struct hx_batch b = {.n_rows = 1, .token = hx_seq_ids, .pos = &bad_pos, .seq = seq, .logits = &one};
+    ASSERT_TRUE(hx_decode(c, &b) == HX_E_INVAL);
+    ASSERT_TRUE(hx_get_logits(c, -1) == NULL);
+    hx_context_free(c);
+    hx_model_free(m);
+}
+
 TEST_MAIN()
