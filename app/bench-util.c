@@ -114,6 +114,7 @@ size_t hx_app_bytes_past_llc(unsigned times)
 {
     size_t want = times * hx_app_llc_bytes(), avail = hx_app_mem_available();
     if (want < ((size_t)256 << 20)) want = (size_t)256 << 20;
+    if (want > ((size_t)1 << 30)) want = (size_t)1 << 30;
     if (avail && want > avail / 4) want = avail / 4;
     return want;
 }
@@ -369,7 +370,7 @@ int hx_app_bw_measure(struct hx_app_bw_buf *b, int n_passes, struct hx_app_bw *o
     out->working_set_bytes = b->nbytes;
     out->llc_bytes = b->llc_bytes;
     out->n_passes = n_passes;
-    out->below_8x_llc = out->llc_bytes && b->nbytes < 8 * out->llc_bytes;
+    out->below_2x_llc = out->llc_bytes && b->nbytes < 2 * out->llc_bytes;
     free(us);
     return 0;
 }

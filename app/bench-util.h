@@ -17,15 +17,18 @@ struct hx_app_bw {
     const char *kernel;         /* "avx512", "avx2" or "scalar"; static storage */
     const char *prefetch;       /* the read loop's software prefetch, picked as the fastest
                                    ("no software prefetch", "L1 prefetch 2 KiB ahead", ...) */
-    int below_8x_llc;           /* 1 when the buffer was capped below 8× the LLC (memory) */
+    int below_2x_llc;           /* 1 when the buffer is under 2× the LLC: a sequential read
+                                   may then hit the cache */
     double other_cores;         /* cores other processes kept busy meanwhile (-1 unknown) */
 };
 
 /* Size of the largest data or unified CPU cache (sysfs, else sysconf); 0 if unknown. */
 size_t hx_app_llc_bytes(void);
 
-/* A working set past the caches: at least `times` × the last-level cache and 256 MiB, but at
- * most a quarter of the memory available now. */
+/* A working set past the caches: `times` × the last-level cache, at least 256 MiB and at most
+ * 1 GiB (a VM may report its host's whole L3 of hundreds of MiB: 8× that cost 4 GB of memory,
+ * while any sequential read of 2× the cache already misses it), and at most a quarter of
+ * the memory available now. */
 size_t hx_app_bytes_past_llc(unsigned times);
 /* The probe's default working set: hx_app_bytes_past_llc(8). */
 size_t hx_app_bw_default_bytes(void);

@@ -2,6 +2,7 @@
  * cmd-devices.c — `engine devices`: every backend compiled in, every device it finds, and for
  * each one that is unavailable, why.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,6 +46,12 @@ int hx_cmd_devices(int argc, char **argv)
             return 2;
         }
     }
+    FILE *mf = model ? fopen(model, "rb") : NULL;
+    if (model && !mf) {
+        hx_app_error("devices", "cannot read the model '%s': %s", model, strerror(errno));
+        return 1;
+    }
+    if (mf) fclose(mf);
     int n = hx__registry_count();
     printf("hx %s: %d backends compiled in\n", hx_version(), n);
     for (int b = 0; b < n; b++) {

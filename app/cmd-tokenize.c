@@ -94,6 +94,11 @@ int hx_cmd_tokenize(int argc, char **argv)
         hx_app_error("tokenize", "give either -p TEXT or -f FILE, not both");
         return 2;
     }
+    if (!prompt && !file) {
+        hx_app_error("tokenize", "no text given (-p TEXT or -f FILE)");
+        hx_tok_usage(stderr);
+        return 2;
+    }
     char *text = NULL;
     size_t len = 0;
     if (file) {

@@ -22,11 +22,13 @@
  * Everything is checked here, before any model is loaded or device opened.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "scheduler.h"
 
@@ -197,18 +199,29 @@ static int hx__parse_fallback(struct hx_policy *p, const char *fallback)
 /* Read "@file" into buf (comments and whitespace dropped). */
 static int hx__read_policy_file(const char *path, char *buf, size_t cap)
 {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return hx__set_error(HX_E_INVAL, "policy file '%s' is %s, not a file", path,
+                             S_ISDIR(sb.st_mode) ? "a directory" : "a special file");
     FILE *f = fopen(path, "r");
-    if (!f) return hx__set_error(HX_E_IO, "policy file '%s' cannot be read", path);
+    if (!f) return hx__set_error(HX_E_IO, "policy file '%s' cannot be read: %s", path, strerror(errno));
     size_t len = 0;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        for (char *c = line; *c; c++)
-            if (!isspace((unsigned char)*c) && len + 1 < cap) buf[len++] = *c;
+    bool comment = false, too_long = false;
+    for (int c; (c = getc(f)) != EOF;) {
+        if (c == '\n') comment = false;
+        else if (c == '#') comment = true;
+        if (comment || isspace(c)) continue;
+        if (len + 1 < cap) buf[len++] = (char)c;
+        else too_long = true;
     }
+    bool bad = ferror(f) != 0;
+    int e = errno;
     fclose(f);
     buf[len] = '\0';
+    if (bad) return hx__set_error(HX_E_IO, "policy file '%s' cannot be read: %s", path, strerror(e));
+    if (too_long)
+        return hx__set_error(HX_E_INVAL, "policy file '%s' is too long: over %zu characters "
+                                         "without comments and spaces", path, cap - 1);
     if (!len) return hx__set_error(HX_E_INVAL, "policy file '%s' is empty", path);
     return HX_OK;
 }

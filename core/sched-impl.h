@@ -19,7 +19,7 @@ struct hx_tsplit {
     int n_parts;
     struct hx_weight *w; /* [weight id * n_parts + part]; n_rows == 0: empty part */
     int64_t *r0;         /* first output row of each slice */
-    int8_t *n_used;      /* per weight id: non-empty parts (0: not split) */
+    int8_t *n_used;      /* per weight id: non-empty parts (0: not sliced, too small) */
 };
 
 /* What the policy (or auto's choice) says about each node of one phase. */

@@ -264,7 +264,7 @@ static int hx__ts_build(struct hx_sched *s, struct hx_rule *r)
             used += sw->n_rows > 0;
             prev = b;
         }
-        ts->n_used[id] = (int8_t)(used > 1 ? used : 0);
+        ts->n_used[id] = (int8_t)used; /* 1: one part holds every row (a share rounded to none) */
     }
     r->ts = ts;
     return HX_OK;
@@ -306,7 +306,9 @@ static int hx__preferred(const struct hx_sched *s, const struct hx_rule *r,
         }
         return r->dev[r->n_dev - 1];
     }
-    case HX_POLICY_TENSOR_SPLIT: return r->dev[nd->n_parts > 1 ? nd->part : 0];
+    /* part is 0 but for the expansion's nodes: a part of a split matmul, or a whole matmul
+     * whose rows all fell to one device because the others' shares rounded to no rows. */
+    case HX_POLICY_TENSOR_SPLIT: return r->dev[nd->part];
     default: return r->dev[0];
     }
 }
@@ -351,7 +353,7 @@ static const struct hx_graph *hx__expand(struct hx_sched *s, const struct hx_gra
             pn->desc.n_out = sw->n_rows;
             pn->dst.col += ts->r0[(int64_t)nd->weight_id * ts->n_parts + p];
             pn->dst.n_cols = sw->n_rows;
-            pn->part = (int16_t)p, pn->n_parts = (int16_t)used;
+            pn->part = (int16_t)p, pn->n_parts = (int16_t)(used > 1 ? used : 0);
         }
     }
     return x;

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# test-cli-edges.sh — what a newcomer hits past the usual cases, each from a user's report:
+# a tensor-split share that rounds to no rows gives its rows to the others; a phase-split run
+# names the devices of both phases; a policy "file" that is a directory, `tokenize` without
+# text and `devices -m` of a missing file are errors; `bench` says when its tests go past the
+# model's trained context; the bandwidth probe stays within 1 GiB of memory.
+set -u
+E=${HX_ENGINE:?} D=${HX_DATA:?}
+. "$(dirname "$0")/lib.sh"
+M=$D/stories260K/stories260K.gguf
+need_file "$M" || finish
+T=$(mktemp -d "${TMPDIR:-/tmp}/hx-edges-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+
+# ---- tensor-split: a 1% share on 64-row matrices rounds to no rows; they go to the other -----
+plan=$("$E" plan -m "$M" --policy tensor-split:cpu=0.01,ref=0.99 2>&1); rc=$?
+q=$(echo "$plan" | awk '/^phase prefill/{p=1} p && /^  split [0-9]+ on /{dev=$4} p && /L0  matmul +qkv/{print dev; exit}')
+[ $rc -eq 0 ] && [ "$q" = "ref:" ] && ok "tensor-split:cpu=0.01,ref=0.99: the qkv matmul runs on ref, which holds all its rows" \
+  || bad "tensor-split 1%: qkv on '$q' (exit $rc): $(echo "$plan" | head -8)"
+a=$("$E" run -m "$M" -p "Once upon a time" -n 8 --temp 0 --ids --policy tensor-split:cpu=0.01,ref=0.99 2>/dev/null | xargs)
+b=$("$E" run -m "$M" -p "Once upon a time" -n 8 --temp 0 --ids --backend ref 2>/dev/null | xargs)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok "  and it generates ref's tokens ($a)" || bad "  tensor-split 1% ids '$a' vs ref '$b'"
+
+# ---- phase-split: both phases' devices in run's summary ---------------------------------------
+"$E" run -m "$M" -p "Once upon a time" -n 4 --temp 0 --policy phase-split:ref,cpu > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "devices ref (prefill), cpu (decode)" "$T/err" && ok "run --policy phase-split:ref,cpu names ref (prefill) and cpu (decode)" \
+  || bad "phase-split devices (exit $rc): $(tail -1 "$T/err")"
+
+# ---- bad input: clear errors, non-zero exits ----------------------------------------------------
+expect() { # name, exit, message regex, args...
+  local name=$1 code=$2 re=$3; shift 3
+  out=$("$E" "$@" 2>&1); rc=$?
+  [ $rc -eq "$code" ] && echo "$out" | grep -Eq "$re" && ok "$name (exit $rc)" || bad "$name: exit $rc: $out"
+}
+expect "--policy @DIR is refused as a directory" 2 "is a directory, not a file" run -m "$M" -p hi --policy "@$T"
+expect "tokenize without -p or -f" 2 "no text given" tokenize -m "$M"
+expect "tokenize -p '' is fine: []" 0 '^\[\]$' tokenize -m "$M" -p ""
+expect "devices -m of a missing file" 1 "cannot read the model '/nonexistent.gguf'" devices -m /nonexistent.gguf
+printf 'single:cpu # a comment\n' > "$T/pol"
+expect "--policy @FILE with a comment still works" 0 "" run -m "$M" -p hi -n 2 --policy "@$T/pol"
+
+# ---- bench: past the trained context it says so; the probe's buffer is at most 1 GiB ------------
+"$E" bench -m "$M" -p 2100 -n 0 -r 1 --bw-gbs 10 --no-verify > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "trained on a context of 2048 tokens; these tests reach position 2100" "$T/err" \
+  && ok "bench -p 2100 on a 2048-context model runs and says it is past the trained context" || bad "bench past context (exit $rc): $(tail -2 "$T/err")"
+out=$("$E" bench -m "$M" -p 0 -n 2 -r 1 --no-verify 2>/dev/null); rc=$?
+mib=$(echo "$out" | sed -n 's/.* \([0-9]*\) MiB buffer.*/\1/p' | head -1)
+[ $rc -eq 0 ] && [ -n "$mib" ] && [ "$mib" -le 1024 ] && ok "bench: the bandwidth probe's buffer is $mib MiB (<= 1 GiB)" || bad "bench probe buffer '$mib' (exit $rc)"
+finish
