@@ -66,7 +66,7 @@ int hx_app_outfile_open(const char *cmd, const char *path, struct hx_app_outfile
         if (fd >= 0) close(fd), unlink(o->tmp);
         hx_free(o->tmp), hx_free(o->target);
         memset(o, 0, sizeof *o);
-        return 1;
+        return 2;
     }
     return 0;
 }

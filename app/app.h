@@ -43,7 +43,8 @@ int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t
  * An output file the user named, written safely (the rule of core/outfile.c): opened as a
  * temporary next to the target, which is replaced only by hx_app_outfile_commit. A special
  * file or directory is refused at open; an existing file keeps its permissions; on abort or
- * any error the target is left as it was. Open and commit print their own errors (1 / 2).
+ * any error the target is left as it was. Both print their own errors; open returns 2 (an
+ * output named that cannot be written is a usage error, found before any work), commit 1.
  */
 struct hx_app_outfile {
     FILE *f;

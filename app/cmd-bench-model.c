@@ -1357,7 +1357,10 @@ int hx_cmd_bench_model(int argc, char **argv)
     int rc = hx_bm_parse(argc, argv, &o);
     if (!rc) rc = hx_bm_check_policies(&o);
     if (!rc) rc = hx_bm_check_models(&o);
-    if (!rc && o.plot_path) rc = hx_app_outfile_open("bench", o.plot_path, &o.plot);
+    if (!rc && o.plot_path && hx_app_outfile_open("bench", o.plot_path, &o.plot)) {
+        fprintf(stderr, "engine bench: (--plot %s)\n", o.plot_path);
+        rc = 2;
+    }
     struct hx_app_bw bw[HX_BM_MAX_LIST];
     if (!rc) rc = hx_bm_probe_all(&o, bw);
     if (rc) {

@@ -49,7 +49,13 @@ expect_fail "-n 0 rejected" 2 run -m "$M" -p hi -n 0
 expect_fail "unknown flag rejected" 2 run -m "$M" -p hi --bogus
 expect_fail "missing model file" 1 run -m /nonexistent.gguf -p hi
 expect_fail "directory instead of file" 1 run -m "$D" -p hi
-expect_fail "prompt beyond the context" 1 run -m "$M" -p "Once upon a time there was" -n 10 -c 8
+expect_fail "prompt longer than the context" 1 run -m "$M" -p "Once upon a time there was a little girl" -n 10 -c 8
+# prompt + -n past the context: generates what fits (-c 8, a 7-token prompt: 2 tokens) and says so
+errf=$(mktemp)
+out=$("$E" run -m "$M" -p "Once upon a time there was" -n 10 -c 8 --temp 0 --ids 2>"$errf"); rc=$?
+[ $rc -eq 0 ] && [ "$(echo "$out" | wc -w)" -eq 2 ] && grep -q "generating at most 2 tokens" "$errf" \
+  && ok "prompt + -n past the context: the 2 tokens that fit, and a note" || bad "prompt + -n past -c: exit $rc '$out': $(cat "$errf")"
+rm -f "$errf"
 expect_fail "unknown policy before loading" 2 run -m /nonexistent.gguf -p hi --policy warp
 expect_fail "vocab-only file" 1 run -m "$D/vocab/ggml-vocab-qwen2.gguf" -p hi
 expect_fail "unknown command" 2 frobnicate
