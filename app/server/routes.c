@@ -11,22 +11,46 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "server.h"
 
 struct hx_srv_config hx__srv_cfg;
-static uint64_t hx_srv_id_state;
 
+static uint64_t hx_srv_mix(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Response ids: PREFIX + 16 hex digits + 8 hex digits. The first part is a bijective mix of a
+ * 64-bit key drawn from getrandom() once per process plus a per-process counter (its low 32
+ * bits are the second part), so ids never repeat within a process and two processes' ids
+ * collide only if their keys do (2^-64). Without getrandom the key comes from the clock, the
+ * pid and an address. (A fixed start made the first id of every fresh server the same.) */
 static void hx_srv_make_id(struct hx_srv_conn *c, const char *prefix)
 {
-    uint64_t x = hx_srv_id_state += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", prefix, (unsigned long long)x,
-             (unsigned long long)c->req_id);
+    static uint64_t key;
+    static uint64_t counter;
+    static bool have_key;
+    if (!have_key) {
+        if (getrandom(&key, sizeof key, 0) != (ssize_t)sizeof key) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            key = hx_srv_mix((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+                  hx_srv_mix((uint64_t)getpid() ^ (uint64_t)(uintptr_t)&key);
+        }
+        have_key = true;
+    }
+    counter++;
+    uint64_t x = hx_srv_mix(key + counter * 0x9E3779B97F4A7C15ull);
+    snprintf(c->id, sizeof c->id, "%s%016llx%08lx", prefix, (unsigned long long)x,
+             (unsigned long)(counter & 0xFFFFFFFFu));
 }
 
 static void hx_srv_json(struct hx_srv_conn *c, int status, json_t *j)
