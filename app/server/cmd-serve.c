@@ -1,16 +1,21 @@
 /*
  * cmd-serve.c — `engine serve`: an OpenAI-compatible HTTP server (docs/server.md).
  *
- * Startup: listen first, then load the model on the worker thread, so /health answers 503
- * {"status":"loading"} until it is ready. Shutdown (SIGINT/SIGTERM): stop accepting, close idle
- * connections, let in-flight requests finish within the grace period, then cancel the rest;
- * once nothing is in flight, join the worker, free the engine and return 0. A second signal
- * cancels at once. Everything here runs on the loop thread.
+ * Startup: check the options the engine can judge without the model (policy, backend, fallback,
+ * chat template name; the model file can be opened) and refuse bad ones with exit status 2 (1
+ * for the file) before anything listens; then listen, then load the model on the worker thread,
+ * so /health answers 503 {"status":"loading"} until it is ready. Shutdown (SIGINT/SIGTERM):
+ * stop accepting, close idle connections, let in-flight requests finish within the grace
+ * period, then cancel the rest (routes.c tells their clients so); once nothing is in flight,
+ * join the worker, free the engine and return 0. A second signal cancels at once. Everything
+ * here runs on the loop thread.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <uv.h>
 
@@ -39,6 +44,8 @@ static void hx_srv_usage(FILE *f)
             "  --parallel N          concurrent sequences (KV slots), default 4\n"
             "  --queue N             waiting requests beyond --parallel, default 16 (then 503)\n"
             "  --ctx N               context positions per sequence\n"
+            "  --batch N             most rows per hx_decode call (default 512): prompts are\n"
+            "                        prefilled in chunks of at most min(N, 256) rows\n"
             "  --threads N           CPU threads (0 = all)\n"
             "  --api-key K           require Authorization: Bearer K on /v1/*\n"
             "  --chat-template NAME  built-in chat template instead of detecting it\n"
@@ -101,8 +108,15 @@ static void hx_srv_on_event(struct hx_srv_event *ev, void *user_data)
     (void)user_data;
     if (ev->type == HX_SRV_EV_LOADED) {
         hx__srv_cfg.loading = false;
-        fprintf(stderr, "engine serve: model loaded (%s, devices %s)\n", hx__srv_sched_model_id(),
-                ev->devices);
+        fprintf(stderr, "engine serve: model loaded (%s; %s)\n", hx__srv_sched_model_id(),
+                ev->text ? ev->text : "?");
+        const char *chat = hx__srv_sched_chat_error();
+        if (chat)
+            fprintf(stderr,
+                    "engine serve: /v1/chat/completions will answer 501: %s (start the server "
+                    "with --chat-template NAME)\n",
+                    chat);
+        free(ev->text);
         free(ev);
         hx_srv_maybe_finish();
         return;
@@ -131,6 +145,29 @@ static bool hx_srv_num_arg(const char *flag, const char *v, int64_t lo, int64_t 
     hx_app_error("serve", "%s: expected an integer in [%lld, %lld], got '%s'", flag, (long long)lo,
                  (long long)hi, v ? v : "");
     return false;
+}
+
+/* What the engine can judge without the model: the policy, backend and fallback names and the
+ * chat template's name. Checked before the listener opens, so a mistyped option is a usage
+ * error (exit 2) instead of a server that is up and answers every request wrongly. */
+static int hx_srv_check_engine_args(const struct hx_srv_sched_params *p)
+{
+    if (hx_policy_validate(p->policy, p->backend, p->fallback) != HX_OK) {
+        hx_app_error("serve", "%s", hx_last_error());
+        return 2;
+    }
+    if (!p->chat_template) return 0;
+    const char *const *names = hx_chat_template_names();
+    char known[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; names && names[i]; i++) {
+        if (!strcmp(names[i], p->chat_template)) return 0;
+        int n = snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", names[i]);
+        if (n > 0 && (size_t)n < sizeof known - used) used += (size_t)n;
+    }
+    hx_app_error("serve", "--chat-template: unknown template '%s' (known: %s)", p->chat_template,
+                 known);
+    return 2;
 }
 
 /* 0 ok, 2 usage error, -1 help printed */
@@ -166,6 +203,7 @@ static int hx_srv_parse_args(int argc, char **argv, struct hx_srv_args *a)
         HX_SRV_INT("--parallel", 1, 256, a->sp.n_parallel)
         HX_SRV_INT("--queue", 0, 100000, hx__srv_cfg.n_queue)
         HX_SRV_INT("--ctx", 0, INT32_MAX, a->sp.n_ctx)
+        HX_SRV_INT("--batch", 1, 65536, a->sp.n_batch)
         HX_SRV_INT("--threads", 0, 1024, a->sp.n_threads)
         HX_SRV_INT("--timeout", 1, 3600, a->http.request_timeout_s)
         HX_SRV_INT("--idle-timeout", 1, 86400, a->http.idle_timeout_s)
@@ -187,7 +225,7 @@ static int hx_srv_parse_args(int argc, char **argv, struct hx_srv_args *a)
         hx_app_error("serve", "--api-key must not be empty");
         return 2;
     }
-    return 0;
+    return hx_srv_check_engine_args(&a->sp);
 }
 
 static int hx_srv_run(struct hx_srv_args *a)
@@ -242,6 +280,15 @@ int hx_cmd_serve(int argc, char **argv)
         return 0;
     }
     if (st) return st;
+    struct stat sb;
+    FILE *mf = fopen(a.sp.model_path, "rb");
+    if (!mf || (stat(a.sp.model_path, &sb) == 0 && S_ISDIR(sb.st_mode))) {
+        hx_app_error("serve", "cannot open the model '%s': %s", a.sp.model_path,
+                     mf ? "it is a directory" : strerror(errno));
+        if (mf) fclose(mf);
+        return 1;
+    }
+    fclose(mf);
     hx__srv_cfg.n_parallel = (int)a.sp.n_parallel;
     hx__srv_cfg.keepalive_s = a.http.keepalive_s;
     return hx_srv_run(&a);

@@ -65,27 +65,55 @@ static void hx_srv_handle_closed(uv_handle_t *h)
     if (--c->handles_open == 0) hx_srv_conn_free(c);
 }
 
-static void hx_srv_access_log(struct hx_srv_conn *c)
+void hx__srv_access_log(const struct hx_srv_access *a)
 {
-    double now = hx__srv_now_s();
+    double end = a->t_end > 0 ? a->t_end : hx__srv_now_s();
     fprintf(stderr,
             "hx-serve: req=%llu %s %s status=%d prompt_tokens=%lld gen_tokens=%lld ttft_ms=%.1f "
-            "total_ms=%.1f\n",
-            (unsigned long long)c->req_id, c->method, c->route, c->status,
-            (long long)c->prompt_tokens, (long long)c->completion_tokens,
-            c->t_first > 0 ? (c->t_first - c->t_start) * 1e3 : -1.0, (now - c->t_start) * 1e3);
-    hx__srv_metrics_request(c->route, c->status);
+            "total_ms=%.1f%s\n",
+            (unsigned long long)a->req_id, a->method, a->route, a->status,
+            (long long)a->prompt_tokens, (long long)a->completion_tokens,
+            a->t_first > 0 ? (a->t_first - a->t_start) * 1e3 : -1.0, (end - a->t_start) * 1e3,
+            a->truncated ? " truncated" : "");
+    hx__srv_metrics_request(a->route, a->status);
+}
+
+static void hx_srv_access_of(const struct hx_srv_conn *c, struct hx_srv_access *a)
+{
+    memset(a, 0, sizeof *a);
+    a->req_id = c->req_id;
+    snprintf(a->method, sizeof a->method, "%s", c->method);
+    snprintf(a->route, sizeof a->route, "%s", c->route);
+    a->status = c->status;
+    a->truncated = c->truncated;
+    a->prompt_tokens = c->prompt_tokens;
+    a->completion_tokens = c->completion_tokens;
+    a->t_start = c->t_start;
+    a->t_first = c->t_first;
+}
+
+static void hx_srv_access_log(const struct hx_srv_conn *c)
+{
+    struct hx_srv_access a;
+    hx_srv_access_of(c, &a);
+    hx__srv_access_log(&a);
 }
 
 static void hx_srv_conn_close(struct hx_srv_conn *c)
 {
     if (c->closing) return;
     c->closing = true;
-    if (c->job) hx__srv_route_conn_closed(c);
     if (c->busy) {
         c->status = 499; /* closed before the answer was complete (a cut stream too) */
-        hx_srv_access_log(c);
+        c->truncated = c->headers_sent;
+        struct hx_srv_access a;
+        hx_srv_access_of(c, &a);
+        a.t_end = hx__srv_now_s();
+        if (c->job) hx__srv_route_conn_closed(c, &a); /* logged when the job has stopped */
+        else hx__srv_access_log(&a);
         c->busy = false;
+    } else if (c->job) {
+        hx__srv_route_conn_closed(c, NULL);
     }
     if (c->prev) c->prev->next = c->next;
     else hx_srv_h.conns = c->next;
@@ -171,6 +199,7 @@ static void hx_srv_request_end(struct hx_srv_conn *c)
     hx_srv_access_log(c);
     c->busy = false;
     c->headers_sent = false;
+    c->truncated = false;
     c->job = NULL;
     hx__srv_buf_free(&c->text);
     hx__srv_reqp_reset(&c->rp);

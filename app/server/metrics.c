@@ -80,9 +80,10 @@ char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, int64_t 
                            hx_srv_m.rows[i].route, hx_srv_m.rows[i].status,
                            (long long)hx_srv_m.rows[i].n);
     hx__srv_buf_printf(&b,
-                       "# HELP hx_prompt_tokens_total Prompt tokens processed.\n"
+                       "# HELP hx_prompt_tokens_total Prompt tokens run through the model.\n"
                        "# TYPE hx_prompt_tokens_total counter\nhx_prompt_tokens_total %lld\n"
-                       "# HELP hx_completion_tokens_total Tokens generated (cancelled ones too).\n"
+                       "# HELP hx_completion_tokens_total Tokens generated (by cancelled and "
+                       "failed requests too).\n"
                        "# TYPE hx_completion_tokens_total counter\nhx_completion_tokens_total %lld\n"
                        "# HELP hx_prompt_tokens_per_second Prefill speed of the last request.\n"
                        "# TYPE hx_prompt_tokens_per_second gauge\nhx_prompt_tokens_per_second %.3f\n"

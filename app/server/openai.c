@@ -98,10 +98,31 @@ static char *hx_srv_content(json_t *c, bool *bad)
     return b.data;
 }
 
+/* The roles a message may have, in the order the error message and docs/server.md list them
+ * ("developer" is OpenAI's newer name for "system" and is rendered as one). */
+static const char *const hx_srv_roles[] = {"system", "developer", "user", "assistant", "tool"};
+#define HX_SRV_N_ROLES (sizeof hx_srv_roles / sizeof hx_srv_roles[0])
+
 static bool hx_srv_role_ok(const char *r)
 {
-    return !strcmp(r, "system") || !strcmp(r, "user") || !strcmp(r, "assistant") ||
-           !strcmp(r, "developer") || !strcmp(r, "tool");
+    for (size_t i = 0; i < HX_SRV_N_ROLES; i++)
+        if (!strcmp(r, hx_srv_roles[i])) return true;
+    return false;
+}
+
+/* "system, developer, user, assistant or tool" */
+static const char *hx_srv_role_list(void)
+{
+    static char list[128];
+    if (list[0]) return list;
+    size_t n = 0;
+    for (size_t i = 0; i < HX_SRV_N_ROLES; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s",
+                              i == 0                    ? ""
+                              : i + 1 == HX_SRV_N_ROLES ? " or "
+                                                        : ", ",
+                              hx_srv_roles[i]);
+    return list;
 }
 
 static bool hx_srv_parse_messages(json_t *root, struct hx_srv_gen_req *out, const char **param,
@@ -119,7 +140,7 @@ static bool hx_srv_parse_messages(json_t *root, struct hx_srv_gen_req *out, cons
         json_t *role = json_is_object(e) ? json_object_get(e, "role") : NULL;
         if (!json_is_object(e)) HX_SRV_FAIL("messages", "messages[%zu] must be an object", i);
         if (!json_is_string(role) || !hx_srv_role_ok(json_string_value(role)))
-            HX_SRV_FAIL("messages", "messages[%zu].role must be system, user or assistant", i);
+            HX_SRV_FAIL("messages", "messages[%zu].role must be %s", i, hx_srv_role_list());
         bool bad;
         char *content = hx_srv_content(json_object_get(e, "content"), &bad);
         if (bad) HX_SRV_FAIL("messages", "messages[%zu].content must be a string or text parts", i);
@@ -308,7 +329,9 @@ const char *hx__srv_status_text(int status)
     case 413: return "Payload Too Large";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
+    case 499: return "Client Closed Request";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     default: return "Unknown";
     }

@@ -11,22 +11,46 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "server.h"
 
 struct hx_srv_config hx__srv_cfg;
-static uint64_t hx_srv_id_state;
 
+static uint64_t hx_srv_mix(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Response ids: PREFIX + 16 hex digits + 8 hex digits. The first part is a bijective mix of a
+ * 64-bit key drawn from getrandom() once per process plus a per-process counter (its low 32
+ * bits are the second part), so ids never repeat within a process and two processes' ids
+ * collide only if their keys do (2^-64). Without getrandom the key comes from the clock, the
+ * pid and an address. (A fixed start made the first id of every fresh server the same.) */
 static void hx_srv_make_id(struct hx_srv_conn *c, const char *prefix)
 {
-    uint64_t x = hx_srv_id_state += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", prefix, (unsigned long long)x,
-             (unsigned long long)c->req_id);
+    static uint64_t key;
+    static uint64_t counter;
+    static bool have_key;
+    if (!have_key) {
+        if (getrandom(&key, sizeof key, 0) != (ssize_t)sizeof key) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            key = hx_srv_mix((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^
+                  hx_srv_mix((uint64_t)getpid() ^ (uint64_t)(uintptr_t)&key);
+        }
+        have_key = true;
+    }
+    counter++;
+    uint64_t x = hx_srv_mix(key + counter * 0x9E3779B97F4A7C15ull);
+    snprintf(c->id, sizeof c->id, "%s%016llx%08lx", prefix, (unsigned long long)x,
+             (unsigned long)(counter & 0xFFFFFFFFu));
 }
 
 static void hx_srv_json(struct hx_srv_conn *c, int status, json_t *j)
@@ -104,6 +128,16 @@ static void hx_srv_generate(struct hx_srv_conn *c, enum hx_srv_kind kind)
                  req.model, hx__srv_sched_model_id());
         hx__srv_gen_req_free(&req);
         hx__srv_respond_error(c, 404, msg, "model", "model_not_found", NULL);
+        return;
+    }
+    /* no usable chat template: the server's configuration is at fault, not the request */
+    if (kind == HX_SRV_CHAT && hx__srv_sched_chat_error()) {
+        snprintf(msg, sizeof msg,
+                 "this server cannot render chats for its model: %.300s; use /v1/completions, or "
+                 "restart the server with --chat-template NAME",
+                 hx__srv_sched_chat_error());
+        hx__srv_gen_req_free(&req);
+        hx__srv_respond_error(c, 501, msg, NULL, "chat_template_unavailable", NULL);
         return;
     }
     if (hx__srv_cfg.draining ||
@@ -235,6 +269,18 @@ static void hx_srv_on_text(struct hx_srv_conn *c, struct hx_srv_event *ev)
     hx_srv_sse_json(c, hx__srv_chunk_json(c->kind, HX_SRV_CHUNK_TEXT, &r, ev->text, ev->text_len));
 }
 
+/* A stream that cannot finish: an error event in OpenAI's shape (`data: {"error":{...}}`,
+ * which OpenAI's clients raise as an error), no finish chunk and no [DONE], so that the client
+ * can tell it from a complete answer; the access line gets this status and "truncated". */
+static void hx_srv_stream_fail(struct hx_srv_conn *c, int status, const char *msg,
+                               const char *code)
+{
+    hx_srv_sse_json(c, hx__srv_error_json(status, msg, NULL, code));
+    c->status = status;
+    c->truncated = true;
+    hx__srv_stream_end(c);
+}
+
 static void hx_srv_on_error(struct hx_srv_conn *c, struct hx_srv_event *ev)
 {
     const char *msg = ev->text ? ev->text : "generation failed";
@@ -243,8 +289,7 @@ static void hx_srv_on_error(struct hx_srv_conn *c, struct hx_srv_event *ev)
         hx__srv_respond_error(c, ev->status, msg, NULL, ev->code, NULL);
         return;
     }
-    hx_srv_sse_json(c, hx__srv_error_json(ev->status, msg, NULL, ev->code));
-    hx__srv_stream_end(c);
+    hx_srv_stream_fail(c, ev->status, msg, ev->code);
 }
 
 static void hx_srv_on_done(struct hx_srv_conn *c, struct hx_srv_event *ev)
@@ -252,8 +297,16 @@ static void hx_srv_on_done(struct hx_srv_conn *c, struct hx_srv_event *ev)
     c->job = NULL;
     c->completion_tokens = ev->completion_tokens;
     if (!strcmp(ev->finish_reason, "cancelled")) { /* shutdown grace period ran out */
-        if (c->headers_sent) hx__srv_stream_end(c);
-        else hx__srv_respond_error(c, 503, "the server is shutting down", NULL, "server_shutdown", NULL);
+        if (c->headers_sent)
+            hx_srv_stream_fail(c, 503,
+                               "the server shut down before the generation finished; the text "
+                               "so far is incomplete",
+                               "server_shutdown");
+        else
+            hx__srv_respond_error(c, 503,
+                                  "the server shut down before the generation finished; retry "
+                                  "later",
+                                  NULL, "server_shutdown", NULL);
         return;
     }
     struct hx_srv_result r;
@@ -263,8 +316,7 @@ static void hx_srv_on_done(struct hx_srv_conn *c, struct hx_srv_event *ev)
             hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
             return;
         }
-        hx_srv_sse_json(c, hx__srv_error_json(500, "out of memory", NULL, NULL));
-        hx__srv_stream_end(c);
+        hx_srv_stream_fail(c, 500, "out of memory", NULL);
         return;
     }
     if (!c->stream) {
@@ -285,12 +337,23 @@ void hx__srv_route_event(struct hx_srv_event *ev)
 {
     struct hx_srv_conn *c = ev->job ? hx__srv_job_owner(ev->job) : NULL;
     bool terminal = ev->type == HX_SRV_EV_ERROR || ev->type == HX_SRV_EV_DONE;
-    if (ev->type == HX_SRV_EV_DONE) { /* cancelled work counts as done work, without speeds */
-        bool cancelled = ev->finish_reason && !strcmp(ev->finish_reason, "cancelled");
+    if (terminal) { /* the work done counts, whatever became of it; speeds only when finished */
+        bool cancelled = ev->type == HX_SRV_EV_DONE && !strcmp(ev->finish_reason, "cancelled");
+        bool finished = ev->type == HX_SRV_EV_DONE && !cancelled;
         hx__srv_metrics_tokens(ev->prompt_tokens, ev->completion_tokens,
-                               cancelled ? 0 : ev->prompt_tps, cancelled ? 0 : ev->gen_tps);
+                               finished ? ev->prompt_tps : 0, finished ? ev->gen_tps : 0);
         if (cancelled) hx__srv_metrics_cancelled();
-        else if (ev->ttft_s >= 0) hx__srv_metrics_ttft(ev->ttft_s);
+        else if (finished && ev->ttft_s >= 0) hx__srv_metrics_ttft(ev->ttft_s);
+        /* the access line says what the metrics just counted */
+        struct hx_srv_access *gone = hx__srv_job_access(ev->job);
+        if (gone) {
+            gone->prompt_tokens = ev->prompt_tokens;
+            gone->completion_tokens = ev->completion_tokens;
+            hx__srv_access_log(gone);
+        } else if (c) {
+            c->prompt_tokens = ev->prompt_tokens;
+            c->completion_tokens = ev->completion_tokens;
+        }
     }
     if (c) {
         switch (ev->type) {
@@ -310,8 +373,12 @@ void hx__srv_route_event(struct hx_srv_event *ev)
     free(ev);
 }
 
-void hx__srv_route_conn_closed(struct hx_srv_conn *c)
+void hx__srv_route_conn_closed(struct hx_srv_conn *c, const struct hx_srv_access *a)
 {
+    struct hx_srv_access *copy = a ? malloc(sizeof *copy) : NULL;
+    if (copy) *copy = *a;
+    else if (a) hx__srv_access_log(a); /* out of memory: log now, with the tokens known now */
+    hx__srv_job_set_access(c->job, copy);
     hx__srv_job_set_owner(c->job, NULL);
     hx__srv_sched_cancel(c->job);
     c->job = NULL;

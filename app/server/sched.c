@@ -4,10 +4,11 @@
  *
  * Each step: take newly submitted jobs (tokenize, validate, then wait for a slot); drop
  * cancelled jobs and clear their slot at once; give free slots to waiting jobs in order;
- * prefill at most HX_SRV_PREFILL_CHUNK prompt rows (one hx_decode per sequence, logits only
- * for a prompt's last row); then decode every generating sequence together in ONE hx_decode,
- * one row per sequence (seq id = slot). Each job has its own sampler, detokenizer and stop
- * matcher.
+ * prefill at most min(HX_SRV_PREFILL_CHUNK, n_batch) prompt rows (one hx_decode per sequence,
+ * logits only for a prompt's last row); then decode every generating sequence together, one
+ * row per sequence (seq id = slot), in one hx_decode (more only when --batch < --parallel).
+ * Logits are read by the row index of the last hx_decode's batch. Each job has its own
+ * sampler, detokenizer and stop matcher.
  *
  * Threads: the loop hands jobs over through `incoming` and sets job->cancel; the worker hands
  * results back as events through a locked list plus uv_async_send, and the loop drains the
@@ -29,6 +30,7 @@ struct hx_srv_job {
     struct hx_srv_job *next; /* incoming or waiting list */
     struct hx_srv_gen_req req;
     void *owner;             /* loop side only */
+    struct hx_srv_access *access; /* loop side only: the access line of a gone client */
     struct hx_srv_event *term; /* the terminal event, allocated at submit so it cannot fail */
     atomic_int cancel;
     /* worker side */
@@ -68,6 +70,8 @@ static struct {
     struct hx_context *ctx;
     int n_seq;
     int64_t n_ctx, n_vocab;
+    int64_t n_batch; /* rows per hx_decode call at most (the context's n_batch) */
+    int64_t chunk;   /* prompt rows per prefill step: min(HX_SRV_PREFILL_CHUNK, n_batch) */
     size_t max_piece_bytes; /* longest token text: no token covers more input bytes */
     struct hx_srv_job **slots;
     struct hx_srv_job *wait_head, *wait_tail;
@@ -76,6 +80,7 @@ static struct {
     /* set once before LOADED, read by the loop after it */
     struct hx_srv_sched_params p;
     char model_id[256], policy[128];
+    char chat_error[512]; /* non-empty: no --chat-template and the model's own is unusable */
     struct hx_srv_event *load_ev; /* allocated by start */
     /* loop only */
     char devices[64];
@@ -167,6 +172,8 @@ static void hx_srv_job_error_code(struct hx_srv_job *job, int status, const char
 {
     hx_srv_job_release_engine(job);
     struct hx_srv_event *ev = hx_srv_ev_term(HX_SRV_EV_ERROR, job);
+    ev->prompt_tokens = job->n_prefilled;
+    ev->completion_tokens = job->n_gen;
     ev->status = status;
     ev->code = code;
     size_t n = strlen(fmt) + (detail ? strlen(detail) : 0) + 1;
@@ -196,7 +203,7 @@ static void hx_srv_job_done(struct hx_srv_job *job, const char *reason)
     }
     struct hx_srv_event *ev = hx_srv_ev_term(HX_SRV_EV_DONE, job);
     ev->finish_reason = reason;
-    ev->prompt_tokens = job->n_prompt;
+    ev->prompt_tokens = job->n_prefilled; /* == n_prompt unless cancelled while prefilling */
     ev->completion_tokens = job->n_gen;
     ev->ttft_s = job->t_first > 0 ? job->t_first - job->t_submit : -1;
     if (job->t_prefill1 > job->t_prefill0)
@@ -230,8 +237,13 @@ static bool hx_srv_job_tokenize(struct hx_srv_job *job)
     if (r->kind == HX_SRV_CHAT) {
         int st = hx_chat_apply(hx_srv_s.model, hx_srv_s.p.chat_template, r->msgs, r->n_msgs, true,
                                r->enable_thinking, &rendered);
-        if (st != HX_OK) {
-            hx_srv_job_error(job, 400, "cannot render the chat template: %s", hx_last_error());
+        if (st != HX_OK) { /* the messages are validated: the server's template is at fault */
+            if (st == HX_E_NOTFOUND)
+                hx_srv_job_error_code(job, 501, "chat_template_unavailable",
+                                      "this server cannot render chats for its model: %s",
+                                      hx_last_error());
+            else
+                hx_srv_job_error(job, 500, "cannot render the chat template: %s", hx_last_error());
             return false;
         }
         text = rendered;
@@ -338,6 +350,22 @@ static void hx_srv_job_keep_id(struct hx_srv_job *job, hx_token tok)
     job->ids[job->n_gen] = tok;
 }
 
+/* Sample from row `row` of the last hx_decode batch; false (after the job's error) when the
+ * context has no logits for that row, which would be a server bug. */
+static bool hx_srv_sample(struct hx_srv_job *job, int64_t row, hx_token *tok)
+{
+    const float *logits = hx_get_logits(hx_srv_s.ctx, row);
+    if (!logits) {
+        char what[96];
+        snprintf(what, sizeof what, "row %lld of the last batch: %s", (long long)row,
+                 *hx_last_error() ? hx_last_error() : "not requested");
+        hx_srv_job_error(job, 500, "no logits for %s", what);
+        return false;
+    }
+    *tok = hx_sampler_sample(job->smp, logits);
+    return true;
+}
+
 /* A sampled token: release its text; finish on EOG, a stop string or the length limit. */
 static void hx_srv_job_token(struct hx_srv_job *job, hx_token tok)
 {
@@ -411,12 +439,13 @@ static void hx_srv_prefill(struct hx_srv_job *job, int64_t rows)
     job->n_prefilled += rows;
     if (!last) return;
     job->t_prefill1 = hx__srv_now_s();
-    hx_srv_job_token(job, hx_sampler_sample(job->smp, hx_get_logits(hx_srv_s.ctx, rows - 1)));
+    hx_token t;
+    if (hx_srv_sample(job, rows - 1, &t)) hx_srv_job_token(job, t);
 }
 
 static void hx_srv_step_prefill(void)
 {
-    int64_t budget = HX_SRV_PREFILL_CHUNK;
+    int64_t budget = hx_srv_s.chunk;
     for (int k = 0; k < hx_srv_s.n_seq && budget > 0; k++) {
         int s = (hx_srv_s.rr + k) % hx_srv_s.n_seq;
         struct hx_srv_job *j = hx_srv_s.slots[s];
@@ -429,6 +458,8 @@ static void hx_srv_step_prefill(void)
     hx_srv_s.rr = (hx_srv_s.rr + 1) % hx_srv_s.n_seq;
 }
 
+/* One row per generating sequence, in hx_decode calls of at most n_batch rows (--batch may
+ * be below --parallel). */
 static void hx_srv_step_decode(void)
 {
     int n = 0;
@@ -446,12 +477,17 @@ static void hx_srv_step_decode(void)
         want[n] = 1;
         rows[n++] = j;
     }
-    if (!n) return;
-    struct hx_batch b = {.n_rows = n, .token = tok, .pos = pos, .seq = seq, .logits = want};
-    int st = hx_srv_decode(&b);
-    for (int i = 0; i < n; i++) {
-        if (st != HX_OK) hx_srv_job_error(rows[i], 500, "decode failed: %s", hx_last_error());
-        else hx_srv_job_token(rows[i], hx_sampler_sample(rows[i]->smp, hx_get_logits(hx_srv_s.ctx, i)));
+    for (int i0 = 0; i0 < n; i0 += (int)hx_srv_s.n_batch) {
+        int m = n - i0 < hx_srv_s.n_batch ? n - i0 : (int)hx_srv_s.n_batch;
+        struct hx_batch b = {
+            .n_rows = m, .token = tok + i0, .pos = pos + i0, .seq = seq + i0, .logits = want + i0};
+        int st = hx_srv_decode(&b);
+        for (int i = 0; i < m; i++) {
+            struct hx_srv_job *j = rows[i0 + i];
+            hx_token t;
+            if (st != HX_OK) hx_srv_job_error(j, 500, "decode failed: %s", hx_last_error());
+            else if (hx_srv_sample(j, i, &t)) hx_srv_job_token(j, t);
+        }
     }
 }
 
@@ -553,12 +589,23 @@ static int hx_srv_load(void)
         .n_threads = hx_srv_s.p.n_threads,
         .n_ctx = hx_srv_s.p.n_ctx,
         .n_seq = hx_srv_s.p.n_parallel,
+        .n_batch = hx_srv_s.p.n_batch,
     };
     st = hx_context_new(hx_srv_s.model, &cp, &hx_srv_s.ctx);
     if (st != HX_OK) return st;
     hx_srv_s.n_seq = hx_context_n_seq(hx_srv_s.ctx);
     hx_srv_s.n_ctx = hx_context_n_ctx(hx_srv_s.ctx);
     hx_srv_s.n_vocab = hx_vocab_n_tokens(hx_srv_s.model);
+    hx_srv_s.n_batch = hx_srv_s.p.n_batch > 0 ? hx_srv_s.p.n_batch : 512; /* the core's default */
+    hx_srv_s.chunk =
+        hx_srv_s.n_batch < HX_SRV_PREFILL_CHUNK ? hx_srv_s.n_batch : HX_SRV_PREFILL_CHUNK;
+    if (!hx_srv_s.p.chat_template) { /* --chat-template was checked by name before listening */
+        struct hx_chat_msg probe = {.role = "user", .content = "hi"};
+        char *out = NULL;
+        if (hx_chat_apply(hx_srv_s.model, NULL, &probe, 1, true, true, &out) != HX_OK)
+            snprintf(hx_srv_s.chat_error, sizeof hx_srv_s.chat_error, "%s", hx_last_error());
+        hx_free(out);
+    }
     hx_srv_s.max_piece_bytes = 16;
     for (hx_token t = 0; t < (hx_token)hx_srv_s.n_vocab; t++) {
         const char *piece = hx_vocab_text(hx_srv_s.model, t);
@@ -572,6 +619,32 @@ static int hx_srv_load(void)
     return HX_OK;
 }
 
+/* LOADED's text: the plan's first line ("policy P (kind); devices: D...; fallback: F..."), and
+ * its devices as the x-hx-devices value until a decode says which ones served. */
+static void hx_srv_describe_plan(struct hx_srv_event *ev)
+{
+    char *plan = NULL;
+    if (hx_context_plan_text(hx_srv_s.ctx, &plan) != HX_OK || !plan) {
+        ev->text = strdup(hx_srv_s.policy);
+        return;
+    }
+    size_t n = strcspn(plan, "\n");
+    ev->text = malloc(n + 1);
+    if (ev->text) {
+        memcpy(ev->text, plan, n);
+        ev->text[n] = '\0';
+    }
+    const char *d = strstr(plan, "devices: ");
+    if (d && d < plan + n) {
+        d += 9;
+        size_t k = strcspn(d, ";\n"), o = 0;
+        for (size_t i = 0; i < k && o + 1 < sizeof ev->devices; i++)
+            ev->devices[o++] = d[i] == ' ' ? ',' : d[i];
+        ev->devices[o] = '\0';
+    }
+    hx_free(plan);
+}
+
 static void hx_srv_worker(void *arg)
 {
     (void)arg;
@@ -583,7 +656,7 @@ static void hx_srv_worker(void *arg)
         snprintf(msg, sizeof msg, "%s: %s", hx_strerror(st), hx_last_error());
         ev->text = strdup(msg);
     } else {
-        snprintf(ev->devices, sizeof ev->devices, "%s", hx_context_devices(hx_srv_s.ctx));
+        hx_srv_describe_plan(ev);
     }
     hx_srv_emit(ev);
     if (st == HX_OK) hx_srv_worker_loop();
@@ -660,12 +733,19 @@ void hx__srv_job_free(struct hx_srv_job *job)
 {
     if (!job) return;
     free(job->term);
+    free(job->access);
     hx__srv_gen_req_free(&job->req);
     free(job);
 }
 
 void *hx__srv_job_owner(struct hx_srv_job *job) { return job->owner; }
 void hx__srv_job_set_owner(struct hx_srv_job *job, void *owner) { job->owner = owner; }
+void hx__srv_job_set_access(struct hx_srv_job *job, struct hx_srv_access *a)
+{
+    free(job->access);
+    job->access = a;
+}
+struct hx_srv_access *hx__srv_job_access(struct hx_srv_job *job) { return job->access; }
 const struct hx_srv_gen_req *hx__srv_job_req(const struct hx_srv_job *job) { return &job->req; }
 
 void hx__srv_sched_stop(void)
@@ -719,6 +799,10 @@ char *hx__srv_sched_device_lines(void)
 
 const char *hx__srv_sched_model_id(void) { return hx_srv_s.model_id; }
 const char *hx__srv_sched_policy(void) { return hx_srv_s.policy; }
+const char *hx__srv_sched_chat_error(void)
+{
+    return hx_srv_s.chat_error[0] ? hx_srv_s.chat_error : NULL;
+}
 const char *hx__srv_sched_devices(void) { return hx_srv_s.devices[0] ? hx_srv_s.devices : "cpu"; }
 void hx__srv_sched_note_devices(const char *devices)
 {

@@ -108,6 +108,40 @@ static bool hx_srv_try(enum hx_srv_kind kind, const char *body, const char *want
     return ok;
 }
 
+/* The error for an unknown role names exactly the roles that are accepted: each word it lists
+ * parses, and the roles it leaves out (or a near miss) do not. */
+static void hx_srv_test_roles(void)
+{
+    struct hx_srv_gen_req r;
+    const char *param = NULL;
+    char msg[256], body[160];
+    const char *bad = "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}";
+    HX_SRV_CHECK(
+        !hx__srv_gen_req_parse(HX_SRV_CHAT, bad, strlen(bad), &r, &param, msg, sizeof msg));
+    const char *list = strstr(msg, "must be ");
+    HX_SRV_CHECK(list != NULL);
+    if (!list) return;
+    int n_listed = 0;
+    char words[256];
+    snprintf(words, sizeof words, "%s", list + 8);
+    for (char *save = NULL, *w = strtok_r(words, " ,", &save); w; w = strtok_r(NULL, " ,", &save)) {
+        if (!strcmp(w, "or")) continue;
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"%s\",\"content\":\"hi\"}]}", w);
+        if (!hx_srv_try(HX_SRV_CHAT, body, NULL)) {
+            fprintf(stderr, "self-test FAIL: role '%s' is listed in \"%s\" but refused\n", w, msg);
+            hx_srv_failures++;
+        }
+        n_listed++;
+    }
+    HX_SRV_CHECK(n_listed == 5); /* system developer user assistant tool (docs/server.md) */
+    static const char *const not_roles[] = {"function", "System", "users", "", "ipython"};
+    for (size_t i = 0; i < sizeof not_roles / sizeof not_roles[0]; i++) {
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"%s\",\"content\":\"hi\"}]}",
+                 not_roles[i]);
+        HX_SRV_CHECK(!hx_srv_try(HX_SRV_CHAT, body, "messages"));
+    }
+}
+
 static void hx_srv_test_json(void)
 {
     struct hx_srv_gen_req r;
@@ -143,6 +177,7 @@ static void hx_srv_test_json(void)
     HX_SRV_CHECK(!hx_srv_try(HX_SRV_CHAT, "{\"messages\":[{\"role\":\"x\",\"content\":\"\"}]}", "messages"));
     HX_SRV_CHECK(!hx_srv_try(HX_SRV_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":3}]}", "messages"));
     HX_SRV_CHECK(!hx_srv_try(HX_SRV_CHAT, "{\"messages\":\"hi\"}", "messages"));
+    hx_srv_test_roles();
     HX_SRV_CHECK(!hx_srv_try(HX_SRV_CHAT, "{\"model\":3,\"messages\":[]}", "model"));
     HX_SRV_CHECK(!hx_srv_try(HX_SRV_COMPLETION, "{\"prompt\":\"x\",\"return_token_ids\":1}",
                              "return_token_ids"));

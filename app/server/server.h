@@ -167,14 +167,16 @@ struct hx_srv_event {
     struct hx_srv_event *next;
     enum hx_srv_ev_type type;
     struct hx_srv_job *job;
-    char *text; /* TEXT: text; ERROR/LOAD_FAILED: message; malloc'ed */
+    char *text; /* TEXT: text; ERROR/LOAD_FAILED: message; LOADED: the plan's policy and
+                   devices line; malloc'ed */
     size_t text_len;
     int status;                /* ERROR: HTTP status */
     const char *code;          /* ERROR: OpenAI error code or NULL (static) */
     const char *finish_reason; /* DONE: "stop", "length", "cancelled" (static) */
     hx_token *ids;             /* DONE with return_token_ids: generated ids (malloc'ed) */
     int64_t n_ids;
-    int64_t prompt_tokens, completion_tokens;
+    int64_t prompt_tokens;     /* ACCEPTED: the prompt's tokens; ERROR/DONE: those prefilled */
+    int64_t completion_tokens; /* ERROR/DONE: tokens generated (cancelled ones included) */
     double ttft_s, prompt_tps, gen_tps;
     char devices[64];
 };
@@ -182,7 +184,7 @@ struct hx_srv_event {
 struct hx_srv_sched_params {
     const char *model_path, *backend, *policy, *fallback, *chat_template;
     int n_parallel, n_threads;
-    int64_t n_ctx;
+    int64_t n_ctx, n_batch; /* 0: the engine's defaults */
 };
 
 /* Called on the loop thread for each event, in order; the callee takes ownership of ev. */
@@ -205,9 +207,28 @@ void hx__srv_sched_counts(int64_t *queued, int64_t *active);
 char *hx__srv_sched_device_lines(void); /* Prometheus lines, malloc'ed */
 const char *hx__srv_sched_model_id(void);
 const char *hx__srv_sched_policy(void);
+/* Set once loaded: why the model's own chat template cannot be used (no --chat-template and
+ * none detected), or NULL. Chat requests then answer 501. */
+const char *hx__srv_sched_chat_error(void);
 const char *hx__srv_sched_devices(void); /* last devices string (loop-side copy) */
 void hx__srv_sched_note_devices(const char *devices);
 int64_t hx__srv_sched_n_ctx(void);
+
+/* One access-log line's facts (http.c prints it and counts it in hx_requests_total). A request
+ * whose client went away while its generation ran is logged when the generation's terminal
+ * event arrives, so that the line and /metrics count the same tokens. */
+struct hx_srv_access {
+    uint64_t req_id;
+    char method[12], route[40];
+    int status;
+    bool truncated; /* a stream that ended without its finish chunk and [DONE] */
+    int64_t prompt_tokens, completion_tokens;
+    double t_start, t_first, t_end; /* t_first 0: no token yet; t_end 0: now */
+};
+void hx__srv_access_log(const struct hx_srv_access *a);
+/* The job's deferred access line (loop side): set when its client is gone, freed with it. */
+void hx__srv_job_set_access(struct hx_srv_job *job, struct hx_srv_access *a);
+struct hx_srv_access *hx__srv_job_access(struct hx_srv_job *job);
 
 /* ---- self-test (selftest.c) -------------------------------------------------------------- */
 int hx__srv_selftest(void);
@@ -231,6 +252,7 @@ struct hx_srv_conn {
     double t_start, t_first, last_write_s;
     char method[12], route[40];
     int status;
+    bool truncated; /* the stream was cut short (see struct hx_srv_access) */
     int64_t prompt_tokens, completion_tokens;
     /* generation */
     struct hx_srv_job *job;
@@ -282,6 +304,8 @@ struct hx_srv_config {
 };
 extern struct hx_srv_config hx__srv_cfg;
 void hx__srv_route(struct hx_srv_conn *c);
-void hx__srv_route_conn_closed(struct hx_srv_conn *c);
+/* The connection closes while c->job runs: cancel it; `a` (or NULL) is the request's access
+ * line, printed once the job's terminal event tells how many tokens it made. */
+void hx__srv_route_conn_closed(struct hx_srv_conn *c, const struct hx_srv_access *a);
 void hx__srv_route_event(struct hx_srv_event *ev);
 void hx__srv_route_keepalive(struct hx_srv_conn *c); /* timer tick while streaming */

@@ -179,6 +179,45 @@ describe('chat on the ternary qwen3 model', () => {
     });
 });
 
+describe('chunks arrive while the generation runs', () => {
+    // The engine's fault injector makes every cpu split sleep 20 ms first, so 60 tokens take
+    // over a second. A server that held the chunks back (or flushed them in bulk at the end)
+    // would deliver them all within a few ms of each other; the test compares the spread of
+    // the arrival times with the generation time the server itself reports, not with a figure.
+    const srv = new Server(MODELS.stories, ['--chat-template', 'llama2'], { HX_FAULT: 'dev=cpu,mode=slow,ms=20' });
+    before(async () => srv.start());
+    after(async () => assert.deepEqual(await srv.stop(), { code: 0, signal: null }));
+
+    for (const kind of ['completion', 'chat']) {
+        it(`${kind}: the first content chunk arrives long before the last token is made`, async () => {
+            const oa = client(srv);
+            const common = { max_tokens: 60, temperature: 0, stream: true, stream_options: { include_usage: true } };
+            const t0 = performance.now();
+            const stream = kind === 'chat'
+                ? await oa.chat.completions.create({ messages: [{ role: 'user', content: 'Once upon a time' }], ...common })
+                : await oa.completions.create({ prompt: 'Once upon a time', ...common });
+            const arrivals = [];
+            let fin = null;
+            let usage = null;
+            for await (const c of stream) {
+                const ch = c.choices[0];
+                if (c.usage) usage = c.usage;
+                if (ch?.finish_reason) fin = c;
+                else if (ch?.text || ch?.delta?.content) arrivals.push(performance.now() - t0);
+            }
+            assert.ok(fin && usage, 'the stream finished');
+            assert.ok(arrivals.length >= 20, `${arrivals.length} content chunks`);
+            const genMs = ((usage.completion_tokens - 1) / fin.hx.generation_tokens_per_s) * 1000;
+            const spread = arrivals.at(-1) - arrivals[0];
+            const half = arrivals[arrivals.length >> 1] - arrivals[0];
+            const figures = `first chunk at ${arrivals[0].toFixed(0)} ms, middle at +${half.toFixed(0)}, last at +${spread.toFixed(0)}; server-side generation ${genMs.toFixed(0)} ms`;
+            assert.ok(genMs > 500, `a generation long enough to tell (${figures})`);
+            assert.ok(spread >= 0.5 * genMs, `the chunks came as they were made (${figures})`);
+            assert.ok(half >= 0.25 * genMs, `not one early chunk and a late burst (${figures})`);
+        });
+    }
+});
+
 describe('SSE keep-alive comments', () => {
     // --keepalive 0: a comment on every 1 s timer tick, so a stream longer than a second has
     // some. A raw stream (to see them) and an OpenAI-client stream (which must read through

@@ -106,6 +106,11 @@ describe('clients that go away', () => {
         const gen = m.get('hx_completion_tokens_total') - before.get('hx_completion_tokens_total');
         assert.ok(gen < 4000, `generation stopped early (${gen} of 4000 tokens)`);
         assert.equal(m.get('hx_requests_total{route="/v1/completions",status="499"}'), 1);
+        // its access line counts the tokens /metrics counted (written with the cancellation)
+        const line = srv.accessLog().find((l) => l.status === 499);
+        assert.ok(line, `a 499 line in:\n${srv.log}`);
+        assert.equal(line.gen_tokens, gen, 'the access line and /metrics agree');
+        assert.ok(line.gen_tokens >= 5 && line.truncated);
         const r = await oa.completions.create({ prompt: 'Hello', max_tokens: 8, temperature: 0 });
         assert.equal(r.usage.completion_tokens, 8, 'the next request gets the slot');
     });
@@ -207,17 +212,34 @@ describe('graceful shutdown', () => {
         assert.match(srv.log, /draining [12] request/, 'the signal came while they ran');
     });
 
-    it('the grace period running out cancels the rest; still exit 0', async () => {
-        const srv = await new Server(MODELS.qwen, ['--parallel', '1', '--grace', '0']).start();
+    it('the grace period running out cancels the rest, visibly; still exit 0', async () => {
+        const srv = await new Server(MODELS.qwen, ['--parallel', '1', '--queue', '2', '--grace', '0']).start();
         const oa = client(srv);
         const s = await oa.completions.create({ prompt: 'Hi', max_tokens: 4000, stream: true });
         const it0 = s[Symbol.asyncIterator]();
         await it0.next();
+        // waits for the slot; its outcome is kept at once (it may fail before it is looked at)
+        const queued = oa.completions.create({ prompt: 'Hi', max_tokens: 8 }).then(() => null, (e) => e);
+        await waitMetrics(srv, (x) => x.get('hx_queue_depth') === 1);
         srv.proc.kill('SIGINT');
         let rest = 0;
-        for (let x = await it0.next(); !x.done; x = await it0.next()) rest++;
-        assert.ok(rest < 4000, 'the stream was cut short, cleanly (the client saw its end)');
+        // the SDK raises the stream's error event; a stream that just ended would look complete
+        await assert.rejects((async () => {
+            for (let x = await it0.next(); !x.done; x = await it0.next()) rest++;
+        })(), (e) => {
+            assert.ok(e instanceof OpenAI.APIError, String(e));
+            assert.equal(e.code, 'server_shutdown');
+            assert.equal(e.type, 'server_error');
+            return true;
+        });
+        assert.ok(rest < 4000, 'the stream was cut short');
+        const qe = await queued;
+        assert.ok(qe instanceof OpenAI.APIError, `the queued request failed (${qe})`);
+        assert.equal(qe.status, 503);
+        assert.equal(qe.code, 'server_shutdown');
         assert.deepEqual(await srv.wait(), { code: 0, signal: null });
+        const lines = srv.accessLog().filter((l) => l.route === '/v1/completions');
+        assert.deepEqual(lines.map((l) => [l.status, l.truncated]).sort(), [[503, false], [503, true]], srv.log);
     });
 
     it('SIGTERM while idle exits 0 at once', async () => {

@@ -23,18 +23,20 @@ process.on('exit', () => {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// A running `engine serve`; .url is http://127.0.0.1:PORT, .log its stderr so far.
+// A running `engine serve`; .url is http://127.0.0.1:PORT, .log its stderr so far. env: extra
+// environment variables (e.g. HX_FAULT to slow the engine down).
 export class Server {
-    constructor(model, args = []) {
+    constructor(model, args = [], env = {}) {
         this.model = model;
         this.args = args;
+        this.env = env;
         this.log = '';
         this.exit = null;
     }
 
     async start(timeoutMs = 30000) {
         const argv = ['serve', '-m', this.model, '--port', '0', '--threads', '1', ...this.args];
-        this.proc = spawn(ENGINE, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+        this.proc = spawn(ENGINE, argv, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...this.env } });
         live.add(this.proc);
         // A failed test must not leave the process waiting on its server: nothing here keeps
         // node alive, and whatever still runs when node exits is killed.
@@ -92,6 +94,15 @@ export class Server {
         if (this.exit) return this.exit;
         this.proc.kill(sig);
         return this.wait(timeoutMs);
+    }
+
+    // Access-log lines (hx-serve: req=...) so far, as objects {req, method, route, status,
+    // prompt_tokens, gen_tokens, truncated}.
+    accessLog() {
+        const out = [];
+        for (const m of this.log.matchAll(/^hx-serve: req=(\d+) (\S+) (\S+) status=(\d+) prompt_tokens=(\d+) gen_tokens=(\d+) .*?( truncated)?$/gm))
+            out.push({ req: +m[1], method: m[2], route: m[3], status: +m[4], prompt_tokens: +m[5], gen_tokens: +m[6], truncated: !!m[7] });
+        return out;
     }
 
     async metrics() {
