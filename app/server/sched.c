@@ -24,6 +24,7 @@
 
 #include <uv.h>
 
+#include "prompt.h"
 #include "server.h"
 
 struct hx_srv_job {
@@ -228,89 +229,26 @@ static uint64_t hx_srv_rand(void)
     return x ^ (x >> 31);
 }
 
-/* Render (chat) and tokenize the prompt; false after emitting the error. */
+/* Render (chat), tokenize and check the prompt (prompt.c); false after emitting the error. */
 static bool hx_srv_job_tokenize(struct hx_srv_job *job)
 {
-    const struct hx_srv_gen_req *r = &job->req;
-    char *rendered = NULL;
-    const char *text = r->prompt;
-    if (r->kind == HX_SRV_CHAT) {
-        int st = hx_chat_apply(hx_srv_s.model, hx_srv_s.p.chat_template, r->msgs, r->n_msgs, true,
-                               r->enable_thinking, &rendered);
-        if (st != HX_OK) { /* the messages are validated: the server's template is at fault */
-            if (st == HX_E_NOTFOUND)
-                hx_srv_job_error_code(job, 501, "chat_template_unavailable",
-                                      "this server cannot render chats for its model: %s",
-                                      hx_last_error());
-            else
-                hx_srv_job_error(job, 500, "cannot render the chat template: %s", hx_last_error());
-            return false;
-        }
-        text = rendered;
-    }
-    size_t len = strlen(text);
-    /* Each token covers at most max_piece_bytes of input, so a text this long cannot fit in
-     * the context: refuse it without spending the worker's time (the other streams') on it. */
-    if (len / 2 > (size_t)hx_srv_s.n_ctx * hx_srv_s.max_piece_bytes) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "%zu bytes cannot fit in %lld tokens", len,
-                 (long long)hx_srv_s.n_ctx);
-        hx_free(rendered);
-        hx_srv_job_error_code(job, 400, "context_length_exceeded", "the prompt is too long: %s",
-                              msg);
+    const struct hx_srv_prompt_env env = {hx_srv_s.model, hx_srv_s.p.chat_template,
+                                          hx_srv_s.n_ctx, hx_srv_s.max_piece_bytes};
+    const char *code = NULL;
+    char msg[512];
+    int status = hx__srv_prompt_prepare(&env, &job->req, &job->prompt, &job->n_prompt, &code,
+                                        msg, sizeof msg);
+    if (status) {
+        hx_srv_job_error_code(job, status, code, "%s", msg);
         return false;
     }
-    bool add_special = hx_vocab_add_bos(hx_srv_s.model);
-    hx_token bos = hx_vocab_bos(hx_srv_s.model);
-    const char *bos_text = bos != HX_TOKEN_NULL ? hx_vocab_text(hx_srv_s.model, bos) : NULL;
-    if (add_special && bos_text && *bos_text && !strncmp(text, bos_text, strlen(bos_text)))
-        add_special = false; /* the template wrote the BOS itself */
-    int64_t cap = (int64_t)len + 8, n = 0;
-    job->prompt = malloc((size_t)cap * sizeof *job->prompt);
-    int st = job->prompt ? hx_tokenize(hx_srv_s.model, text, len, add_special, true, job->prompt,
-                                       cap, &n)
-                         : HX_E_NOMEM;
-    if (st == HX_OK && n > cap) {
-        hx_token *p = realloc(job->prompt, (size_t)n * sizeof *p);
-        st = p ? hx_tokenize(hx_srv_s.model, text, len, add_special, true, p, n, &n) : HX_E_NOMEM;
-        if (p) job->prompt = p;
-    }
-    hx_free(rendered);
-    if (st != HX_OK) {
-        hx_srv_job_error(job, st == HX_E_NOMEM ? 500 : 400, "cannot tokenize the prompt: %s",
-                         hx_last_error());
-        return false;
-    }
-    job->n_prompt = n;
     return true;
 }
 
 static bool hx_srv_job_prepare(struct hx_srv_job *job)
 {
     if (!hx_srv_job_tokenize(job)) return false;
-    char msg[256];
-    if (job->n_prompt == 0) {
-        hx_srv_job_error(job, 400, "the prompt is empty%s", "");
-        return false;
-    }
-    if (job->n_prompt >= hx_srv_s.n_ctx) {
-        snprintf(msg, sizeof msg, "%lld tokens; the context holds %lld per sequence",
-                 (long long)job->n_prompt, (long long)hx_srv_s.n_ctx);
-        hx_srv_job_error_code(job, 400, "context_length_exceeded", "the prompt is too long: %s",
-                              msg);
-        return false;
-    }
     int64_t room = hx_srv_s.n_ctx - job->n_prompt;
-    if (job->req.max_tokens > room) { /* OpenAI's rule: prompt + max_tokens must fit */
-        snprintf(msg, sizeof msg,
-                 "%lld tokens per sequence; you requested %lld (%lld in the prompt, %lld to "
-                 "generate): reduce the prompt or max_tokens",
-                 (long long)hx_srv_s.n_ctx, (long long)(job->n_prompt + job->req.max_tokens),
-                 (long long)job->n_prompt, (long long)job->req.max_tokens);
-        hx_srv_job_error_code(job, 400, "context_length_exceeded",
-                              "the maximum context length is %s", msg);
-        return false;
-    }
     job->max_gen = job->req.max_tokens > 0 ? job->req.max_tokens : room;
     struct hx_sampler_params sp = job->req.sp;
     if (!job->req.seed_set) sp.seed = hx_srv_rand();

@@ -35,6 +35,17 @@
 
 namespace {
 
+/* npu-glue.h restates XRT's values so that the C side needs no XRT header; compiling this
+ * file against XRT (scripts/ci-xrt.sh in CI) checks that they still agree. x_wait hands the
+ * ert_cmd_state through as it is. */
+static_assert(HX_NPU_BO_CACHEABLE == XRT_BO_FLAGS_CACHEABLE, "BO flags");
+static_assert(HX_NPU_BO_HOST_ONLY == XRT_BO_FLAGS_HOST_ONLY, "BO flags");
+static_assert(int{HX_NPU_STATE_COMPLETED} == int{ERT_CMD_STATE_COMPLETED}, "state");
+static_assert(int{HX_NPU_STATE_ERROR} == int{ERT_CMD_STATE_ERROR}, "state");
+static_assert(int{HX_NPU_STATE_ABORT} == int{ERT_CMD_STATE_ABORT}, "state");
+static_assert(int{HX_NPU_STATE_TIMEOUT} == int{ERT_CMD_STATE_TIMEOUT}, "state");
+static_assert(int{HX_NPU_STATE_NORESPONSE} == int{ERT_CMD_STATE_NORESPONSE}, "state");
+
 struct xrt_bo_h {
     xrt::bo bo;
     size_t nbytes;
