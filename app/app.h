@@ -70,9 +70,13 @@ bool hx_app_parse_f32(const char *s, float lo, float hi, float *out);
 typedef int (*hx_app_row_fn)(void *ctx, int64_t r, float *scratch);
 int hx_app_rows(int64_t n_rows, int64_t width, int n_threads, hx_app_row_fn fn, void *ctx);
 
-/* Shared by quantize and mkmodel (defined in cmd-quantize.c): a progress line on stderr
- * ("tensor i/n, MB, elapsed"), redrawn in place on a tty; when forced while stderr is not
- * a tty, one line per tenth of the tensors. */
+/*
+ * Progress on stderr (app/progress.c), the one way every command says what it is doing.
+ * hx_app_progress_note prints a status line "engine CMD: ..." (a stage begun, a note, a
+ * summary). The counted bar ("tensor i/n, MB, elapsed", quantize and mkmodel) is redrawn in
+ * place on a tty; when forced while stderr is not a tty, one line per tenth of the tensors.
+ */
+void hx_app_progress_note(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 struct hx_app_progress {
     const char *what;
     uint64_t total_bytes, done_bytes;

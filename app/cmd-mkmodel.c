@@ -385,10 +385,13 @@ static int hx_mk_write(struct hx_mk_job *j)
         goto out;
     }
     hx_app_progress_end(&j->bar);
-    fprintf(stderr, "engine mkmodel: wrote %s: %s %s, %s matrices, %s embedding%s%s, vocab %lld, %.1fM parameters, %zu tensors, %.1f MB, %.2f s\n",
-            j->o->out, j->o->arch, j->o->shape->name, hx_dtype_name(j->o->type), hx_dtype_name(j->o->embd_type),
-            j->o->output_set ? ", output " : " (tied)", j->o->output_set ? hx_dtype_name(j->o->output_type) : "",
-            (long long)j->n_vocab, params / 1e6, j->n_t, total / 1e6, (hx__time_us() - t0) / 1e6);
+    const struct hx_mk_opts *o = j->o;
+    hx_app_progress_note("mkmodel", "wrote %s: %s %s, %s matrices, %s embedding%s%s, vocab %lld, "
+                         "%.1fM parameters, %zu tensors, %.1f MB, %.2f s", o->out, o->arch,
+                         o->shape->name, hx_dtype_name(o->type), hx_dtype_name(o->embd_type),
+                         o->output_set ? ", output " : " (tied)",
+                         o->output_set ? hx_dtype_name(o->output_type) : "", (long long)j->n_vocab,
+                         params / 1e6, j->n_t, total / 1e6, (hx__time_us() - t0) / 1e6);
     rc = 0;
 out:
     hx__gguf_writer_free(w);
