@@ -28,7 +28,7 @@ static void hx_devices_print_one(const struct hx_backend_entry *e, int i)
     printf("%s\n", info.simulated ? "  [simulated: timings are not hardware performance]" : "");
 }
 
-void hx_app_npu_report(const char *kernels_dir, const char *model);   /* cmd-bench-npu.c */
+void hx_app_npu_report(const char *kernels_dir, const char *model);   /* app/bench/cmd-bench-npu.c */
 
 int hx_cmd_devices(int argc, char **argv)
 {

@@ -91,5 +91,5 @@ double hx_app_min(const double *v, size_t n);
 double hx_app_max(const double *v, size_t n);
 double hx_app_now_us(void);                        /* monotonic clock */
 
-/* `engine bench -m MODEL ...` (app/cmd-bench-model.c); app/cmd-bench.c routes to it. */
+/* `engine bench -m MODEL ...` (app/bench/cmd-bench-model.c); app/bench/cmd-bench.c routes to it. */
 int hx_cmd_bench_model(int argc, char **argv);
