@@ -64,6 +64,20 @@ void hx_app_devices_add(char *set, size_t cap, const char *list);
 bool hx_app_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool hx_app_parse_f32(const char *s, float lo, float hi, float *out);
 
+/*
+ * Comma-separated option values ("-p 128,512", "--types q8_0,q4_0"), the one list parser of
+ * the app. Strict: an empty list, an empty item ("8,,16", "8,"), an item of 256 characters or
+ * more, or more than cap items is bad input. hx_app_list calls fn on each item in turn
+ * (NUL-terminated) with its index and stops at the first that returns false. Each returns the
+ * number of items, or -1 on bad input.
+ */
+typedef bool (*hx_app_item_fn)(void *user, const char *item, int i);
+int hx_app_list(const char *s, int cap, hx_app_item_fn fn, void *user);
+/* Whole numbers in [lo, hi] into out[0 .. n). */
+int hx_app_list_i64(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap);
+/* Strings shorter than width into rows of width bytes from out. */
+int hx_app_list_str(const char *s, char *out, size_t width, int cap);
+
 /* Rows [0, n_rows) of a tensor, each converted by fn (scratch: width floats of its thread),
  * on up to n_threads threads of the pool (one below 2^20 elements). Returns HX_OK or the
  * status of a failing row; after a failure the remaining rows may be left unconverted. */

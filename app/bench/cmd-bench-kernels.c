@@ -60,18 +60,6 @@ static void hx_bk_usage(void)
             "      of the same bytes between them; prints each value's µs and its ratio to the read\n");
 }
 
-static bool hx_bk_parse_list(const char *s, int64_t *out, int *n, int64_t lo, int64_t hi)
-{
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", s);
-    *n = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (*n >= HX_BK_MAX || !hx_app_parse_i64(t, lo, hi, &out[*n])) return false;
-        (*n)++;
-    }
-    return *n > 0;
-}
-
 static bool hx_bk_parse_shapes(const char *s, struct hx_bk_opts *o)
 {
     static const int64_t qwen3[][2] = {{1024, 4096}, {2048, 1024}, {1024, 6144}, {3072, 1024},
@@ -107,14 +95,14 @@ static bool hx_bk_parse_compare(const char *s, struct hx_bk_opts *o)
         if (!((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) return false;
     memcpy(o->cmp_var, s, (size_t)(eq - s));
     o->cmp_var[eq - s] = '\0';
-    char buf[256];
-    if (snprintf(buf, sizeof buf, "%s", eq + 1) >= (int)sizeof buf) return false;
-    o->n_cmp = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (o->n_cmp >= HX_BK_MAX_CMP || strlen(t) >= sizeof o->cmp_vals[0]) return false;
-        snprintf(o->cmp_vals[o->n_cmp++], sizeof o->cmp_vals[0], "%s", t);
-    }
+    o->n_cmp = hx_app_list_str(eq + 1, o->cmp_vals[0], sizeof o->cmp_vals[0], HX_BK_MAX_CMP);
     return o->n_cmp >= 2;
+}
+
+static bool hx_bk_type(void *user, const char *item, int i)
+{
+    enum hx_dtype *types = user;
+    return hx_dtype_from_name(item, &types[i]) == HX_OK;
 }
 
 static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
@@ -139,7 +127,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
         if (!strcmp(a, "--backend")) o->backend = v;
         else if (!strcmp(a, "-o")) o->fmt = v;
         else if (!strcmp(a, "--shapes")) { if (!hx_bk_parse_shapes(v, o)) return -1; }
-        else if (!strcmp(a, "-m")) { if (!hx_bk_parse_list(v, o->ms, &o->n_ms, 1, 65536)) return -1; }
+        else if (!strcmp(a, "-m")) { if ((o->n_ms = hx_app_list_i64(v, 1, 65536, o->ms, HX_BK_MAX)) < 0) return -1; }
         else if (!strcmp(a, "--bw-gbs")) {
             char *end = NULL;
             o->bw_gbs = strtod(v, &end);
@@ -150,14 +138,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 5, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--compare")) { if (!hx_bk_parse_compare(v, o)) return -1; }
         else if (!strcmp(a, "--types")) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            o->n_types = 0;
-            for (char *s = NULL, *t = strtok_r(buf, ",", &s); t; t = strtok_r(NULL, ",", &s)) {
-                if (o->n_types >= HX_DTYPE_COUNT || hx_dtype_from_name(t, &o->types[o->n_types]) != HX_OK)
-                    return -1;
-                o->n_types++;
-            }
+            if ((o->n_types = hx_app_list(v, HX_DTYPE_COUNT, hx_bk_type, o->types)) < 0) return -1;
         } else {
             o->bad_val = NULL; /* not an option of this command */
             return -1;

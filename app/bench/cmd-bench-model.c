@@ -171,21 +171,6 @@ static void hx_bm_usage(void)
 
 /* ---- option parsing ------------------------------------------------------------------------ */
 
-static bool hx_bm_int_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int *n)
-{
-    *n = 0;
-    for (const char *p = s;; p++) {
-        if (*p && *p != ',') continue;
-        char item[32];
-        size_t len = (size_t)(p - s);
-        if (*n >= HX_BM_MAX_LIST || len == 0 || len >= sizeof item) return false;
-        snprintf(item, sizeof item, "%.*s", (int)len, s);
-        if (!hx_app_parse_i64(item, lo, hi, &out[(*n)++])) return false;
-        if (!*p) return true;
-        s = p + 1;
-    }
-}
-
 /* Does this comma-separated piece begin a new policy (rather than continue an op-map or a
  * device list)? Policy names, presets (all spelled with '_'), @files and "all" do. */
 static bool hx_bm_policy_start(const char *piece)
@@ -236,17 +221,14 @@ static bool hx_bm_policies(struct hx_bm_opts *o, const char *v)
     }
 }
 
+/* -b LIST: appended to the backends of earlier -b options. */
 static bool hx_bm_backends(struct hx_bm_opts *o, const char *v)
 {
-    for (const char *p = v;; p++) {
-        if (*p && *p != ',') continue;
-        size_t len = (size_t)(p - v);
-        if (o->n_backends >= HX_BM_MAX_LIST || len == 0 || len >= sizeof o->backends[0])
-            return false;
-        snprintf(o->backends[o->n_backends++], sizeof o->backends[0], "%.*s", (int)len, v);
-        if (!*p) return true;
-        v = p + 1;
-    }
+    int n = hx_app_list_str(v, o->backends[o->n_backends], sizeof o->backends[0],
+                            HX_BM_MAX_LIST - o->n_backends);
+    if (n < 0) return false;
+    o->n_backends += n;
+    return true;
 }
 
 static void hx_bm_defaults(struct hx_bm_opts *o)
@@ -312,13 +294,17 @@ static int hx_bm_option(struct hx_bm_opts *o, int argc, char **argv, int *i)
     } else if (IS("--policy", NULL)) {
         if (!hx_bm_policies(o, v)) return hx_bm_bad(a, v);
     } else if (IS("-p", "--n-prompt")) {
-        if (!hx_bm_int_list(v, 0, 1 << 20, o->n_prompt, &o->n_n_prompt)) return hx_bm_bad(a, v);
+        if ((o->n_n_prompt = hx_app_list_i64(v, 0, 1 << 20, o->n_prompt, HX_BM_MAX_LIST)) < 0)
+            return hx_bm_bad(a, v);
     } else if (IS("-d", "--n-depth")) {
-        if (!hx_bm_int_list(v, 0, 1 << 24, o->n_depth, &o->n_n_depth)) return hx_bm_bad(a, v);
+        if ((o->n_n_depth = hx_app_list_i64(v, 0, 1 << 24, o->n_depth, HX_BM_MAX_LIST)) < 0)
+            return hx_bm_bad(a, v);
     } else if (IS("-n", "--n-gen")) {
-        if (!hx_bm_int_list(v, 0, 1 << 20, o->n_gen, &o->n_n_gen)) return hx_bm_bad(a, v);
+        if ((o->n_n_gen = hx_app_list_i64(v, 0, 1 << 20, o->n_gen, HX_BM_MAX_LIST)) < 0)
+            return hx_bm_bad(a, v);
     } else if (IS("-t", "--threads")) {
-        if (!hx_bm_int_list(v, 1, 1024, o->threads, &o->n_threads)) return hx_bm_bad(a, v);
+        if ((o->n_threads = hx_app_list_i64(v, 1, 1024, o->threads, HX_BM_MAX_LIST)) < 0)
+            return hx_bm_bad(a, v);
     } else if (IS("-r", "--repetitions")) {
         if (!hx_app_parse_i64(v, 1, HX_BM_MAX_REPS, &o->reps)) return hx_bm_bad(a, v);
     } else if (IS("--bw-mib", NULL)) {

@@ -58,18 +58,6 @@ static void hx_bn_usage(void)
 static const int64_t hx_bn_qwen3[][2] = {{1024, 4096}, {2048, 1024}, {1024, 6144}, {3072, 1024},
                                          {1024, 151936}};
 
-static bool hx_bn_list(const char *s, int64_t *out, int *n)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
-    *n = 0;
-    for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-        if (*n >= HX_BN_MAX || !hx_app_parse_i64(t, 1, 65536, &out[*n])) return false;
-        (*n)++;
-    }
-    return *n > 0;
-}
-
 static bool hx_bn_shapes(const char *s, struct hx_bn_opts *o)
 {
     char buf[512];
@@ -114,7 +102,7 @@ static int hx_bn_parse(int argc, char **argv, struct hx_bn_opts *o)
         else if (!strcmp(a, "--exec")) o->exec = v;
         else if (!strcmp(a, "--write-kernels")) o->write_dir = v;
         else if (!strcmp(a, "--shapes")) { if (!hx_bn_shapes(v, o)) return -1; }
-        else if (!strcmp(a, "-m")) { if (!hx_bn_list(v, o->ms, &o->n_ms)) return -1; }
+        else if (!strcmp(a, "-m")) { if ((o->n_ms = hx_app_list_i64(v, 1, 65536, o->ms, HX_BN_MAX)) < 0) return -1; }
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 3, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--types")) { if (hx_dtype_from_name(v, &o->type) != HX_OK) return -1; }
         else if (!strcmp(a, "-t")) continue;   /* accepted for symmetry: the host path is one thread */
