@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "hx-backend.h"
 #include "hx.h"
 
 int hx_cmd_inspect(int argc, char **argv);
@@ -100,5 +101,25 @@ struct hx_app_progress {
 void hx_app_progress_init(struct hx_app_progress *p, const char *what, bool force, uint64_t total_bytes);
 void hx_app_progress_step(struct hx_app_progress *p, uint64_t done, uint64_t total, uint64_t step_bytes);
 void hx_app_progress_end(struct hx_app_progress *p);
+/*
+ * The model shapes the app knows by name (app/shapes.c): "qwen3-0.6b" and "tiny". n_vocab is
+ * the real model's vocabulary, for its LM head (0: none; mkmodel takes its vocabulary file's).
+ */
+struct hx_app_shape {
+    const char *name;
+    int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx, n_vocab;
+    float rope_base, eps;
+};
+const struct hx_app_shape *hx_app_shape_find(const char *name);   /* NULL: unknown */
+/* A weight GEMM: K inputs to N outputs, of an op class. */
+struct hx_app_gemm {
+    enum hx_op_class cls;
+    int64_t k, n;
+};
+#define HX_APP_SHAPE_GEMMS 5
+/* A shape's distinct weight GEMMs, as hx runs them: QKV (fused), O, gate+up (fused), down, and
+ * the LM head when n_vocab is known; into g[0 .. HX_APP_SHAPE_GEMMS). Returns how many. */
+int hx_app_shape_gemms(const struct hx_app_shape *s, struct hx_app_gemm *g);
+
 /* general.file_type (llama_ftype) for a file whose matrices are mostly of this hx_dtype. */
 uint32_t hx_app_file_type(int dtype);

@@ -60,32 +60,6 @@ static void hx_bk_usage(void)
             "      of the same bytes between them; prints each value's µs and its ratio to the read\n");
 }
 
-static bool hx_bk_parse_shapes(const char *s, struct hx_bk_opts *o)
-{
-    static const int64_t qwen3[][2] = {{1024, 4096}, {2048, 1024}, {1024, 6144}, {3072, 1024},
-                                       {1024, 151936}};
-    o->n_shapes = 0;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(t, "qwen3")) {
-            for (size_t i = 0; i < sizeof qwen3 / sizeof qwen3[0] && o->n_shapes < HX_BK_MAX; i++) {
-                o->shapes[o->n_shapes][0] = qwen3[i][0];
-                o->shapes[o->n_shapes++][1] = qwen3[i][1];
-            }
-            continue;
-        }
-        char *x = strchr(t, 'x');
-        if (!x || o->n_shapes >= HX_BK_MAX) return false;
-        *x = '\0';
-        if (!hx_app_parse_i64(t, 1, 1 << 20, &o->shapes[o->n_shapes][0]) ||
-            !hx_app_parse_i64(x + 1, 1, 1 << 22, &o->shapes[o->n_shapes][1]))
-            return false;
-        o->n_shapes++;
-    }
-    return o->n_shapes > 0;
-}
-
 /* VAR=V1,V2,..: an HX_* variable and 2..HX_BK_MAX_CMP values of up to 31 characters. */
 static bool hx_bk_parse_compare(const char *s, struct hx_bk_opts *o)
 {
@@ -114,7 +88,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
     o->reps = 5;
     o->set_bytes = hx_app_bytes_past_llc(HX_BK_LLC_TIMES);
     for (int t = 0; t < HX_DTYPE_COUNT; t++) o->types[o->n_types++] = (enum hx_dtype)t;
-    hx_bk_parse_shapes("qwen3", o);
+    o->n_shapes = hx_app_shape_list("qwen3", 1, 1, o->shapes, HX_BK_MAX);
     o->ms[0] = 1, o->ms[1] = 512, o->n_ms = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -126,7 +100,9 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
         i++;
         if (!strcmp(a, "--backend")) o->backend = v;
         else if (!strcmp(a, "-o")) o->fmt = v;
-        else if (!strcmp(a, "--shapes")) { if (!hx_bk_parse_shapes(v, o)) return -1; }
+        else if (!strcmp(a, "--shapes")) {
+            if ((o->n_shapes = hx_app_shape_list(v, 1 << 20, 1 << 22, o->shapes, HX_BK_MAX)) < 0) return -1;
+        }
         else if (!strcmp(a, "-m")) { if ((o->n_ms = hx_app_list_i64(v, 1, 65536, o->ms, HX_BK_MAX)) < 0) return -1; }
         else if (!strcmp(a, "--bw-gbs")) {
             char *end = NULL;
