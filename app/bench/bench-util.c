@@ -1,6 +1,6 @@
 /*
  * bench-util.c — read-bandwidth probe and sample statistics for the benchmarks, and the
- * --shapes list of the kernel and NPU benchmarks.
+ * --shapes list and random weights of the kernel and NPU benchmarks.
  *
  * The probe is the roofline every memory-bound figure is compared with, so it has to read as
  * fast as the machine can: the buffer is at least 8× the last-level cache (so no pass is served
@@ -519,6 +519,39 @@ double hx_app_median(const double *v, size_t n)
     double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
     free(t);
     return m;
+}
+
+/* ---- random weights -------------------------------------------------------------------------- */
+
+#define HX_APP_WEIGHT_POOL_ROWS 64
+
+float hx_app_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    *state = x;
+    return (float)((x >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+void *hx_app_random_weight(enum hx_dtype t, int64_t k, int64_t n, uint64_t *rng, size_t *nbytes)
+{
+    size_t rb = hx_dtype_row_bytes(t, k);
+    int64_t pool = n < HX_APP_WEIGHT_POOL_ROWS ? n : HX_APP_WEIGHT_POOL_ROWS;
+    char *w = malloc(rb * (size_t)n), *p = malloc(rb * (size_t)pool);
+    float *f = malloc(sizeof(float) * (size_t)k);
+    bool ok = w && p && f;
+    for (int64_t r = 0; ok && r < pool; r++) {
+        for (int64_t i = 0; i < k; i++) f[i] = hx_app_rand(rng);
+        ok = hx_quantize_row(t, f, p + (size_t)r * rb, k) == HX_OK;
+    }
+    for (int64_t r = 0; ok && r < n; r++) memcpy(w + (size_t)r * rb, p + (size_t)(r % pool) * rb, rb);
+    free(p), free(f);
+    if (!ok) {
+        free(w);
+        return NULL;
+    }
+    *nbytes = rb * (size_t)n;
+    return w;
 }
 
 /* ---- --shapes ------------------------------------------------------------------------------- */

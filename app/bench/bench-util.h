@@ -1,11 +1,14 @@
 /*
  * bench-util.h — helpers shared by the benchmarks: a memory read-bandwidth probe, small
- * statistics over samples, and the --shapes list of the kernel and NPU benchmarks.
+ * statistics over samples, and the --shapes list and random weights of the kernel and NPU
+ * benchmarks.
  */
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "hx-backend.h"
 
 /* What one run of the read-bandwidth probe measured. GB/s are 1e9 bytes per second. */
 struct hx_app_bw {
@@ -91,6 +94,13 @@ double hx_app_median(const double *v, size_t n);   /* v is not modified */
 double hx_app_min(const double *v, size_t n);
 double hx_app_max(const double *v, size_t n);
 double hx_app_now_us(void);                        /* monotonic clock */
+
+/* Uniform in [-1, 1) from a xorshift64 state: the kernel benchmarks' weights and activations.
+ * Each benchmark keeps its own state and seed, so its data are the same on every run. */
+float hx_app_rand(uint64_t *state);
+/* A weight of n rows of k elements of type t (malloc'd, *nbytes its size; NULL on failure):
+ * min(n, 64) rows of hx_app_rand values quantized with hx_quantize_row, tiled over the n. */
+void *hx_app_random_weight(enum hx_dtype t, int64_t k, int64_t n, uint64_t *rng, size_t *nbytes);
 
 /* --shapes LIST: "KxN" items and "qwen3" (Qwen3-0.6B's weight GEMMs, app/shapes.c), K in
  * [1, k_max] and N in [1, n_max], into out[0 .. n) as {K, N}. A KxN past cap is bad input;

@@ -7,7 +7,6 @@
  * would. Reports mean ± stddev µs per call, weight GB/s, GFLOP/s (2·m·n·k), and for m = 1 the
  * share of the measured read bandwidth printed at the top.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +23,6 @@
  * 31-33 GB/s for 1 GiB and more, so a fixed 256 MiB measured the cache there. */
 #define HX_BK_LLC_TIMES 2
 #define HX_BK_MAX_COPIES 8192
-#define HX_BK_POOL_ROWS 64
 #define HX_BK_MAX_CMP 6
 
 struct hx_bk_opts {
@@ -126,34 +124,8 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
     return 0;
 }
 
+/* The data of every case, from one seed: the same on every run. */
 static uint64_t hx_bk_rng = 0x9E3779B97F4A7C15ull;
-static float hx_bk_rand(void)
-{
-    hx_bk_rng ^= hx_bk_rng << 13, hx_bk_rng ^= hx_bk_rng >> 7, hx_bk_rng ^= hx_bk_rng << 17;
-    return (float)((hx_bk_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-/* A weight matrix of n rows: HX_BK_POOL_ROWS random quantized rows tiled. */
-static void *hx_bk_make_weight(enum hx_dtype t, int64_t k, int64_t n, size_t *nbytes)
-{
-    size_t rb = hx_dtype_row_bytes(t, k);
-    int64_t pool = n < HX_BK_POOL_ROWS ? n : HX_BK_POOL_ROWS;
-    char *w = malloc(rb * (size_t)n), *p = malloc(rb * (size_t)pool);
-    float *f = malloc(sizeof(float) * (size_t)k);
-    if (!w || !p || !f) goto fail;
-    for (int64_t r = 0; r < pool; r++) {
-        for (int64_t i = 0; i < k; i++) f[i] = hx_bk_rand();
-        if (hx_quantize_row(t, f, p + (size_t)r * rb, k) != HX_OK) goto fail;
-    }
-    for (int64_t r = 0; r < n; r++) memcpy(w + (size_t)r * rb, p + (size_t)(r % pool) * rb, rb);
-    free(p);
-    free(f);
-    *nbytes = rb * (size_t)n;
-    return w;
-fail:
-    free(w), free(p), free(f);
-    return NULL;
-}
 
 struct hx_bk_result {
     double med_us, mean_us, sd_us, gbs, gflops, host_us, dev_us;
@@ -190,7 +162,7 @@ static int hx_bk_work_make(struct hx_device *dev, const struct hx_bk_opts *o, en
                            int64_t k, int64_t n, int64_t m, struct hx_bk_work *b)
 {
     memset(b, 0, sizeof *b);
-    void *wdata = hx_bk_make_weight(t, k, n, &b->wbytes);
+    void *wdata = hx_app_random_weight(t, k, n, &hx_bk_rng, &b->wbytes);
     if (!wdata) return HX_E_NOMEM;
     int copies = (int)((o->set_bytes + b->wbytes - 1) / b->wbytes);
     copies = copies < 1 ? 1 : copies > HX_BK_MAX_COPIES ? HX_BK_MAX_COPIES : copies;
@@ -212,7 +184,7 @@ static int hx_bk_work_make(struct hx_device *dev, const struct hx_bk_opts *o, en
         b->w[b->copies] = (struct hx_weight){.name = "bench", .type = t, .n_rows = n, .n_cols = k,
                                              .data = d, .nbytes = b->wbytes, .scale = 1.0f};
     }
-    for (int64_t i = 0; i < m * k; i++) x[i] = hx_bk_rand();
+    for (int64_t i = 0; i < m * k; i++) x[i] = hx_app_rand(&hx_bk_rng);
     if ((st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &b->src)) ||
         (st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * n), &b->dst)) ||
         (st = hx__dev_buffer_write(b->src, 0, x, sizeof(float) * (size_t)(m * k))))

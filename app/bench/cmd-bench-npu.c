@@ -10,7 +10,6 @@
  * Benchmarks never assert; the ≤ 50 µs target for the M = 1 1024→4096 and 1024→6144 shapes
  * is printed as met or not.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,38 +82,8 @@ static int hx_bn_parse(int argc, char **argv, struct hx_bn_opts *o)
     return 0;
 }
 
-static double hx_bn_mean(const double *v, int n)
-{
-    double s = 0;
-    for (int i = 0; i < n; i++) s += v[i];
-    return n ? s / n : 0;
-}
-
-static double hx_bn_sd(const double *v, int n)
-{
-    double m = hx_bn_mean(v, n), s = 0;
-    for (int i = 0; i < n; i++) s += (v[i] - m) * (v[i] - m);
-    return n > 1 ? sqrt(s / (n - 1)) : 0;
-}
-
-static int hx_bn_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double hx_bn_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, hx_bn_cmp);
-    return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
-}
-
+/* The data of every case, from one seed: the same on every run. */
 static uint64_t hx_bn_rng = 0x243F6A8885A308D3ull;
-static float hx_bn_rand(void)
-{
-    hx_bn_rng ^= hx_bn_rng << 13, hx_bn_rng ^= hx_bn_rng >> 7, hx_bn_rng ^= hx_bn_rng << 17;
-    return (float)((hx_bn_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
 
 struct hx_bn_result {
     double host_mean, host_sd, host_median, stage[HX_BN_STAGES], dev_us, wall_us;
@@ -122,28 +91,6 @@ struct hx_bn_result {
     bool modelled;
     char kernel[64];
 };
-
-/* N rows of K: a pool of 64 random quantized rows, tiled. */
-static void *hx_bn_weight(enum hx_dtype t, int64_t k, int64_t n, size_t *nbytes)
-{
-    size_t rb = hx_dtype_row_bytes(t, k);
-    int64_t pool = n < 64 ? n : 64;
-    char *w = malloc(rb * (size_t)n), *p = malloc(rb * (size_t)pool);
-    float *f = malloc(sizeof(float) * (size_t)k);
-    bool ok = w && p && f;
-    for (int64_t r = 0; ok && r < pool; r++) {
-        for (int64_t i = 0; i < k; i++) f[i] = hx_bn_rand();
-        ok = hx_quantize_row(t, f, p + (size_t)r * rb, k) == HX_OK;
-    }
-    for (int64_t r = 0; ok && r < n; r++) memcpy(w + (size_t)r * rb, p + (size_t)(r % pool) * rb, rb);
-    free(p), free(f);
-    if (!ok) {
-        free(w);
-        return NULL;
-    }
-    *nbytes = rb * (size_t)n;
-    return w;
-}
 
 static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t k, int64_t n,
                       int64_t m, struct hx_bn_result *res)
@@ -154,7 +101,7 @@ static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t
     const double *stages = dev->ops->get_extension(dev, "hx.npu.stages");
     if (!ts || !stages) return HX_E_UNSUPPORTED;
     size_t wbytes = 0;
-    void *wdata = hx_bn_weight(o->type, k, n, &wbytes);
+    void *wdata = hx_app_random_weight(o->type, k, n, &hx_bn_rng, &wbytes);
     float *x = malloc(sizeof(float) * (size_t)(m * k));
     double *host = malloc(sizeof(double) * (size_t)reps * (1 + HX_BN_STAGES));
     struct hx_buffer *src = NULL, *dst = NULL;
@@ -164,7 +111,7 @@ static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t
                                 .n_out = n, .wtype = o->type},
                        .weight = &w};
     int st = wdata && x && host ? HX_OK : HX_E_NOMEM;
-    for (int64_t i = 0; st == HX_OK && i < m * k; i++) x[i] = hx_bn_rand();
+    for (int64_t i = 0; st == HX_OK && i < m * k; i++) x[i] = hx_app_rand(&hx_bn_rng);
     if (st == HX_OK && !hx__dev_supports(dev, &op.desc)) st = HX_E_UNSUPPORTED;
     if (st == HX_OK) st = hx__dev_weight_prepare(dev, &w, &op.weight_handle);
     if (st == HX_OK) st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &src);
@@ -187,10 +134,11 @@ static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t
         for (int s = 0; s < HX_BN_STAGES; s++) host[reps * (1 + s) + r] = stages[s] - sb[s];
     }
     if (st == HX_OK) {
-        res->host_mean = hx_bn_mean(host, reps);
-        res->host_sd = hx_bn_sd(host, reps);
-        res->host_median = hx_bn_median(host, reps);
-        for (int s = 0; s < HX_BN_STAGES; s++) res->stage[s] = hx_bn_median(host + reps * (1 + s), reps);
+        res->host_mean = hx_app_mean(host, (size_t)reps);
+        res->host_sd = hx_app_stddev(host, (size_t)reps);
+        res->host_median = hx_app_median(host, (size_t)reps);
+        for (int s = 0; s < HX_BN_STAGES; s++)
+            res->stage[s] = hx_app_median(host + reps * (1 + s), (size_t)reps);
         res->dev_us = (ts->device_us - t0.device_us) / reps;
         res->calls = (double)(ts->n_calls - t0.n_calls) / reps;
         res->modelled = ts->device_modelled;
