@@ -91,7 +91,8 @@ int hx_app_rows(int64_t n_rows, int64_t width, int n_threads, hx_app_row_fn fn, 
  * summary). The counted bar ("tensor i/n, MB, elapsed", quantize and mkmodel) is redrawn in
  * place on a tty; when forced while stderr is not a tty, one line per tenth of the tensors.
  */
-void hx_app_progress_note(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hx_app_progress_note(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 struct hx_app_progress {
     const char *what;
     uint64_t total_bytes, done_bytes;

@@ -168,8 +168,9 @@ static int hx_quant_plan_one(const struct hx_quant_opts *o, const struct hx_gguf
         enum hx_dtype want = q->dst;
         q->dst = hx_quant_fallback(want, t->ne[0]);
         q->fallback = true;
-        hx_app_progress_note("quantize", "note: %s has rows of %lld, not a multiple of %s's block of %lld: stored as %s",
-                             t->name, (long long)t->ne[0], hx_dtype_name(want), (long long)hx_dtype_block_elems(want),
+        hx_app_progress_note("quantize", "note: %s has rows of %lld, not a multiple of %s's block "
+                             "of %lld: stored as %s", t->name, (long long)t->ne[0],
+                             hx_dtype_name(want), (long long)hx_dtype_block_elems(want),
                              hx_dtype_name(q->dst));
     }
     return 0;
@@ -262,11 +263,13 @@ static void hx_quant_summary(const struct hx_quant_job *j, size_t in_b, size_t o
         n_fb += j->plan[i].fallback;
         n_vec += j->g->tensors[i].n_dims <= 1;
     }
-    hx_app_progress_note("quantize", "%s -> %s (%s): %llu tensors, %llu converted, %llu 1-D kept F32, %llu with a "
-                         "fallback type", j->o->in, j->o->out, hx_dtype_name(j->o->type), (unsigned long long)n,
-                         (unsigned long long)n_conv, (unsigned long long)n_vec, (unsigned long long)n_fb);
-    hx_app_progress_note("quantize", "size %.2f MB -> %.2f MB (%.1f%%), %.2f s", in_b / 1e6, out_b / 1e6,
-                         in_b ? 100.0 * (double)out_b / (double)in_b : 100.0, secs);
+    hx_app_progress_note("quantize", "%s -> %s (%s): %llu tensors, %llu converted, %llu 1-D kept "
+                         "F32, %llu with a fallback type", j->o->in, j->o->out,
+                         hx_dtype_name(j->o->type), (unsigned long long)n,
+                         (unsigned long long)n_conv, (unsigned long long)n_vec,
+                         (unsigned long long)n_fb);
+    hx_app_progress_note("quantize", "size %.2f MB -> %.2f MB (%.1f%%), %.2f s", in_b / 1e6,
+                         out_b / 1e6, in_b ? 100.0 * (double)out_b / (double)in_b : 100.0, secs);
 }
 
 static int hx_quant_run(struct hx_quant_job *j)

@@ -112,9 +112,8 @@ static void hx_bm_check_verified(const struct hx_bm_combo *cb, struct hx_bm_chec
                         hx_last_error());
         return;
     }
-    fprintf(stderr, "engine bench: %s %s/%s t=%lld: verify (%lld prefill rows, %lld decode "
-            "steps against %s)\n", cb->model->label, cb->backend, cb->policy,
-            (long long)cb->n_threads, (long long)k->n[0], (long long)k->n[1], HX_BM_VERIFY_REF);
+    hx_bm_progress(cb, "verify (%lld prefill rows, %lld decode steps against %s)",
+                   (long long)k->n[0], (long long)k->n[1], HX_BM_VERIFY_REF);
     size_t nv = (size_t)cb->model->info.n_vocab;
     for (int ph = 0; ph < 2; ph++) {
         struct hx_bm_verdict *v = &k->vd[ph];
@@ -192,8 +191,8 @@ int hx_bm_check_timed(const struct hx_bm_combo *cb, struct hx_context *c, struct
     }
     for (int ph = 0; ph < 2 && !rc; ph++)
         if (k->n[ph] && k->vd[ph].state == HX_BM_V_SKIPPED && !k->vd[ph].self)
-            fprintf(stderr, "engine bench: %s %s/%s: %s not verified: %s\n", cb->model->label,
-                    cb->backend, cb->policy, hx_bm_phase_name[ph], k->vd[ph].note);
+            hx_app_progress_note("bench", "%s %s/%s: %s not verified: %s", cb->model->label,
+                                 cb->backend, cb->policy, hx_bm_phase_name[ph], k->vd[ph].note);
     hx_free(k->logits);
     k->logits = NULL;
     return rc;

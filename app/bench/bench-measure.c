@@ -211,9 +211,7 @@ int hx_bm_test(const struct hx_bm_combo *cb, struct hx_context *c, int64_t depth
     struct hx_bm_tally tally = {0};
     int st = HX_OK;
     if (depth) {
-        fprintf(stderr, "engine bench: %s %s/%s t=%lld: %s: filling the cache to depth %lld\n",
-                cb->model->label, cb->backend, cb->policy, (long long)cb->n_threads, tn,
-                (long long)depth);
+        hx_bm_progress(cb, "%s: filling the cache to depth %lld", tn, (long long)depth);
         if ((st = hx_kv_truncate(c, 0, 0)) == HX_OK)
             st = hx_bm_prefill(c, cb->model->ids, 0, depth, NULL, NULL);
     }
@@ -222,8 +220,7 @@ int hx_bm_test(const struct hx_bm_combo *cb, struct hx_context *c, int64_t depth
     struct hx_app_load_mark m0, m1;
     hx_app_load_mark(&m0);
     for (int i = 0; i < o->reps && st == HX_OK; i++) {
-        fprintf(stderr, "engine bench: %s %s/%s t=%lld: %s run %d/%lld\n", cb->model->label,
-                cb->backend, cb->policy, (long long)cb->n_threads, tn, i + 1, (long long)o->reps);
+        hx_bm_progress(cb, "%s run %d/%lld", tn, i + 1, (long long)o->reps);
         st = hx_bm_run_once(c, cb->model->ids, depth, n_prompt, n_gen, &ns[i], &tally);
     }
     if (st != HX_OK) {

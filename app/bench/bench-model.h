@@ -136,6 +136,11 @@ struct hx_bm_check {
     float *logits;      /* the verified run's logits: the prefill's last row, then each step's */
 };
 
+/* cmd-bench-model.c: a progress line on stderr about a combo, "engine bench: MODEL
+ * BACKEND/POLICY t=N: ..." (app/progress.c). */
+void hx_bm_progress(const struct hx_bm_combo *cb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* bench-options.c */
 void hx_bm_usage(void);
 /* Parse argv and check the options before any model is loaded: every backend and policy parses,

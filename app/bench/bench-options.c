@@ -253,8 +253,8 @@ static int hx_bm_check_policies(struct hx_bm_opts *o)
             }
         }
         if (!n_ok) {
-            fprintf(stderr, "engine bench: skipping policy %s: %s\n", o->policies[p],
-                    hx_last_error());
+            hx_app_progress_note("bench", "skipping policy %s: %s", o->policies[p],
+                                 hx_last_error());
             continue;
         }
         memmove(o->policies[kept], o->policies[p], sizeof o->policies[0]);
@@ -305,7 +305,7 @@ int hx_bm_options(int argc, char **argv, struct hx_bm_opts *o)
     if (!rc) rc = hx_bm_check_policies(o);
     if (!rc) rc = hx_bm_check_models(o);
     if (!rc && o->plot_path && hx_app_outfile_open("bench", o->plot_path, &o->plot)) {
-        fprintf(stderr, "engine bench: (--plot %s)\n", o->plot_path);
+        hx_app_progress_note("bench", "(--plot %s)", o->plot_path);
         rc = 2;
     }
     return rc;

@@ -544,7 +544,8 @@ void *hx_app_random_weight(enum hx_dtype t, int64_t k, int64_t n, uint64_t *rng,
         for (int64_t i = 0; i < k; i++) f[i] = hx_app_rand(rng);
         ok = hx_quantize_row(t, f, p + (size_t)r * rb, k) == HX_OK;
     }
-    for (int64_t r = 0; ok && r < n; r++) memcpy(w + (size_t)r * rb, p + (size_t)(r % pool) * rb, rb);
+    for (int64_t r = 0; ok && r < n; r++)
+        memcpy(w + (size_t)r * rb, p + (size_t)(r % pool) * rb, rb);
     free(p), free(f);
     if (!ok) {
         free(w);

@@ -99,9 +99,12 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
         if (!strcmp(a, "--backend")) o->backend = v;
         else if (!strcmp(a, "-o")) o->fmt = v;
         else if (!strcmp(a, "--shapes")) {
-            if ((o->n_shapes = hx_app_shape_list(v, 1 << 20, 1 << 22, o->shapes, HX_BK_MAX)) < 0) return -1;
+            o->n_shapes = hx_app_shape_list(v, 1 << 20, 1 << 22, o->shapes, HX_BK_MAX);
+            if (o->n_shapes < 0) return -1;
         }
-        else if (!strcmp(a, "-m")) { if ((o->n_ms = hx_app_list_i64(v, 1, 65536, o->ms, HX_BK_MAX)) < 0) return -1; }
+        else if (!strcmp(a, "-m")) {
+            if ((o->n_ms = hx_app_list_i64(v, 1, 65536, o->ms, HX_BK_MAX)) < 0) return -1;
+        }
         else if (!strcmp(a, "--bw-gbs")) {
             char *end = NULL;
             o->bw_gbs = strtod(v, &end);

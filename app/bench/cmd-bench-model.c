@@ -37,6 +37,7 @@
  * failed its check (the other rows are still printed), 2 bad usage (caught before any model
  * is loaded, an unwritable --plot path included).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,13 +46,24 @@
 
 /* ---- one context: all tests of a model × backend × policy × threads ------------------------- */
 
+void hx_bm_progress(const struct hx_bm_combo *cb, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    hx_app_progress_note("bench", "%s %s/%s t=%lld: %s", cb->model->label, cb->backend,
+                         cb->policy, (long long)cb->n_threads, msg);
+}
+
 static int hx_bm_combo_run(const struct hx_bm_combo *cb, struct hx_bm_out *out)
 {
     const struct hx_bm_opts *o = cb->o;
     int64_t max_p = hx_bm_max(o->n_prompt, o->n_n_prompt), max_n = hx_bm_max(o->n_gen, o->n_n_gen);
     if (cb->optional && hx_policy_validate(cb->policy, cb->backend, o->fallback) != HX_OK) {
-        fprintf(stderr, "engine bench: skipping policy %s on %s: %s\n", cb->policy, cb->backend,
-                hx_last_error());
+        hx_app_progress_note("bench", "skipping policy %s on %s: %s", cb->policy, cb->backend,
+                             hx_last_error());
         return 0;
     }
     struct hx_bm_check k;
@@ -64,8 +76,8 @@ static int hx_bm_combo_run(const struct hx_bm_combo *cb, struct hx_bm_out *out)
     if (hx_context_new(cb->model->m, &cp, &c) != HX_OK) {
         hx_free(k.logits);
         if (cb->optional) {
-            fprintf(stderr, "engine bench: skipping policy %s on %s: %s\n", cb->policy, cb->backend,
-                    hx_last_error());
+            hx_app_progress_note("bench", "skipping policy %s on %s: %s", cb->policy,
+                                 cb->backend, hx_last_error());
             return 0;
         }
         hx_app_error("bench", "%s on %s with policy %s: %s", cb->model->label, cb->backend,
@@ -73,8 +85,7 @@ static int hx_bm_combo_run(const struct hx_bm_combo *cb, struct hx_bm_out *out)
         return 1;
     }
     int rc = hx_bm_check_timed(cb, c, &k);
-    fprintf(stderr, "engine bench: %s %s/%s t=%lld: warm-up\n", cb->model->label, cb->backend,
-            cb->policy, (long long)cb->n_threads);
+    hx_bm_progress(cb, "warm-up");
     if (!rc && hx_bm_warmup(c, cb->model->ids, max_p, max_n) != HX_OK) {
         hx_app_error("bench", "%s %s/%s warm-up: %s", cb->model->label, cb->backend, cb->policy,
                      hx_last_error());
@@ -108,8 +119,8 @@ static int hx_bm_probe_all(const struct hx_bm_opts *o, struct hx_app_bw *bw)
                                        .other_cores = -1, .llc_bytes = hx_app_llc_bytes()};
             continue;
         }
-        fprintf(stderr, "engine bench: measuring read bandwidth with %lld thread%s\n",
-                (long long)o->threads[i], o->threads[i] == 1 ? "" : "s");
+        hx_app_progress_note("bench", "measuring read bandwidth with %lld thread%s",
+                             (long long)o->threads[i], o->threads[i] == 1 ? "" : "s");
         if (hx_app_bw_probe((int)o->threads[i], (size_t)o->bw_mib << 20, 9, &bw[i]) != 0) {
             hx_app_error("bench", "cannot allocate the bandwidth probe's buffer (try --bw-mib)");
             return 1;
@@ -122,15 +133,15 @@ static int hx_bm_model_rows(const struct hx_bm_opts *o, const char *path,
                             const struct hx_app_bw *bw, struct hx_bm_out *out)
 {
     struct hx_bm_model bm;
-    fprintf(stderr, "engine bench: loading %s\n", path);
+    hx_app_progress_note("bench", "loading %s", path);
     int64_t need = hx_bm_ctx_need(o);
     int rc = hx_bm_model_open(&bm, path, o, need);
     bool opened = rc == 0;
     if (opened && bm.info.n_ctx_train > 0 && need > bm.info.n_ctx_train)
-        fprintf(stderr, "engine bench: note: %s was trained on a context of %lld tokens; these "
-                        "tests reach position %lld (-d + -p/-n), beyond it: the speed is "
-                        "measured all the same, the model's output there means little\n",
-                bm.label, (long long)bm.info.n_ctx_train, (long long)need);
+        hx_app_progress_note("bench", "note: %s was trained on a context of %lld tokens; these "
+                             "tests reach position %lld (-d + -p/-n), beyond it: the speed is "
+                             "measured all the same, the model's output there means little",
+                             bm.label, (long long)bm.info.n_ctx_train, (long long)need);
     for (int b = 0; b < o->n_backends && opened; b++)
         for (int p = 0; p < o->n_policies; p++)
             for (int t = 0; t < o->n_threads; t++) {
@@ -162,7 +173,7 @@ int hx_cmd_bench_model(int argc, char **argv)
     if (o.plot.f) {
         rc |= hx_bm_plot(o.plot.f, (long long)o.reps, &out);
         int prc = hx_app_outfile_commit("bench", &o.plot);
-        if (!prc) fprintf(stderr, "engine bench: plot written to %s\n", o.plot_path);
+        if (!prc) hx_app_progress_note("bench", "plot written to %s", o.plot_path);
         rc |= prc;
     }
     free(out.bars);

@@ -70,9 +70,12 @@ static int hx_bn_parse(int argc, char **argv, struct hx_bn_opts *o)
         else if (!strcmp(a, "--exec")) o->exec = v;
         else if (!strcmp(a, "--write-kernels")) o->write_dir = v;
         else if (!strcmp(a, "--shapes")) {
-            if ((o->n_shapes = hx_app_shape_list(v, 1 << 17, 1 << 20, o->shapes, HX_BN_MAX)) < 0) return -1;
+            o->n_shapes = hx_app_shape_list(v, 1 << 17, 1 << 20, o->shapes, HX_BN_MAX);
+            if (o->n_shapes < 0) return -1;
         }
-        else if (!strcmp(a, "-m")) { if ((o->n_ms = hx_app_list_i64(v, 1, 65536, o->ms, HX_BN_MAX)) < 0) return -1; }
+        else if (!strcmp(a, "-m")) {
+            if ((o->n_ms = hx_app_list_i64(v, 1, 65536, o->ms, HX_BN_MAX)) < 0) return -1;
+        }
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 3, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--types")) { if (hx_dtype_from_name(v, &o->type) != HX_OK) return -1; }
         else if (!strcmp(a, "-t")) continue;   /* accepted for symmetry: the host path is one thread */
