@@ -1,9 +1,9 @@
-/* app-util.c — small helpers shared by the subcommands: error printing, strict parsing of
- * numbers and comma-separated lists, rows of a tensor converted on the thread pool. */
+/* app-util.c — small helpers shared by the subcommands: strict parsing of numbers and
+ * comma-separated lists, prompts fed in batches, output files written safely, rows of a tensor
+ * converted on the thread pool. (Errors and progress on stderr: progress.c.) */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,16 +14,6 @@
 #include "app.h"
 #include "hx-impl.h"
 #include "pool.h"
-
-void hx_app_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "engine %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
 
 int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t pos0, int32_t seq,
                    hx_app_fed_fn after, void *user, const float **logits)

@@ -26,7 +26,7 @@ int hx_cmd_serve(int argc, char **argv);
 int hx_cmd_quantize(int argc, char **argv);
 int hx_cmd_mkmodel(int argc, char **argv);
 
-/* Print "engine <cmd>: <message>" to stderr. */
+/* Print "engine <cmd>: <message>" to stderr (app/progress.c). */
 void hx_app_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*

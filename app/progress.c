@@ -1,6 +1,6 @@
 /*
- * progress.c — what a long command says on stderr while it works, for every command of the
- * app: status lines ("engine bench: loading m.gguf", "engine quantize: note: ...") and the
+ * progress.c — what the commands say on stderr, all in one form: errors and status lines
+ * ("engine bench: loading m.gguf", "engine quantize: note: ...") as "engine CMD: ...", and the
  * counted bar of quantize and mkmodel ("tensor i/n, MB, elapsed"). stdout stays for results.
  */
 #include <stdarg.h>
@@ -11,13 +11,26 @@
 #include "app.h"
 #include "hx-impl.h"
 
+static void hx_app_vline(const char *cmd, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "engine %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void hx_app_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    hx_app_vline(cmd, fmt, ap);
+    va_end(ap);
+}
+
 void hx_app_progress_note(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "engine %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    hx_app_vline(cmd, fmt, ap);
     va_end(ap);
 }
 
