@@ -1,9 +1,9 @@
-/* app-util.c — small helpers shared by the subcommands: error printing, strict parsing, rows
- * of a tensor converted on the thread pool. */
+/* app-util.c — small helpers shared by the subcommands: strict parsing of numbers and
+ * comma-separated lists, prompts fed in batches, output files written safely, rows of a tensor
+ * converted on the thread pool. (Errors and progress on stderr: progress.c.) */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,16 +14,6 @@
 #include "app.h"
 #include "hx-impl.h"
 #include "pool.h"
-
-void hx_app_error(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "engine %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
 
 int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t pos0, int32_t seq,
                    hx_app_fed_fn after, void *user, const float **logits)
@@ -128,6 +118,59 @@ bool hx_app_parse_f32(const char *s, float lo, float hi, float *out)
     return true;
 }
 
+/* ---- comma-separated lists ------------------------------------------------------------------ */
+
+int hx_app_list(const char *s, int cap, hx_app_item_fn fn, void *user)
+{
+    if (!s) return -1;
+    int n = 0;
+    for (const char *p = s;; p++) {
+        if (*p && *p != ',') continue;
+        char item[256];
+        size_t len = (size_t)(p - s);
+        if (n >= cap || len == 0 || len >= sizeof item) return -1;
+        memcpy(item, s, len);
+        item[len] = '\0';
+        if (!fn(user, item, n++)) return -1;
+        if (!*p) return n;
+        s = p + 1;
+    }
+}
+
+struct hx_app_list_i64_ctx {
+    int64_t lo, hi, *out;
+};
+
+static bool hx_app_list_i64_item(void *user, const char *item, int i)
+{
+    const struct hx_app_list_i64_ctx *c = user;
+    return hx_app_parse_i64(item, c->lo, c->hi, &c->out[i]);
+}
+
+int hx_app_list_i64(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap)
+{
+    struct hx_app_list_i64_ctx c = {lo, hi, out};
+    return hx_app_list(s, cap, hx_app_list_i64_item, &c);
+}
+
+struct hx_app_list_str_ctx {
+    char *out;
+    size_t width;
+};
+
+static bool hx_app_list_str_item(void *user, const char *item, int i)
+{
+    const struct hx_app_list_str_ctx *c = user;
+    if (strlen(item) >= c->width) return false;
+    snprintf(c->out + (size_t)i * c->width, c->width, "%s", item);
+    return true;
+}
+
+int hx_app_list_str(const char *s, char *out, size_t width, int cap)
+{
+    struct hx_app_list_str_ctx c = {out, width};
+    return hx_app_list(s, cap, hx_app_list_str_item, &c);
+}
 
 /* ---- tensor rows on the pool ---------------------------------------------------------------- */
 

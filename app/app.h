@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "hx-backend.h"
 #include "hx.h"
 
 int hx_cmd_inspect(int argc, char **argv);
@@ -25,7 +26,7 @@ int hx_cmd_serve(int argc, char **argv);
 int hx_cmd_quantize(int argc, char **argv);
 int hx_cmd_mkmodel(int argc, char **argv);
 
-/* Print "engine <cmd>: <message>" to stderr. */
+/* Print "engine <cmd>: <message>" to stderr (app/progress.c). */
 void hx_app_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
@@ -64,15 +65,34 @@ void hx_app_devices_add(char *set, size_t cap, const char *list);
 bool hx_app_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool hx_app_parse_f32(const char *s, float lo, float hi, float *out);
 
+/*
+ * Comma-separated option values ("-p 128,512", "--types q8_0,q4_0"), the one list parser of
+ * the app. Strict: an empty list, an empty item ("8,,16", "8,"), an item of 256 characters or
+ * more, or more than cap items is bad input. hx_app_list calls fn on each item in turn
+ * (NUL-terminated) with its index and stops at the first that returns false. Each returns the
+ * number of items, or -1 on bad input.
+ */
+typedef bool (*hx_app_item_fn)(void *user, const char *item, int i);
+int hx_app_list(const char *s, int cap, hx_app_item_fn fn, void *user);
+/* Whole numbers in [lo, hi] into out[0 .. n). */
+int hx_app_list_i64(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap);
+/* Strings shorter than width into rows of width bytes from out. */
+int hx_app_list_str(const char *s, char *out, size_t width, int cap);
+
 /* Rows [0, n_rows) of a tensor, each converted by fn (scratch: width floats of its thread),
  * on up to n_threads threads of the pool (one below 2^20 elements). Returns HX_OK or the
  * status of a failing row; after a failure the remaining rows may be left unconverted. */
 typedef int (*hx_app_row_fn)(void *ctx, int64_t r, float *scratch);
 int hx_app_rows(int64_t n_rows, int64_t width, int n_threads, hx_app_row_fn fn, void *ctx);
 
-/* Shared by quantize and mkmodel (defined in cmd-quantize.c): a progress line on stderr
- * ("tensor i/n, MB, elapsed"), redrawn in place on a tty; when forced while stderr is not
- * a tty, one line per tenth of the tensors. */
+/*
+ * Progress on stderr (app/progress.c), the one way every command says what it is doing.
+ * hx_app_progress_note prints a status line "engine CMD: ..." (a stage begun, a note, a
+ * summary). The counted bar ("tensor i/n, MB, elapsed", quantize and mkmodel) is redrawn in
+ * place on a tty; when forced while stderr is not a tty, one line per tenth of the tensors.
+ */
+void hx_app_progress_note(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 struct hx_app_progress {
     const char *what;
     uint64_t total_bytes, done_bytes;
@@ -82,5 +102,25 @@ struct hx_app_progress {
 void hx_app_progress_init(struct hx_app_progress *p, const char *what, bool force, uint64_t total_bytes);
 void hx_app_progress_step(struct hx_app_progress *p, uint64_t done, uint64_t total, uint64_t step_bytes);
 void hx_app_progress_end(struct hx_app_progress *p);
+/*
+ * The model shapes the app knows by name (app/shapes.c): "qwen3-0.6b" and "tiny". n_vocab is
+ * the real model's vocabulary, for its LM head (0: none; mkmodel takes its vocabulary file's).
+ */
+struct hx_app_shape {
+    const char *name;
+    int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx, n_vocab;
+    float rope_base, eps;
+};
+const struct hx_app_shape *hx_app_shape_find(const char *name);   /* NULL: unknown */
+/* A weight GEMM: K inputs to N outputs, of an op class. */
+struct hx_app_gemm {
+    enum hx_op_class cls;
+    int64_t k, n;
+};
+#define HX_APP_SHAPE_GEMMS 5
+/* A shape's distinct weight GEMMs, as hx runs them: QKV (fused), O, gate+up (fused), down, and
+ * the LM head when n_vocab is known; into g[0 .. HX_APP_SHAPE_GEMMS). Returns how many. */
+int hx_app_shape_gemms(const struct hx_app_shape *s, struct hx_app_gemm *g);
+
 /* general.file_type (llama_ftype) for a file whose matrices are mostly of this hx_dtype. */
 uint32_t hx_app_file_type(int dtype);

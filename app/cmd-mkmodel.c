@@ -29,17 +29,6 @@
 #include "hx-impl.h"
 #include "pool.h"
 
-struct hx_mk_shape {
-    const char *name;
-    int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
-    float rope_base, eps;
-};
-
-static const struct hx_mk_shape hx_mk_shapes[] = {
-    {"qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f},
-    {"tiny", 256, 4, 4, 2, 64, 768, 4096, 1e6f, 1e-6f},
-};
-
 enum hx_mk_kind { HX_MK_EMBD, HX_MK_NORM, HX_MK_MATRIX };
 
 struct hx_mk_tensor {
@@ -54,7 +43,7 @@ struct hx_mk_tensor {
 
 struct hx_mk_opts {
     const char *arch, *shape_name, *vocab, *out;
-    const struct hx_mk_shape *shape;
+    const struct hx_app_shape *shape;
     enum hx_dtype type, embd_type, output_type;
     bool type_set, embd_set, output_set, progress;
     uint64_t seed;
@@ -119,8 +108,7 @@ static int hx_mk_check(struct hx_mk_opts *o)
 {
     if (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama"))
         return hx_app_error("mkmodel", "unknown --arch '%s' (known: qwen3, llama)", o->arch), 2;
-    for (size_t i = 0; o->shape_name && i < HX_ARRAY_LEN(hx_mk_shapes); i++)
-        if (!strcmp(o->shape_name, hx_mk_shapes[i].name)) o->shape = &hx_mk_shapes[i];
+    o->shape = hx_app_shape_find(o->shape_name);
     if (!o->shape)
         return hx_app_error("mkmodel", "%s --shape '%s' (known: qwen3-0.6b, tiny)", o->shape_name ? "unknown" : "missing",
                             o->shape_name ? o->shape_name : ""), 2;
@@ -181,7 +169,7 @@ static int hx_mk_add(struct hx_mk_job *j, const char *name, enum hx_dtype type, 
 
 static int hx_mk_layer(struct hx_mk_job *j, int64_t il)
 {
-    const struct hx_mk_shape *s = j->o->shape;
+    const struct hx_app_shape *s = j->o->shape;
     enum hx_dtype T = j->o->type;
     int64_t nq = s->n_head * s->head_dim, nkv = s->n_head_kv * s->head_dim;
     float in_e = 1.0f / sqrtf((float)s->n_embd), res = 1.0f / sqrtf(2.0f * (float)s->n_layer);
@@ -209,7 +197,7 @@ static int hx_mk_layer(struct hx_mk_job *j, int64_t il)
 /* Same order as llama.cpp's converters: embedding, layers, final norm, LM head. */
 static int hx_mk_tensors(struct hx_mk_job *j)
 {
-    const struct hx_mk_shape *s = j->o->shape;
+    const struct hx_app_shape *s = j->o->shape;
     int st = hx_mk_add(j, "token_embd.weight", j->o->embd_type, s->n_embd, j->n_vocab, HX_MK_EMBD, 0.02f);
     for (int64_t il = 0; il < s->n_layer && !st; il++) st = hx_mk_layer(j, il);
     if (!st) st = hx_mk_add(j, "output_norm.weight", HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, 0);
@@ -238,7 +226,7 @@ static int hx_mk_vocab_open(struct hx_mk_job *j, struct hx_gguf **out)
 
 static int hx_mk_hparams(struct hx_mk_job *j, struct hx_gguf_writer *w)
 {
-    const struct hx_mk_shape *s = j->o->shape;
+    const struct hx_app_shape *s = j->o->shape;
     const char *a = j->o->arch;
     char key[96], name[128];
     int st = 0;
@@ -385,10 +373,13 @@ static int hx_mk_write(struct hx_mk_job *j)
         goto out;
     }
     hx_app_progress_end(&j->bar);
-    fprintf(stderr, "engine mkmodel: wrote %s: %s %s, %s matrices, %s embedding%s%s, vocab %lld, %.1fM parameters, %zu tensors, %.1f MB, %.2f s\n",
-            j->o->out, j->o->arch, j->o->shape->name, hx_dtype_name(j->o->type), hx_dtype_name(j->o->embd_type),
-            j->o->output_set ? ", output " : " (tied)", j->o->output_set ? hx_dtype_name(j->o->output_type) : "",
-            (long long)j->n_vocab, params / 1e6, j->n_t, total / 1e6, (hx__time_us() - t0) / 1e6);
+    const struct hx_mk_opts *o = j->o;
+    hx_app_progress_note("mkmodel", "wrote %s: %s %s, %s matrices, %s embedding%s%s, vocab %lld, "
+                         "%.1fM parameters, %zu tensors, %.1f MB, %.2f s", o->out, o->arch,
+                         o->shape->name, hx_dtype_name(o->type), hx_dtype_name(o->embd_type),
+                         o->output_set ? ", output " : " (tied)",
+                         o->output_set ? hx_dtype_name(o->output_type) : "", (long long)j->n_vocab,
+                         params / 1e6, j->n_t, total / 1e6, (hx__time_us() - t0) / 1e6);
     rc = 0;
 out:
     hx__gguf_writer_free(w);

@@ -13,59 +13,20 @@
  * time, so memory stays at about one tensor. Output: alignment 32, tensor order and names of
  * the input, i.e. what llama.cpp loads.
  *
- * Also the progress line and the file-type table shared with mkmodel (app.h).
+ * Also the file-type table shared with mkmodel (app.h).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "app.h"
 #include "gguf.h"
 #include "hx-impl.h"
 #include "pool.h"
 
-/* ---- shared: progress and file type ------------------------------------------------------- */
-
-void hx_app_progress_init(struct hx_app_progress *p, const char *what, bool force, uint64_t total_bytes)
-{
-    memset(p, 0, sizeof *p);
-    p->what = what;
-    p->tty = isatty(STDERR_FILENO) == 1;
-    p->enabled = p->tty || force;
-    p->total_bytes = total_bytes;
-    p->t0_us = hx__time_us();
-}
-
-void hx_app_progress_step(struct hx_app_progress *p, uint64_t done, uint64_t total, uint64_t step_bytes)
-{
-    p->done_bytes += step_bytes;
-    if (!p->enabled) return;
-    double now = hx__time_us();
-    /* A tty redraws at most 10 times a second; a log gets a line per tenth of the tensors
-     * or every 5 s. Both always show the end. */
-    bool decile = total && (done * 10 / total) != ((done - 1) * 10 / total);
-    if (done < total && (p->tty ? now - p->last_us < 1e5 : !decile && now - p->last_us < 5e6)) return;
-    p->last_us = now;
-    const int width = 30;
-    int fill = total ? (int)(width * done / total) : width;
-    char bar[64];
-    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
-    bar[width] = '\0';
-    fprintf(stderr, "%s%s [%s] tensor %llu/%llu  %.1f/%.1f MB  %.1f s%s", p->tty ? "\r" : "", p->what, bar,
-            (unsigned long long)done, (unsigned long long)total, p->done_bytes / 1e6, p->total_bytes / 1e6,
-            (now - p->t0_us) / 1e6, p->tty ? "" : "\n");
-    if (p->tty && done == total) fputc('\n', stderr);
-    fflush(stderr);
-}
-
-void hx_app_progress_end(struct hx_app_progress *p)
-{
-    (void)p;
-    fflush(stderr);
-}
+/* ---- shared: file type ------------------------------------------------------------------- */
 
 uint32_t hx_app_file_type(int dtype)
 {
@@ -207,9 +168,10 @@ static int hx_quant_plan_one(const struct hx_quant_opts *o, const struct hx_gguf
         enum hx_dtype want = q->dst;
         q->dst = hx_quant_fallback(want, t->ne[0]);
         q->fallback = true;
-        fprintf(stderr, "engine quantize: note: %s has rows of %lld, not a multiple of %s's block of %lld: stored as %s\n",
-                t->name, (long long)t->ne[0], hx_dtype_name(want), (long long)hx_dtype_block_elems(want),
-                hx_dtype_name(q->dst));
+        hx_app_progress_note("quantize", "note: %s has rows of %lld, not a multiple of %s's block "
+                             "of %lld: stored as %s", t->name, (long long)t->ne[0],
+                             hx_dtype_name(want), (long long)hx_dtype_block_elems(want),
+                             hx_dtype_name(q->dst));
     }
     return 0;
 }
@@ -301,12 +263,13 @@ static void hx_quant_summary(const struct hx_quant_job *j, size_t in_b, size_t o
         n_fb += j->plan[i].fallback;
         n_vec += j->g->tensors[i].n_dims <= 1;
     }
-    fprintf(stderr,
-            "engine quantize: %s -> %s (%s): %llu tensors, %llu converted, %llu 1-D kept F32, %llu with a fallback type\n"
-            "engine quantize: size %.2f MB -> %.2f MB (%.1f%%), %.2f s\n",
-            j->o->in, j->o->out, hx_dtype_name(j->o->type), (unsigned long long)n, (unsigned long long)n_conv,
-            (unsigned long long)n_vec, (unsigned long long)n_fb, in_b / 1e6, out_b / 1e6,
-            in_b ? 100.0 * (double)out_b / (double)in_b : 100.0, secs);
+    hx_app_progress_note("quantize", "%s -> %s (%s): %llu tensors, %llu converted, %llu 1-D kept "
+                         "F32, %llu with a fallback type", j->o->in, j->o->out,
+                         hx_dtype_name(j->o->type), (unsigned long long)n,
+                         (unsigned long long)n_conv, (unsigned long long)n_vec,
+                         (unsigned long long)n_fb);
+    hx_app_progress_note("quantize", "size %.2f MB -> %.2f MB (%.1f%%), %.2f s", in_b / 1e6,
+                         out_b / 1e6, in_b ? 100.0 * (double)out_b / (double)in_b : 100.0, secs);
 }
 
 static int hx_quant_run(struct hx_quant_job *j)

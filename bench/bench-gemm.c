@@ -1,5 +1,5 @@
 /* bench-gemm.c — the kernel benchmark as its own program: same options as
- * `engine bench --kernels` (app/cmd-bench-kernels.c). */
+ * `engine bench --kernels` (app/bench/cmd-bench-kernels.c). */
 #include "app.h"
 
 int main(int argc, char **argv)

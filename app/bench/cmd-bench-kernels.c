@@ -7,7 +7,6 @@
  * would. Reports mean ± stddev µs per call, weight GB/s, GFLOP/s (2·m·n·k), and for m = 1 the
  * share of the measured read bandwidth printed at the top.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +23,6 @@
  * 31-33 GB/s for 1 GiB and more, so a fixed 256 MiB measured the cache there. */
 #define HX_BK_LLC_TIMES 2
 #define HX_BK_MAX_COPIES 8192
-#define HX_BK_POOL_ROWS 64
 #define HX_BK_MAX_CMP 6
 
 struct hx_bk_opts {
@@ -60,44 +58,6 @@ static void hx_bk_usage(void)
             "      of the same bytes between them; prints each value's µs and its ratio to the read\n");
 }
 
-static bool hx_bk_parse_list(const char *s, int64_t *out, int *n, int64_t lo, int64_t hi)
-{
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", s);
-    *n = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (*n >= HX_BK_MAX || !hx_app_parse_i64(t, lo, hi, &out[*n])) return false;
-        (*n)++;
-    }
-    return *n > 0;
-}
-
-static bool hx_bk_parse_shapes(const char *s, struct hx_bk_opts *o)
-{
-    static const int64_t qwen3[][2] = {{1024, 4096}, {2048, 1024}, {1024, 6144}, {3072, 1024},
-                                       {1024, 151936}};
-    o->n_shapes = 0;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(t, "qwen3")) {
-            for (size_t i = 0; i < sizeof qwen3 / sizeof qwen3[0] && o->n_shapes < HX_BK_MAX; i++) {
-                o->shapes[o->n_shapes][0] = qwen3[i][0];
-                o->shapes[o->n_shapes++][1] = qwen3[i][1];
-            }
-            continue;
-        }
-        char *x = strchr(t, 'x');
-        if (!x || o->n_shapes >= HX_BK_MAX) return false;
-        *x = '\0';
-        if (!hx_app_parse_i64(t, 1, 1 << 20, &o->shapes[o->n_shapes][0]) ||
-            !hx_app_parse_i64(x + 1, 1, 1 << 22, &o->shapes[o->n_shapes][1]))
-            return false;
-        o->n_shapes++;
-    }
-    return o->n_shapes > 0;
-}
-
 /* VAR=V1,V2,..: an HX_* variable and 2..HX_BK_MAX_CMP values of up to 31 characters. */
 static bool hx_bk_parse_compare(const char *s, struct hx_bk_opts *o)
 {
@@ -107,14 +67,14 @@ static bool hx_bk_parse_compare(const char *s, struct hx_bk_opts *o)
         if (!((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) return false;
     memcpy(o->cmp_var, s, (size_t)(eq - s));
     o->cmp_var[eq - s] = '\0';
-    char buf[256];
-    if (snprintf(buf, sizeof buf, "%s", eq + 1) >= (int)sizeof buf) return false;
-    o->n_cmp = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (o->n_cmp >= HX_BK_MAX_CMP || strlen(t) >= sizeof o->cmp_vals[0]) return false;
-        snprintf(o->cmp_vals[o->n_cmp++], sizeof o->cmp_vals[0], "%s", t);
-    }
+    o->n_cmp = hx_app_list_str(eq + 1, o->cmp_vals[0], sizeof o->cmp_vals[0], HX_BK_MAX_CMP);
     return o->n_cmp >= 2;
+}
+
+static bool hx_bk_type(void *user, const char *item, int i)
+{
+    enum hx_dtype *types = user;
+    return hx_dtype_from_name(item, &types[i]) == HX_OK;
 }
 
 static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
@@ -126,7 +86,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
     o->reps = 5;
     o->set_bytes = hx_app_bytes_past_llc(HX_BK_LLC_TIMES);
     for (int t = 0; t < HX_DTYPE_COUNT; t++) o->types[o->n_types++] = (enum hx_dtype)t;
-    hx_bk_parse_shapes("qwen3", o);
+    o->n_shapes = hx_app_shape_list("qwen3", 1, 1, o->shapes, HX_BK_MAX);
     o->ms[0] = 1, o->ms[1] = 512, o->n_ms = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -138,8 +98,13 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
         i++;
         if (!strcmp(a, "--backend")) o->backend = v;
         else if (!strcmp(a, "-o")) o->fmt = v;
-        else if (!strcmp(a, "--shapes")) { if (!hx_bk_parse_shapes(v, o)) return -1; }
-        else if (!strcmp(a, "-m")) { if (!hx_bk_parse_list(v, o->ms, &o->n_ms, 1, 65536)) return -1; }
+        else if (!strcmp(a, "--shapes")) {
+            o->n_shapes = hx_app_shape_list(v, 1 << 20, 1 << 22, o->shapes, HX_BK_MAX);
+            if (o->n_shapes < 0) return -1;
+        }
+        else if (!strcmp(a, "-m")) {
+            if ((o->n_ms = hx_app_list_i64(v, 1, 65536, o->ms, HX_BK_MAX)) < 0) return -1;
+        }
         else if (!strcmp(a, "--bw-gbs")) {
             char *end = NULL;
             o->bw_gbs = strtod(v, &end);
@@ -150,14 +115,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 5, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--compare")) { if (!hx_bk_parse_compare(v, o)) return -1; }
         else if (!strcmp(a, "--types")) {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            o->n_types = 0;
-            for (char *s = NULL, *t = strtok_r(buf, ",", &s); t; t = strtok_r(NULL, ",", &s)) {
-                if (o->n_types >= HX_DTYPE_COUNT || hx_dtype_from_name(t, &o->types[o->n_types]) != HX_OK)
-                    return -1;
-                o->n_types++;
-            }
+            if ((o->n_types = hx_app_list(v, HX_DTYPE_COUNT, hx_bk_type, o->types)) < 0) return -1;
         } else {
             o->bad_val = NULL; /* not an option of this command */
             return -1;
@@ -169,34 +127,8 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
     return 0;
 }
 
+/* The data of every case, from one seed: the same on every run. */
 static uint64_t hx_bk_rng = 0x9E3779B97F4A7C15ull;
-static float hx_bk_rand(void)
-{
-    hx_bk_rng ^= hx_bk_rng << 13, hx_bk_rng ^= hx_bk_rng >> 7, hx_bk_rng ^= hx_bk_rng << 17;
-    return (float)((hx_bk_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-/* A weight matrix of n rows: HX_BK_POOL_ROWS random quantized rows tiled. */
-static void *hx_bk_make_weight(enum hx_dtype t, int64_t k, int64_t n, size_t *nbytes)
-{
-    size_t rb = hx_dtype_row_bytes(t, k);
-    int64_t pool = n < HX_BK_POOL_ROWS ? n : HX_BK_POOL_ROWS;
-    char *w = malloc(rb * (size_t)n), *p = malloc(rb * (size_t)pool);
-    float *f = malloc(sizeof(float) * (size_t)k);
-    if (!w || !p || !f) goto fail;
-    for (int64_t r = 0; r < pool; r++) {
-        for (int64_t i = 0; i < k; i++) f[i] = hx_bk_rand();
-        if (hx_quantize_row(t, f, p + (size_t)r * rb, k) != HX_OK) goto fail;
-    }
-    for (int64_t r = 0; r < n; r++) memcpy(w + (size_t)r * rb, p + (size_t)(r % pool) * rb, rb);
-    free(p);
-    free(f);
-    *nbytes = rb * (size_t)n;
-    return w;
-fail:
-    free(w), free(p), free(f);
-    return NULL;
-}
 
 struct hx_bk_result {
     double med_us, mean_us, sd_us, gbs, gflops, host_us, dev_us;
@@ -233,7 +165,7 @@ static int hx_bk_work_make(struct hx_device *dev, const struct hx_bk_opts *o, en
                            int64_t k, int64_t n, int64_t m, struct hx_bk_work *b)
 {
     memset(b, 0, sizeof *b);
-    void *wdata = hx_bk_make_weight(t, k, n, &b->wbytes);
+    void *wdata = hx_app_random_weight(t, k, n, &hx_bk_rng, &b->wbytes);
     if (!wdata) return HX_E_NOMEM;
     int copies = (int)((o->set_bytes + b->wbytes - 1) / b->wbytes);
     copies = copies < 1 ? 1 : copies > HX_BK_MAX_COPIES ? HX_BK_MAX_COPIES : copies;
@@ -255,7 +187,7 @@ static int hx_bk_work_make(struct hx_device *dev, const struct hx_bk_opts *o, en
         b->w[b->copies] = (struct hx_weight){.name = "bench", .type = t, .n_rows = n, .n_cols = k,
                                              .data = d, .nbytes = b->wbytes, .scale = 1.0f};
     }
-    for (int64_t i = 0; i < m * k; i++) x[i] = hx_bk_rand();
+    for (int64_t i = 0; i < m * k; i++) x[i] = hx_app_rand(&hx_bk_rng);
     if ((st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &b->src)) ||
         (st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * n), &b->dst)) ||
         (st = hx__dev_buffer_write(b->src, 0, x, sizeof(float) * (size_t)(m * k))))

@@ -1,5 +1,6 @@
 /*
- * bench-util.c — read-bandwidth probe and sample statistics for the benchmarks.
+ * bench-util.c — read-bandwidth probe and sample statistics for the benchmarks, and the
+ * --shapes list and random weights of the kernel and NPU benchmarks.
  *
  * The probe is the roofline every memory-bound figure is compared with, so it has to read as
  * fast as the machine can: the buffer is at least 8× the last-level cache (so no pass is served
@@ -17,6 +18,7 @@
  * Zen 4 VM of 2026-12-06 the L1 prefetch read 47-48 GB/s where the plain loop read 57-61 and
  * the L2 prefetch 60-66 (a standalone copy of the loop, 2 threads, 256 MiB, same minutes).
  */
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -29,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app.h"
 #include "bench-util.h"
 #include "pool.h"
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -516,4 +519,73 @@ double hx_app_median(const double *v, size_t n)
     double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
     free(t);
     return m;
+}
+
+/* ---- random weights -------------------------------------------------------------------------- */
+
+#define HX_APP_WEIGHT_POOL_ROWS 64
+
+float hx_app_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    *state = x;
+    return (float)((x >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+void *hx_app_random_weight(enum hx_dtype t, int64_t k, int64_t n, uint64_t *rng, size_t *nbytes)
+{
+    size_t rb = hx_dtype_row_bytes(t, k);
+    int64_t pool = n < HX_APP_WEIGHT_POOL_ROWS ? n : HX_APP_WEIGHT_POOL_ROWS;
+    char *w = malloc(rb * (size_t)n), *p = malloc(rb * (size_t)pool);
+    float *f = malloc(sizeof(float) * (size_t)k);
+    bool ok = w && p && f;
+    for (int64_t r = 0; ok && r < pool; r++) {
+        for (int64_t i = 0; i < k; i++) f[i] = hx_app_rand(rng);
+        ok = hx_quantize_row(t, f, p + (size_t)r * rb, k) == HX_OK;
+    }
+    for (int64_t r = 0; ok && r < n; r++)
+        memcpy(w + (size_t)r * rb, p + (size_t)(r % pool) * rb, rb);
+    free(p), free(f);
+    if (!ok) {
+        free(w);
+        return NULL;
+    }
+    *nbytes = rb * (size_t)n;
+    return w;
+}
+
+/* ---- --shapes ------------------------------------------------------------------------------- */
+
+struct hx_app_shape_ctx {
+    int64_t k_max, n_max, (*out)[2];
+    int n, cap;
+};
+
+static bool hx_app_shape_item(void *user, const char *item, int i)
+{
+    struct hx_app_shape_ctx *c = user;
+    (void)i;
+    if (!strcmp(item, "qwen3")) {
+        struct hx_app_gemm g[HX_APP_SHAPE_GEMMS];
+        int n_g = hx_app_shape_gemms(hx_app_shape_find("qwen3-0.6b"), g);
+        for (int j = 0; j < n_g && c->n < c->cap; j++, c->n++)
+            c->out[c->n][0] = g[j].k, c->out[c->n][1] = g[j].n;
+        return true;
+    }
+    const char *x = strchr(item, 'x');
+    char k[256];
+    if (!x || c->n >= c->cap) return false;
+    snprintf(k, sizeof k, "%.*s", (int)(x - item), item);
+    if (!hx_app_parse_i64(k, 1, c->k_max, &c->out[c->n][0]) ||
+        !hx_app_parse_i64(x + 1, 1, c->n_max, &c->out[c->n][1]))
+        return false;
+    c->n++;
+    return true;
+}
+
+int hx_app_shape_list(const char *s, int64_t k_max, int64_t n_max, int64_t (*out)[2], int cap)
+{
+    struct hx_app_shape_ctx c = {.k_max = k_max, .n_max = n_max, .out = out, .cap = cap};
+    return hx_app_list(s, INT_MAX, hx_app_shape_item, &c) < 0 || !c.n ? -1 : c.n;
 }

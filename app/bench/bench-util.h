@@ -1,10 +1,14 @@
 /*
- * bench-util.h — helpers shared by the benchmarks: a memory read-bandwidth probe and small
- * statistics over samples.
+ * bench-util.h — helpers shared by the benchmarks: a memory read-bandwidth probe, small
+ * statistics over samples, and the --shapes list and random weights of the kernel and NPU
+ * benchmarks.
  */
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "hx-backend.h"
 
 /* What one run of the read-bandwidth probe measured. GB/s are 1e9 bytes per second. */
 struct hx_app_bw {
@@ -91,5 +95,17 @@ double hx_app_min(const double *v, size_t n);
 double hx_app_max(const double *v, size_t n);
 double hx_app_now_us(void);                        /* monotonic clock */
 
-/* `engine bench -m MODEL ...` (app/cmd-bench-model.c); app/cmd-bench.c routes to it. */
+/* Uniform in [-1, 1) from a xorshift64 state: the kernel benchmarks' weights and activations.
+ * Each benchmark keeps its own state and seed, so its data are the same on every run. */
+float hx_app_rand(uint64_t *state);
+/* A weight of n rows of k elements of type t (malloc'd, *nbytes its size; NULL on failure):
+ * min(n, 64) rows of hx_app_rand values quantized with hx_quantize_row, tiled over the n. */
+void *hx_app_random_weight(enum hx_dtype t, int64_t k, int64_t n, uint64_t *rng, size_t *nbytes);
+
+/* --shapes LIST: "KxN" items and "qwen3" (Qwen3-0.6B's weight GEMMs, app/shapes.c), K in
+ * [1, k_max] and N in [1, n_max], into out[0 .. n) as {K, N}. A KxN past cap is bad input;
+ * "qwen3" adds what fits. Returns n, or -1 on bad input. */
+int hx_app_shape_list(const char *s, int64_t k_max, int64_t n_max, int64_t (*out)[2], int cap);
+
+/* `engine bench -m MODEL ...` (app/bench/cmd-bench-model.c); app/bench/cmd-bench.c routes to it. */
 int hx_cmd_bench_model(int argc, char **argv);

@@ -1,7 +1,7 @@
 /*
  * cmd-bench.c — `engine bench`: `--kernels` selects the kernel benchmark
- * (app/cmd-bench-kernels.c); everything else is the end-to-end model benchmark
- * (app/cmd-bench-model.c).
+ * (app/bench/cmd-bench-kernels.c); everything else is the end-to-end model benchmark
+ * (app/bench/cmd-bench-model.c).
  */
 #include <string.h>
 

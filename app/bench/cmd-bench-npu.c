@@ -1,25 +1,21 @@
 /*
- * cmd-bench-npu.c — the NPU pieces of `engine`:
- *
- *  - `engine bench --kernels --backend npu-sim|npu` (routed here by cmd-bench-kernels.c): host
- *    overhead per GEMM call — quantize, copy, sync, launch, read back, dequantize — for the
- *    Qwen3-0.6B shapes at M = 1 and M = 128, from the backend's "hx.timing" and
- *    "hx.npu.stages" counters, reported apart from device time. On npu-sim the device time is
- *    the latency model's, labelled "modelled"; the wall time includes the simulator's CPU
- *    emulation of the kernel and is not NPU performance.
- *  - `engine devices` (hx_app_npu_report): the kernel manifest each NPU device uses, its
- *    kernels, and which of the model's GEMMs (or Qwen3-0.6B's) each covers and how.
+ * cmd-bench-npu.c — `engine bench --kernels --backend npu-sim|npu` (routed here by
+ * cmd-bench-kernels.c): host overhead per GEMM call — quantize, copy, sync, launch, read back,
+ * dequantize — for the Qwen3-0.6B shapes at M = 1 and M = 128, from the backend's "hx.timing"
+ * and "hx.npu.stages" counters, reported apart from device time. On npu-sim the device time is
+ * the latency model's, labelled "modelled"; the wall time includes the simulator's CPU
+ * emulation of the kernel and is not NPU performance. (The NPU part of `engine devices` is in
+ * app/cmd-devices.c.)
  *
  * Benchmarks never assert; the ≤ 50 µs target for the M = 1 1024→4096 and 1024→6144 shapes
  * is printed as met or not.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "app.h"
-#include "graph.h"
+#include "bench-util.h"
 #include "registry.h"
 
 #define HX_BN_MAX 32
@@ -31,9 +27,8 @@ int hx__npu_write_synthetic_kernels(const char *dir, char *err, size_t n);
 #pragma weak hx__npu_sim_configure
 #pragma weak hx__npu_write_synthetic_kernels
 
-/* Entry points (called from cmd-bench-kernels.c and cmd-devices.c). */
+/* Called from cmd-bench-kernels.c. */
 int hx_cmd_bench_npu(int argc, char **argv);
-void hx_app_npu_report(const char *kernels_dir, const char *model);
 
 struct hx_bn_opts {
     const char *backend, *kernels, *fmt, *latency, *compute, *exec, *write_dir;
@@ -55,50 +50,11 @@ static void hx_bn_usage(void)
             "host overhead per GEMM call, split into stages, apart from (modelled) device time\n");
 }
 
-static const int64_t hx_bn_qwen3[][2] = {{1024, 4096}, {2048, 1024}, {1024, 6144}, {3072, 1024},
-                                         {1024, 151936}};
-
-static bool hx_bn_list(const char *s, int64_t *out, int *n)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
-    *n = 0;
-    for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-        if (*n >= HX_BN_MAX || !hx_app_parse_i64(t, 1, 65536, &out[*n])) return false;
-        (*n)++;
-    }
-    return *n > 0;
-}
-
-static bool hx_bn_shapes(const char *s, struct hx_bn_opts *o)
-{
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", s);
-    o->n_shapes = 0;
-    for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-        if (!strcmp(t, "qwen3")) {
-            for (size_t i = 0; i < HX_ARRAY_LEN(hx_bn_qwen3) && o->n_shapes < HX_BN_MAX; i++) {
-                o->shapes[o->n_shapes][0] = hx_bn_qwen3[i][0];
-                o->shapes[o->n_shapes++][1] = hx_bn_qwen3[i][1];
-            }
-            continue;
-        }
-        char *x = strchr(t, 'x');
-        if (!x || o->n_shapes >= HX_BN_MAX) return false;
-        *x = '\0';
-        if (!hx_app_parse_i64(t, 1, 1 << 17, &o->shapes[o->n_shapes][0]) ||
-            !hx_app_parse_i64(x + 1, 1, 1 << 20, &o->shapes[o->n_shapes][1]))
-            return false;
-        o->n_shapes++;
-    }
-    return o->n_shapes > 0;
-}
-
 static int hx_bn_parse(int argc, char **argv, struct hx_bn_opts *o)
 {
     *o = (struct hx_bn_opts){.backend = "npu-sim", .fmt = "md", .latency = "model", .compute = "on", .exec = "lazy",
                              .type = HX_DTYPE_Q8_0, .reps = 20, .ms = {1, 128}, .n_ms = 2};
-    hx_bn_shapes("qwen3", o);
+    o->n_shapes = hx_app_shape_list("qwen3", 1, 1, o->shapes, HX_BN_MAX);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x;
@@ -113,8 +69,13 @@ static int hx_bn_parse(int argc, char **argv, struct hx_bn_opts *o)
         else if (!strcmp(a, "--compute")) o->compute = v;
         else if (!strcmp(a, "--exec")) o->exec = v;
         else if (!strcmp(a, "--write-kernels")) o->write_dir = v;
-        else if (!strcmp(a, "--shapes")) { if (!hx_bn_shapes(v, o)) return -1; }
-        else if (!strcmp(a, "-m")) { if (!hx_bn_list(v, o->ms, &o->n_ms)) return -1; }
+        else if (!strcmp(a, "--shapes")) {
+            o->n_shapes = hx_app_shape_list(v, 1 << 17, 1 << 20, o->shapes, HX_BN_MAX);
+            if (o->n_shapes < 0) return -1;
+        }
+        else if (!strcmp(a, "-m")) {
+            if ((o->n_ms = hx_app_list_i64(v, 1, 65536, o->ms, HX_BN_MAX)) < 0) return -1;
+        }
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 3, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--types")) { if (hx_dtype_from_name(v, &o->type) != HX_OK) return -1; }
         else if (!strcmp(a, "-t")) continue;   /* accepted for symmetry: the host path is one thread */
@@ -124,38 +85,8 @@ static int hx_bn_parse(int argc, char **argv, struct hx_bn_opts *o)
     return 0;
 }
 
-static double hx_bn_mean(const double *v, int n)
-{
-    double s = 0;
-    for (int i = 0; i < n; i++) s += v[i];
-    return n ? s / n : 0;
-}
-
-static double hx_bn_sd(const double *v, int n)
-{
-    double m = hx_bn_mean(v, n), s = 0;
-    for (int i = 0; i < n; i++) s += (v[i] - m) * (v[i] - m);
-    return n > 1 ? sqrt(s / (n - 1)) : 0;
-}
-
-static int hx_bn_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double hx_bn_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, hx_bn_cmp);
-    return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
-}
-
+/* The data of every case, from one seed: the same on every run. */
 static uint64_t hx_bn_rng = 0x243F6A8885A308D3ull;
-static float hx_bn_rand(void)
-{
-    hx_bn_rng ^= hx_bn_rng << 13, hx_bn_rng ^= hx_bn_rng >> 7, hx_bn_rng ^= hx_bn_rng << 17;
-    return (float)((hx_bn_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
 
 struct hx_bn_result {
     double host_mean, host_sd, host_median, stage[HX_BN_STAGES], dev_us, wall_us;
@@ -163,28 +94,6 @@ struct hx_bn_result {
     bool modelled;
     char kernel[64];
 };
-
-/* N rows of K: a pool of 64 random quantized rows, tiled. */
-static void *hx_bn_weight(enum hx_dtype t, int64_t k, int64_t n, size_t *nbytes)
-{
-    size_t rb = hx_dtype_row_bytes(t, k);
-    int64_t pool = n < 64 ? n : 64;
-    char *w = malloc(rb * (size_t)n), *p = malloc(rb * (size_t)pool);
-    float *f = malloc(sizeof(float) * (size_t)k);
-    bool ok = w && p && f;
-    for (int64_t r = 0; ok && r < pool; r++) {
-        for (int64_t i = 0; i < k; i++) f[i] = hx_bn_rand();
-        ok = hx_quantize_row(t, f, p + (size_t)r * rb, k) == HX_OK;
-    }
-    for (int64_t r = 0; ok && r < n; r++) memcpy(w + (size_t)r * rb, p + (size_t)(r % pool) * rb, rb);
-    free(p), free(f);
-    if (!ok) {
-        free(w);
-        return NULL;
-    }
-    *nbytes = rb * (size_t)n;
-    return w;
-}
 
 static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t k, int64_t n,
                       int64_t m, struct hx_bn_result *res)
@@ -195,7 +104,7 @@ static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t
     const double *stages = dev->ops->get_extension(dev, "hx.npu.stages");
     if (!ts || !stages) return HX_E_UNSUPPORTED;
     size_t wbytes = 0;
-    void *wdata = hx_bn_weight(o->type, k, n, &wbytes);
+    void *wdata = hx_app_random_weight(o->type, k, n, &hx_bn_rng, &wbytes);
     float *x = malloc(sizeof(float) * (size_t)(m * k));
     double *host = malloc(sizeof(double) * (size_t)reps * (1 + HX_BN_STAGES));
     struct hx_buffer *src = NULL, *dst = NULL;
@@ -205,7 +114,7 @@ static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t
                                 .n_out = n, .wtype = o->type},
                        .weight = &w};
     int st = wdata && x && host ? HX_OK : HX_E_NOMEM;
-    for (int64_t i = 0; st == HX_OK && i < m * k; i++) x[i] = hx_bn_rand();
+    for (int64_t i = 0; st == HX_OK && i < m * k; i++) x[i] = hx_app_rand(&hx_bn_rng);
     if (st == HX_OK && !hx__dev_supports(dev, &op.desc)) st = HX_E_UNSUPPORTED;
     if (st == HX_OK) st = hx__dev_weight_prepare(dev, &w, &op.weight_handle);
     if (st == HX_OK) st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &src);
@@ -228,10 +137,11 @@ static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t
         for (int s = 0; s < HX_BN_STAGES; s++) host[reps * (1 + s) + r] = stages[s] - sb[s];
     }
     if (st == HX_OK) {
-        res->host_mean = hx_bn_mean(host, reps);
-        res->host_sd = hx_bn_sd(host, reps);
-        res->host_median = hx_bn_median(host, reps);
-        for (int s = 0; s < HX_BN_STAGES; s++) res->stage[s] = hx_bn_median(host + reps * (1 + s), reps);
+        res->host_mean = hx_app_mean(host, (size_t)reps);
+        res->host_sd = hx_app_stddev(host, (size_t)reps);
+        res->host_median = hx_app_median(host, (size_t)reps);
+        for (int s = 0; s < HX_BN_STAGES; s++)
+            res->stage[s] = hx_app_median(host + reps * (1 + s), (size_t)reps);
         res->dev_us = (ts->device_us - t0.device_us) / reps;
         res->calls = (double)(ts->n_calls - t0.n_calls) / reps;
         res->modelled = ts->device_modelled;
@@ -359,99 +269,4 @@ int hx_cmd_bench_npu(int argc, char **argv)
     }
     hx__device_close(dev);
     return rc;
-}
-
-/* ---- engine devices ------------------------------------------------------------------------- */
-
-struct hx_bn_gemm {
-    enum hx_op_class cls;
-    int64_t k, n;
-    enum hx_dtype t;
-};
-
-/* Distinct weight GEMMs of the model (layer 0 and the output), or Qwen3-0.6B's. */
-static int hx_bn_model_gemms(const char *path, struct hx_bn_gemm *g, int cap, char *name, size_t nn)
-{
-    static const struct hx_bn_gemm qwen3[] = {
-        {HX_CLASS_QKV, 1024, 4096, HX_DTYPE_Q8_0}, {HX_CLASS_O, 2048, 1024, HX_DTYPE_Q8_0},
-        {HX_CLASS_GATE_UP, 1024, 6144, HX_DTYPE_Q8_0}, {HX_CLASS_DOWN, 3072, 1024, HX_DTYPE_Q8_0},
-        {HX_CLASS_LM_HEAD, 1024, 151936, HX_DTYPE_Q8_0}};
-    if (!path) {
-        snprintf(name, nn, "Qwen3-0.6B (pass -m MODEL for a model's own)");
-        memcpy(g, qwen3, sizeof qwen3);
-        return (int)HX_ARRAY_LEN(qwen3);
-    }
-    struct hx_model *m = NULL;
-    if (hx_model_load(path, NULL, &m) != HX_OK) {
-        snprintf(name, nn, "%s: %s", path, hx_last_error());
-        return -1;
-    }
-    snprintf(name, nn, "%s", path);
-    struct hx_graph gr = {0};
-    int n = 0;
-    if (hx__graph_build(&gr, m, 1, 0, 16, 1) == HX_OK)
-        for (int64_t i = 0; i < gr.n_nodes && n < cap; i++) {
-            const struct hx_op_desc *d = &gr.nodes[i].desc;
-            if (d->kind != HX_OP_MATMUL || d->layer > 0) continue;
-            bool dup = false;
-            for (int j = 0; j < n; j++)
-                dup |= g[j].cls == d->cls && g[j].k == d->n_in && g[j].n == d->n_out && g[j].t == d->wtype;
-            if (!dup) g[n++] = (struct hx_bn_gemm){d->cls, d->n_in, d->n_out, d->wtype};
-        }
-    hx__graph_free(&gr);
-    hx_model_free(m);
-    return n;
-}
-
-static void hx_bn_report_dev(const char *spec, const char *kernels_dir, const struct hx_bn_gemm *g,
-                             int n_g, const char *gname)
-{
-    struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = 1, .kernels_dir = kernels_dir};
-    struct hx_device *dev = NULL;
-    if (hx__device_open(spec, &cfg, &dev) != HX_OK) {
-        printf("        kernels: unusable — %s\n", hx_last_error());
-        return;
-    }
-    char *desc = malloc(8192);
-    if (desc && dev->ops->describe) {
-        dev->ops->describe(dev, desc, 8192);
-        printf("        ");
-        for (const char *p = desc; *p; p++) printf(*p == '\n' ? "\n        " : "%c", *p);
-        printf("\n");
-    }
-    free(desc);
-    printf("        GEMMs of %s:\n", gname);
-    for (int i = 0; i < n_g; i++) {
-        struct hx_op_desc d = {.kind = HX_OP_MATMUL, .cls = g[i].cls, .n_rows = 1, .n_in = g[i].k,
-                               .n_out = g[i].n, .wtype = g[i].t};
-        char q[64];
-        snprintf(q, sizeof q, "hx.npu.cover:%lld:%lld", (long long)g[i].k, (long long)g[i].n);
-        const char *cv = dev->ops->get_extension ? dev->ops->get_extension(dev, q) : NULL;
-        printf("          %-8s %-5s %6lld -> %-6lld %s\n", hx_op_class_name(g[i].cls),
-               hx_dtype_name(g[i].t), (long long)g[i].k, (long long)g[i].n,
-               hx__dev_supports(dev, &d) ? (cv ? cv : "supported") : "not covered (runs elsewhere)");
-    }
-    hx__device_close(dev);
-}
-
-void hx_app_npu_report(const char *kernels_dir, const char *model)
-{
-    struct hx_bn_gemm g[64];
-    char gname[600];
-    int n_g = hx_bn_model_gemms(model, g, 64, gname, sizeof gname);
-    if (n_g < 0) {
-        printf("NPU kernel coverage: cannot load %s\n", gname);
-        return;
-    }
-    for (int b = 0; b < hx__registry_count(); b++) {
-        const struct hx_backend_entry *e = hx__registry_get(b);
-        struct hx_device_info info = {.struct_size = sizeof info};
-        if (e->probe_status != HX_OK || e->ops->device_info(0, &info) != HX_OK || info.kind != HX_DEVICE_NPU)
-            continue;
-        const char *env = getenv("HX_NPU_KERNELS");
-        const char *dir = kernels_dir ? kernels_dir : env && *env ? env : NULL;
-        printf("  %s kernels%s%s:\n", e->ops->name, dir ? " from " : " (none given: --npu-kernels DIR or HX_NPU_KERNELS)",
-               dir ? dir : "");
-        hx_bn_report_dev(e->ops->name, kernels_dir, g, n_g, gname);
-    }
 }

@@ -1,0 +1,73 @@
+/*
+ * progress.c — what the commands say on stderr, all in one form: errors and status lines
+ * ("engine bench: loading m.gguf", "engine quantize: note: ...") as "engine CMD: ...", and the
+ * counted bar of quantize and mkmodel ("tensor i/n, MB, elapsed"). stdout stays for results.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app.h"
+#include "hx-impl.h"
+
+static void hx_app_vline(const char *cmd, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "engine %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void hx_app_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    hx_app_vline(cmd, fmt, ap);
+    va_end(ap);
+}
+
+void hx_app_progress_note(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    hx_app_vline(cmd, fmt, ap);
+    va_end(ap);
+}
+
+void hx_app_progress_init(struct hx_app_progress *p, const char *what, bool force, uint64_t total_bytes)
+{
+    memset(p, 0, sizeof *p);
+    p->what = what;
+    p->tty = isatty(STDERR_FILENO) == 1;
+    p->enabled = p->tty || force;
+    p->total_bytes = total_bytes;
+    p->t0_us = hx__time_us();
+}
+
+void hx_app_progress_step(struct hx_app_progress *p, uint64_t done, uint64_t total, uint64_t step_bytes)
+{
+    p->done_bytes += step_bytes;
+    if (!p->enabled) return;
+    double now = hx__time_us();
+    /* A tty redraws at most 10 times a second; a log gets a line per tenth of the tensors
+     * or every 5 s. Both always show the end. */
+    bool decile = total && (done * 10 / total) != ((done - 1) * 10 / total);
+    if (done < total && (p->tty ? now - p->last_us < 1e5 : !decile && now - p->last_us < 5e6)) return;
+    p->last_us = now;
+    const int width = 30;
+    int fill = total ? (int)(width * done / total) : width;
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+    bar[width] = '\0';
+    fprintf(stderr, "%s%s [%s] tensor %llu/%llu  %.1f/%.1f MB  %.1f s%s", p->tty ? "\r" : "", p->what, bar,
+            (unsigned long long)done, (unsigned long long)total, p->done_bytes / 1e6, p->total_bytes / 1e6,
+            (now - p->t0_us) / 1e6, p->tty ? "" : "\n");
+    if (p->tty && done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+void hx_app_progress_end(struct hx_app_progress *p)
+{
+    (void)p;
+    fflush(stderr);
+}
