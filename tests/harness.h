@@ -102,23 +102,17 @@ static int hx_test_skipped;  /* current test skipped (1) or not applicable (2) *
         }                                                                                    \
     } while (0)
 
-#define SKIP(...)                                                                            \
+/* Leave the current test as skipped (kind 1) or not applicable (kind 2), saying why. */
+#define HX_TEST_LEAVE(kind, label, ...)                                                      \
     do {                                                                                     \
-        fprintf(stderr, "  SKIP: ");                                                         \
+        fprintf(stderr, "  %s: ", label);                                                    \
         fprintf(stderr, __VA_ARGS__);                                                        \
         fprintf(stderr, "\n");                                                               \
-        hx_test_skipped = 1;                                                                 \
+        hx_test_skipped = (kind);                                                            \
         return;                                                                              \
     } while (0)
-
-#define SKIP_NA(...)                                                                         \
-    do {                                                                                     \
-        fprintf(stderr, "  N/A: ");                                                          \
-        fprintf(stderr, __VA_ARGS__);                                                        \
-        fprintf(stderr, "\n");                                                               \
-        hx_test_skipped = 2;                                                                 \
-        return;                                                                              \
-    } while (0)
+#define SKIP(...) HX_TEST_LEAVE(1, "SKIP", __VA_ARGS__)
+#define SKIP_NA(...) HX_TEST_LEAVE(2, "N/A", __VA_ARGS__)
 
 /* CI=true: a skip of something CI is expected to have is a failure there (tests/lib.sh has the
  * same rule for the shell tests). */
