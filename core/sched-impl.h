@@ -91,6 +91,14 @@ struct hx_vstate {
     size_t x_cap, model_cap;
 };
 
+/* Coherence: for every activation slot and every layer's KV cache, the devices (bit d: device
+ * index d) holding its current contents. Reading makes a device a holder (after a copy from
+ * another holder); writing makes the writer the only one. */
+struct hx_coh {
+    uint32_t slot[HX_SLOT_COUNT];
+    uint32_t *kv; /* per layer */
+};
+
 struct hx_sched {
     const struct hx_model *model;
     struct hx_policy policy;
@@ -109,8 +117,7 @@ struct hx_sched {
     double pred_us[HX_PHASE_COUNT];
     struct hx_strbuf why[HX_PHASE_COUNT]; /* auto: candidates and their predicted times */
     struct hx_strbuf prof_text;
-    uint32_t slot_valid[HX_SLOT_COUNT];
-    uint32_t *kv_valid;              /* per layer */
+    struct hx_coh coh;
     int64_t slot_cap[HX_SLOT_COUNT]; /* rows */
     int32_t *assign;                 /* per node: dev index */
     uint8_t *reason;
@@ -120,24 +127,90 @@ struct hx_sched {
     struct hx_graph xg; /* tensor-split expansion of the graph being run */
     struct hx_sched_stats stats;
     double split_timeout_us; /* 0: no deadline */
-    bool costing;            /* dry runs add up predicted time in cost_us */
-    double cost_us;
     char used[256];
     const int32_t *kv_len; /* during a run */
     struct hx_vstate v;
 };
 
-/* One walk over a plan: a real run, or a dry one for `engine plan` and auto. */
+/* One run of a plan (sched-exec.c). */
 struct hx_exec {
     const int32_t *tokens, *pos, *seq;
-    bool dry;
-    struct hx_strbuf *sb; /* plan text, or NULL */
     const volatile int *cancel;
     enum hx_phase phase;
     int failed; /* device index of a failure, -1 */
 };
 
+static inline int hx__first_bit(uint32_t m) { return m ? __builtin_ctz(m) : -1; }
+
 static inline const char *hx__id(const struct hx_sched *s, int d) { return s->dev[d].dev->id; }
+
+/* ---- sched-place.c: rules and placement ------------------------------------------------- */
+
+void hx__rule_init(struct hx_rule *r, enum hx_policy_kind kind);
+/* r->text from r's kind, devices and shares. */
+void hx__rule_text(const struct hx_sched *s, struct hx_rule *r);
+/* Slice every weight of the model by r's ratios (r->ts, owned by r; free with hx__ts_free). */
+int hx__ts_build(struct hx_sched *s, struct hx_rule *r);
+void hx__ts_free(struct hx_tsplit *ts);
+/* The rule of phase ph from the policy (tensor-split: with its slices). */
+int hx__rule_from_policy(struct hx_sched *s, enum hx_phase ph, struct hx_rule *r);
+/* The plan of g under rule: *plan is g, or its tensor-split expansion (s->xg), and every node
+ * of it gets a device (s->assign) and a reason (s->reason); *n_off counts the nodes placed off
+ * their preferred device. HX_E_DEVICE when no healthy device can run a node. */
+int hx__place(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *rule,
+              const struct hx_graph **plan, int64_t *n_off);
+/* The end of the step of a placed plan that starts at node i: the end of its tensor-split
+ * group, else of the run of nodes on node i's device (one_by_one: i + 1, as verify runs). */
+int64_t hx__step_end(const struct hx_sched *s, const struct hx_graph *g, int64_t i, bool one_by_one);
+/* The distinct devices of the group at i, in part order (devs[0]: the join device's). */
+int hx__group_devices(const struct hx_sched *s, const struct hx_graph *g, int64_t i, int *devs);
+
+/* ---- the dry walk: a plan's passes that run nothing (`engine plan`, auto's costing) -------- */
+
+/* What a dry walk over a placed plan meets, in the order a run of it (sched-exec.c) does. */
+enum hx_walk_ev {
+    HX_WALK_SPLIT,   /* a split starts: nodes [i, j) on d; index: its number in the plan */
+    HX_WALK_GROUP,   /* a tensor-split group starts: parts [i, j) on devs; index: its number */
+    HX_WALK_SLOT,    /* before node i: its input slot is copied src -> d (nb bytes) */
+    HX_WALK_KV,      /* before node i: the KV cache of layer is handed src -> d ... */
+    HX_WALK_KV_ROWS, /* ... nb bytes of one sequence's cached K or V rows at a time */
+    HX_WALK_NODE,    /* node i on d, its inputs in place */
+    HX_WALK_RUN,     /* the split or group [i, j) runs */
+    HX_WALK_JOIN,    /* after a group: part i's columns are copied src -> d (nb bytes) */
+};
+
+struct hx_walk_step {
+    enum hx_walk_ev ev;
+    int64_t index;
+    int64_t i, j;
+    int d, src;
+    int slot;
+    int64_t layer;
+    size_t nb;
+    const int *devs; /* a group's devices (GROUP, and RUN of a group); NULL for a split */
+    int n_dev;
+};
+
+typedef void hx_walk_cb(const struct hx_sched *s, const struct hx_graph *g,
+                        const struct hx_walk_step *e, void *user_data);
+
+/* Walk the placed plan g (hx__place) from the scheduler's current coherence state, calling cb
+ * for every step; nothing runs and no state of s changes. *stats (NULL: not wanted) gets the
+ * plan's splits, parallel groups and moves. */
+int hx__walk(const struct hx_sched *s, const struct hx_graph *g, hx_walk_cb *cb, void *user_data,
+             struct hx_sched_stats *stats);
+/* The predicted µs of g placed under rule r (auto's costing pass). */
+int hx__plan_cost(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r,
+                  double *us);
+
+/* ---- coherence ----------------------------------------------------------------------------- */
+
+int hx__coh_take_slot(struct hx_coh *c, int slot, int d);
+int hx__coh_take_kv(struct hx_coh *c, int64_t layer, int d);
+void hx__coh_wrote(struct hx_coh *c, const struct hx_node *nd, int d);
+size_t hx__slot_bytes(const struct hx_graph *g, int slot);
+size_t hx__part_bytes(const struct hx_node *nd);
+size_t hx__kv_seq_bytes(const struct hx_sched *s, int32_t q);
 
 /* sched.c */
 int64_t hx__slot_rows(const struct hx_graph *g, int slot);

@@ -187,225 +187,6 @@ static void hx__wmap_release(struct hx_sdev *sd)
     sd->wmap = NULL, sd->wcap = sd->wn = 0;
 }
 
-/* ---- rules --------------------------------------------------------------------------------- */
-
-static void hx__rule_init(struct hx_rule *r, enum hx_policy_kind kind)
-{
-    memset(r, 0, sizeof *r);
-    r->kind = kind;
-    for (int i = 0; i < HX_CLASS_COUNT; i++) r->class_dev[i] = -1;
-}
-
-static void hx__ts_free(struct hx_tsplit *ts)
-{
-    if (!ts) return;
-    hx__free(ts->w);
-    hx__free(ts->r0);
-    hx__free(ts->n_used);
-    hx__free(ts);
-}
-
-static void hx__rule_text(const struct hx_sched *s, struct hx_rule *r)
-{
-    struct hx_strbuf sb;
-    hx__sb_init(&sb);
-    hx__sb_printf(&sb, "%s:", hx__policy_kind_name(r->kind));
-    if (r->kind == HX_POLICY_SINGLE || r->kind == HX_POLICY_GEMM_OFFLOAD)
-        hx__sb_printf(&sb, "%s", hx__id(s, r->dev[0]));
-    if (r->kind == HX_POLICY_LAYER_SPLIT && r->alternate) hx__sb_printf(&sb, "alternate:");
-    bool shares = r->kind == HX_POLICY_LAYER_SPLIT || r->kind == HX_POLICY_TENSOR_SPLIT;
-    for (int i = 0; shares && i < r->n_dev; i++)
-        if (r->alternate)
-            hx__sb_printf(&sb, "%s%s", i ? "," : "", hx__id(s, r->dev[i]));
-        else
-            hx__sb_printf(&sb, "%s%s=%.2f", i ? "," : "", hx__id(s, r->dev[i]), r->ratio[i]);
-    for (int c = 0; r->kind == HX_POLICY_OP_MAP && c < HX_CLASS_COUNT; c++)
-        if (r->class_dev[c] >= 0 && r->dev[r->class_dev[c]] != r->dev[0])
-            hx__sb_printf(&sb, "%s=%s,", hx_op_class_name((enum hx_op_class)c),
-                          hx__id(s, r->dev[r->class_dev[c]]));
-    if (r->kind == HX_POLICY_OP_MAP) hx__sb_printf(&sb, "default=%s", hx__id(s, r->dev[0]));
-    snprintf(r->text, sizeof r->text, "%s", sb.data ? sb.data : "?");
-    hx__sb_free(&sb);
-}
-
-/* Slice every weight of the model by r's ratios into parts of whole 16-row groups. */
-static int hx__ts_build(struct hx_sched *s, struct hx_rule *r)
-{
-    int64_t nw = hx__model_weight_count(s->model);
-    int np = r->n_dev;
-    struct hx_tsplit *ts = hx__calloc(1, sizeof *ts);
-    if (!ts) return HX_E_NOMEM;
-    ts->n_parts = np;
-    ts->w = hx__calloc((size_t)(nw * np), sizeof *ts->w);
-    ts->r0 = hx__calloc((size_t)(nw * np), sizeof *ts->r0);
-    ts->n_used = hx__calloc((size_t)nw, sizeof *ts->n_used);
-    if (!ts->w || !ts->r0 || !ts->n_used) {
-        hx__ts_free(ts);
-        return HX_E_NOMEM;
-    }
-    for (int64_t id = 0; id < nw; id++) {
-        const struct hx_weight *w = hx__model_weight(s->model, id);
-        size_t rb = w ? hx_dtype_row_bytes(w->type, w->n_cols) : 0;
-        if (!rb || w->n_rows < 2 * HX_TS_ALIGN) continue;
-        double acc = 0;
-        int64_t prev = 0, used = 0;
-        for (int p = 0; p < np; p++) {
-            acc += r->ratio[p];
-            int64_t b = p == np - 1
-                            ? w->n_rows
-                            : (int64_t)llround(acc * (double)w->n_rows / HX_TS_ALIGN) * HX_TS_ALIGN;
-            b = HX_MAX(prev, HX_MIN(b, w->n_rows));
-            struct hx_weight *sw = &ts->w[id * np + p];
-            *sw = *w;
-            sw->n_rows = b - prev;
-            sw->data = (const char *)w->data + (size_t)prev * rb;
-            sw->nbytes = (size_t)sw->n_rows * rb;
-            ts->r0[id * np + p] = prev;
-            used += sw->n_rows > 0;
-            prev = b;
-        }
-        ts->n_used[id] = (int8_t)used; /* 1: one part holds every row (a share rounded to none) */
-    }
-    r->ts = ts;
-    return HX_OK;
-}
-
-static int hx__rule_from_policy(struct hx_sched *s, enum hx_phase ph, struct hx_rule *r)
-{
-    const struct hx_policy *p = &s->policy;
-    hx__rule_init(r, p->kind);
-    r->n_dev = p->n_devs;
-    r->alternate = p->alternate;
-    for (int i = 0; i < p->n_devs; i++) r->dev[i] = s->pol[i], r->ratio[i] = p->ratio[i];
-    memcpy(r->class_dev, p->class_dev, sizeof r->class_dev);
-    if (p->kind == HX_POLICY_PHASE_SPLIT) {
-        r->kind = HX_POLICY_SINGLE;
-        r->dev[0] = s->pol[ph == HX_PHASE_PREFILL ? 0 : 1];
-        r->n_dev = 1;
-    }
-    hx__rule_text(s, r);
-    return r->kind == HX_POLICY_TENSOR_SPLIT ? hx__ts_build(s, r) : HX_OK;
-}
-
-static int hx__preferred(const struct hx_sched *s, const struct hx_rule *r,
-                         const struct hx_node *nd)
-{
-    int64_t n_layer = s->model->hp.n_layer;
-    int64_t layer =
-        nd->desc.layer < 0 ? (nd->desc.cls == HX_CLASS_EMBED ? 0 : n_layer - 1) : nd->desc.layer;
-    switch (r->kind) {
-    case HX_POLICY_GEMM_OFFLOAD: return nd->desc.kind == HX_OP_MATMUL ? r->dev[0] : s->host;
-    case HX_POLICY_OP_MAP:
-        return r->dev[r->class_dev[nd->desc.cls] >= 0 ? r->class_dev[nd->desc.cls] : 0];
-    case HX_POLICY_LAYER_SPLIT: {
-        if (r->alternate) return r->dev[layer % r->n_dev];
-        double acc = 0;
-        for (int i = 0; i < r->n_dev; i++) {
-            acc += r->ratio[i];
-            if ((double)layer < acc * (double)n_layer - 1e-9) return r->dev[i];
-        }
-        return r->dev[r->n_dev - 1];
-    }
-    /* part is 0 but for the expansion's nodes: a part of a split matmul, or a whole matmul
-     * whose rows all fell to one device because the others' shares rounded to no rows. */
-    case HX_POLICY_TENSOR_SPLIT: return r->dev[nd->part];
-    default: return r->dev[0];
-    }
-}
-
-/* The graph a rule runs: g itself, or g with every sliced matmul replaced by its parts. */
-static const struct hx_graph *hx__expand(struct hx_sched *s, const struct hx_graph *g,
-                                         const struct hx_rule *r)
-{
-    const struct hx_tsplit *ts = r->ts;
-    if (!ts) return g;
-    struct hx_graph *x = &s->xg;
-    int64_t n = 0;
-    for (int64_t i = 0; i < g->n_nodes; i++) {
-        const struct hx_node *nd = &g->nodes[i];
-        bool split =
-            nd->desc.kind == HX_OP_MATMUL && nd->weight_id >= 0 && ts->n_used[nd->weight_id];
-        n += split ? ts->n_used[nd->weight_id] : 1;
-    }
-    if (n > x->cap) {
-        struct hx_node *nn = hx__realloc(x->nodes, (size_t)n * sizeof *nn);
-        if (!nn) return NULL;
-        x->nodes = nn, x->cap = n;
-    }
-    struct hx_node *nodes = x->nodes;
-    int64_t cap = x->cap;
-    *x = *g;
-    x->nodes = nodes, x->cap = cap, x->n_nodes = 0;
-    for (int64_t i = 0; i < g->n_nodes; i++) {
-        const struct hx_node *nd = &g->nodes[i];
-        int used =
-            nd->desc.kind == HX_OP_MATMUL && nd->weight_id >= 0 ? ts->n_used[nd->weight_id] : 0;
-        if (!used) {
-            x->nodes[x->n_nodes++] = *nd;
-            continue;
-        }
-        for (int p = 0; p < ts->n_parts; p++) {
-            const struct hx_weight *sw = &ts->w[(int64_t)nd->weight_id * ts->n_parts + p];
-            if (!sw->n_rows) continue;
-            struct hx_node *pn = &x->nodes[x->n_nodes++];
-            *pn = *nd;
-            pn->weight = sw;
-            pn->desc.n_out = sw->n_rows;
-            pn->dst.col += ts->r0[(int64_t)nd->weight_id * ts->n_parts + p];
-            pn->dst.n_cols = sw->n_rows;
-            pn->part = (int16_t)p, pn->n_parts = (int16_t)(used > 1 ? used : 0);
-        }
-    }
-    return x;
-}
-
-/* ---- placement ---------------------------------------------------------------------------- */
-
-static bool hx__can_run(struct hx_sched *s, int d, const struct hx_node *nd)
-{
-    struct hx_device *dev = s->dev[d].dev;
-    return dev->healthy && hx__dev_supports(dev, &nd->desc);
-}
-
-static int hx__place_cap(struct hx_sched *s, int64_t n)
-{
-    if (n <= s->assign_cap) return HX_OK;
-    int32_t *a = hx__realloc(s->assign, (size_t)n * sizeof *a);
-    if (a) s->assign = a;
-    uint8_t *r = hx__realloc(s->reason, (size_t)n);
-    if (r) s->reason = r;
-    if (!a || !r) return HX_E_NOMEM;
-    s->assign_cap = n;
-    return HX_OK;
-}
-
-static int hx__place(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *rule)
-{
-    int st = hx__place_cap(s, g->n_nodes);
-    if (st) return st;
-    s->stats.n_fallback_ops = 0;
-    for (int64_t i = 0; i < g->n_nodes; i++) {
-        const struct hx_node *nd = &g->nodes[i];
-        int want = hx__preferred(s, rule, nd), got = -1;
-        uint8_t why = HX_R_POLICY;
-        if (hx__can_run(s, want, nd))
-            got = want;
-        else
-            why = s->dev[want].dev->healthy ? HX_R_UNSUPPORTED : HX_R_UNHEALTHY;
-        for (int k = 0; got < 0 && k < s->n_fb; k++)
-            if (hx__can_run(s, s->fb[k], nd)) got = s->fb[k];
-        if (got < 0 && hx__can_run(s, s->host, nd)) got = s->host;
-        if (got < 0)
-            return hx__set_error(HX_E_DEVICE, "no healthy device can run %s (%s) of layer %d",
-                                 hx_op_kind_name(nd->desc.kind), hx_op_class_name(nd->desc.cls),
-                                 nd->desc.layer);
-        if (got != want) s->stats.n_fallback_ops++;
-        s->assign[i] = got;
-        s->reason[i] = got == want ? HX_R_POLICY : why;
-    }
-    return HX_OK;
-}
-
 /* ---- memory --------------------------------------------------------------------------------- */
 
 int64_t hx__slot_rows(const struct hx_graph *g, int slot)
@@ -527,28 +308,61 @@ static double hx__split_us(const struct hx_sched *s, const struct hx_graph *g, i
 
 /* ---- coherence --------------------------------------------------------------------------------- */
 
-static int hx__first_bit(uint32_t m) { return m ? __builtin_ctz(m) : -1; }
+/* d is about to read slot: d becomes one of its holders. Returns the holder to copy it from, or
+ * -1 (d holds it already, or no one has written it yet: nothing to move). */
+int hx__coh_take_slot(struct hx_coh *c, int slot, int d)
+{
+    if (c->slot[slot] & (1u << d)) return -1;
+    int src = hx__first_bit(c->slot[slot]);
+    c->slot[slot] |= 1u << d;
+    return src;
+}
 
-static void hx__count_xfer(struct hx_sched *s, int src, int d, size_t nb)
+/* The same for the KV cache of a layer (attention reads it). */
+int hx__coh_take_kv(struct hx_coh *c, int64_t layer, int d)
+{
+    if (c->kv[layer] & (1u << d)) return -1;
+    int src = hx__first_bit(c->kv[layer]);
+    c->kv[layer] |= 1u << d;
+    return src;
+}
+
+/* Node nd ran on d: d alone holds what it wrote (its slot; attention: its layer's cache). */
+void hx__coh_wrote(struct hx_coh *c, const struct hx_node *nd, int d)
+{
+    c->slot[nd->dst.slot] = 1u << d;
+    if (nd->desc.kind == HX_OP_ATTN) c->kv[nd->desc.layer] = 1u << d;
+}
+
+size_t hx__slot_bytes(const struct hx_graph *g, int slot)
+{
+    return (size_t)hx__slot_rows(g, slot) * (size_t)g->slot_width[slot] * sizeof(float);
+}
+
+/* Bytes of a tensor-split part's output columns: what its join copies. */
+size_t hx__part_bytes(const struct hx_node *nd)
+{
+    return (size_t)nd->dst.n_rows * (size_t)nd->dst.n_cols * sizeof(float);
+}
+
+/* Bytes of sequence q's cached K (or V) rows of one layer: what a KV hand-over copies. */
+size_t hx__kv_seq_bytes(const struct hx_sched *s, int32_t q)
+{
+    return s->kv_len ? (size_t)s->kv_len[q] * (size_t)s->model->hp.n_kv * sizeof(float) : 0;
+}
+
+static void hx__count_move(struct hx_sched *s, size_t nb)
 {
     s->stats.n_transfers++;
     s->stats.bytes_moved += nb;
-    if (s->costing) s->cost_us += hx__xfer_us(s, src, d, nb);
 }
 
-static int hx__ensure_slot(struct hx_sched *s, const struct hx_graph *g, int d, int slot,
-                           struct hx_exec *ex)
+static int hx__fetch_slot(struct hx_sched *s, const struct hx_graph *g, int d, int slot)
 {
-    if (s->slot_valid[slot] & (1u << d)) return HX_OK;
-    int src = hx__first_bit(s->slot_valid[slot]);
-    s->slot_valid[slot] |= 1u << d;
-    if (src < 0) return HX_OK; /* never written: nothing to move */
-    size_t nb = (size_t)hx__slot_rows(g, slot) * (size_t)g->slot_width[slot] * sizeof(float);
-    hx__count_xfer(s, src, d, nb);
-    if (ex->sb)
-        hx__sb_printf(ex->sb, "      transfer %-6s %s -> %s  %zu bytes\n",
-                      hx__slot_name((enum hx_slot)slot), hx__id(s, src), hx__id(s, d), nb);
-    if (ex->dry) return HX_OK;
+    int src = hx__coh_take_slot(&s->coh, slot, d);
+    if (src < 0) return HX_OK;
+    size_t nb = hx__slot_bytes(g, slot);
+    hx__count_move(s, nb);
     struct hx_buffer *from = NULL, *to = NULL;
     int st = hx__slot_buf(s, &s->dev[src], slot, &from);
     if (st == HX_OK) st = hx__slot_buf(s, &s->dev[d], slot, &to);
@@ -556,34 +370,22 @@ static int hx__ensure_slot(struct hx_sched *s, const struct hx_graph *g, int d, 
 }
 
 /* Copy the cached rows of every sequence of `layer` from device `src` to `d`. */
-static int hx__copy_kv(struct hx_sched *s, int src, int d, int64_t layer, bool dry)
+static int hx__fetch_kv(struct hx_sched *s, int d, int64_t layer)
 {
+    int st = hx__kv_bufs(s, &s->dev[d], layer), src;
+    if (st || (src = hx__coh_take_kv(&s->coh, layer, d)) < 0) return st;
     size_t row = (size_t)s->model->hp.n_kv * sizeof(float);
-    for (int32_t q = 0; s->kv_len && q < s->n_seq; q++) {
-        size_t n = (size_t)s->kv_len[q] * row, off = (size_t)q * (size_t)s->n_ctx * row;
+    for (int32_t q = 0; q < s->n_seq; q++) {
+        size_t n = hx__kv_seq_bytes(s, q), off = (size_t)q * (size_t)s->n_ctx * row;
         if (!n) continue;
-        hx__count_xfer(s, src, d, n);
-        hx__count_xfer(s, src, d, n);
-        if (dry) continue;
-        int st = hx__dev_copy(s->dev[d].kv_k[layer], off, s->dev[src].kv_k[layer], off, n);
+        hx__count_move(s, n);
+        hx__count_move(s, n);
+        st = hx__dev_copy(s->dev[d].kv_k[layer], off, s->dev[src].kv_k[layer], off, n);
         if (st == HX_OK)
             st = hx__dev_copy(s->dev[d].kv_v[layer], off, s->dev[src].kv_v[layer], off, n);
         if (st) return st;
     }
     return HX_OK;
-}
-
-static int hx__ensure_kv(struct hx_sched *s, int d, int64_t layer, struct hx_exec *ex)
-{
-    int st = ex->dry ? HX_OK : hx__kv_bufs(s, &s->dev[d], layer);
-    if (st || (s->kv_valid[layer] & (1u << d))) return st;
-    int src = hx__first_bit(s->kv_valid[layer]);
-    s->kv_valid[layer] |= 1u << d;
-    if (src < 0) return HX_OK;
-    if (ex->sb)
-        hx__sb_printf(ex->sb, "      transfer kv[%lld] %s -> %s (cached positions)\n",
-                      (long long)layer, hx__id(s, src), hx__id(s, d));
-    return hx__copy_kv(s, src, d, layer, ex->dry);
 }
 
 /* After attention ran on a non-host device: write this batch's K/V rows through to the host
@@ -604,7 +406,7 @@ static int hx__mirror_kv(struct hx_sched *s, const struct hx_graph *g, int d, in
             st = hx__dev_copy(s->dev[s->host].kv_v[layer], off, s->dev[d].kv_v[layer], off, n);
         r = e;
     }
-    if (st == HX_OK) s->kv_valid[layer] |= 1u << s->host;
+    if (st == HX_OK) s->coh.kv[layer] |= 1u << s->host;
     return st;
 }
 
@@ -618,12 +420,14 @@ int hx__node_reads(const struct hx_node *nd, int *slots)
     return n;
 }
 
-static int hx__ensure_inputs(struct hx_sched *s, const struct hx_graph *g, int d,
-                             const struct hx_node *nd, struct hx_exec *ex)
+/* Before node nd runs on d: copy to d every slot it reads that d lacks, and (attention) the KV
+ * cache of its layer. */
+static int hx__fetch_inputs(struct hx_sched *s, const struct hx_graph *g, int d,
+                            const struct hx_node *nd)
 {
     int rd[4], n = hx__node_reads(nd, rd), st = HX_OK;
-    for (int r = 0; r < n && st == HX_OK; r++) st = hx__ensure_slot(s, g, d, rd[r], ex);
-    if (st == HX_OK && nd->desc.kind == HX_OP_ATTN) st = hx__ensure_kv(s, d, nd->desc.layer, ex);
+    for (int r = 0; r < n && st == HX_OK; r++) st = hx__fetch_slot(s, g, d, rd[r]);
+    if (st == HX_OK && nd->desc.kind == HX_OP_ATTN) st = hx__fetch_kv(s, d, nd->desc.layer);
     return st;
 }
 
@@ -697,58 +501,20 @@ static int hx__deadline(struct hx_sched *s, struct hx_device *dev, double t0, in
 
 /* ---- execution ----------------------------------------------------------------------------------- */
 
-static const char *const hx__reason_text[] = {"policy",
-                                              "fallback: preferred device does not support it",
-                                              "fallback: preferred device unhealthy"};
-
-static void hx__plan_node_line(struct hx_sched *s, const struct hx_node *nd, int64_t i,
-                               struct hx_strbuf *sb)
-{
-    char layer[16] = "  -";
-    if (nd->desc.layer >= 0) snprintf(layer, sizeof layer, "L%-2d", nd->desc.layer);
-    char shape[96] = "";
-    if (nd->desc.kind == HX_OP_MATMUL || nd->desc.kind == HX_OP_EMBED)
-        snprintf(shape, sizeof shape, "%s %lld->%lld", hx_dtype_name(nd->desc.wtype),
-                 (long long)nd->desc.n_in, (long long)nd->desc.n_out);
-    else
-        snprintf(shape, sizeof shape, "%lld cols", (long long)nd->desc.n_out);
-    char part[96] = "";
-    if (nd->n_parts > 1)
-        snprintf(part, sizeof part, " cols [%lld,%lld) on %s", (long long)nd->dst.col,
-                 (long long)(nd->dst.col + nd->dst.n_cols), hx__id(s, s->assign[i]));
-    bool pol = s->reason[i] == HX_R_POLICY;
-    hx__sb_printf(sb, "    [%3lld] %s %-9s %-8s %-22s%s%s%s%s\n", (long long)i, layer,
-                  hx_op_kind_name(nd->desc.kind), hx_op_class_name(nd->desc.cls), shape, part,
-                  pol ? "" : " (", pol ? "" : hx__reason_text[s->reason[i]], pol ? "" : ")");
-}
-
 /* Nodes [i, j) on device d as one split. */
 static int hx__run_split(struct hx_sched *s, const struct hx_graph *g, int64_t i, int64_t j, int d,
                          struct hx_exec *ex)
 {
     struct hx_sdev *sd = &s->dev[d];
     int st = HX_OK;
-    if (ex->sb) {
-        hx__sb_printf(ex->sb, "  split %lld on %s: %lld ops", (long long)s->stats.n_splits,
-                      sd->dev->id, (long long)(j - i));
-        if (s->have_costs)
-            hx__sb_printf(ex->sb, ", predicted %.1f us", hx__split_us(s, g, i, j, d));
-        hx__sb_printf(ex->sb, "\n");
-    }
     s->stats.n_splits++;
     sd->used = true;
     for (int64_t k = i; st == HX_OK && k < j; k++) {
         const struct hx_node *nd = &g->nodes[k];
-        st = hx__ensure_inputs(s, g, d, nd, ex);
-        if (st == HX_OK && s->v.on && !ex->dry) hx__verify_pre(s, g, nd, d);
-        s->slot_valid[nd->dst.slot] = 1u << d;
-        if (nd->desc.kind == HX_OP_ATTN) s->kv_valid[nd->desc.layer] = 1u << d;
-        if (ex->sb) hx__plan_node_line(s, nd, k, ex->sb);
-        if (st == HX_OK && !ex->dry) st = hx__build_op(s, g, sd, nd, &s->ops[k - i]);
-    }
-    if (st == HX_OK && ex->dry) {
-        if (s->costing) s->cost_us += hx__split_us(s, g, i, j, d);
-        return HX_OK;
+        st = hx__fetch_inputs(s, g, d, nd);
+        if (st == HX_OK && s->v.on) hx__verify_pre(s, g, nd, d);
+        hx__coh_wrote(&s->coh, nd, d);
+        if (st == HX_OK) st = hx__build_op(s, g, sd, nd, &s->ops[k - i]);
     }
     if (st == HX_OK) {
         struct hx_split sp = {.struct_size = sizeof sp,
@@ -887,18 +653,6 @@ static int hx__run_jobs(struct hx_sched *s, struct hx_job *jobs, int n, int *fai
     return first;
 }
 
-/* Parts of the group at i: dry cost, or run all at once; then join on part 0's device. */
-static int hx__group_devices(struct hx_sched *s, const struct hx_graph *g, int64_t i, int *devs)
-{
-    int n = 0;
-    for (int64_t k = i; k < i + g->nodes[i].n_parts; k++) {
-        bool seen = false;
-        for (int u = 0; u < n; u++) seen |= devs[u] == s->assign[k];
-        if (!seen) devs[n++] = s->assign[k];
-    }
-    return n;
-}
-
 static int hx__group_launch(struct hx_sched *s, const struct hx_graph *g, int64_t i,
                             const int *devs, int n_dev, struct hx_exec *ex)
 {
@@ -933,14 +687,8 @@ static int hx__join_part(struct hx_sched *s, const struct hx_graph *g, const str
                          int from, int to, struct hx_exec *ex)
 {
     const struct hx_node_ref *r = &nd->dst;
-    size_t w = (size_t)g->slot_width[r->slot],
-           nb = (size_t)r->n_rows * (size_t)r->n_cols * sizeof(float);
-    hx__count_xfer(s, from, to, nb);
-    if (ex->sb)
-        hx__sb_printf(ex->sb, "      join %s cols [%lld,%lld) %s -> %s  %zu bytes\n",
-                      hx__slot_name((enum hx_slot)r->slot), (long long)r->col,
-                      (long long)(r->col + r->n_cols), hx__id(s, from), hx__id(s, to), nb);
-    if (ex->dry) return HX_OK;
+    size_t w = (size_t)g->slot_width[r->slot], nb = hx__part_bytes(nd);
+    hx__count_move(s, nb);
     struct hx_buffer *a = s->dev[from].slot[r->slot], *b = NULL;
     int st = hx__slot_buf(s, &s->dev[to], r->slot, &b);
     bool whole = (size_t)r->n_cols == w;
@@ -969,6 +717,7 @@ static double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, i
     return t + (n_sync > 1 ? s->handoff_us : 0);
 }
 
+/* The parts of the group at i, launched at once; then joined on part 0's device. */
 static int hx__run_group(struct hx_sched *s, const struct hx_graph *g, int64_t i,
                          struct hx_exec *ex)
 {
@@ -976,36 +725,25 @@ static int hx__run_group(struct hx_sched *s, const struct hx_graph *g, int64_t i
     int64_t n = nd0->n_parts;
     int devs[HX_MAX_DEVICES];
     int n_dev = hx__group_devices(s, g, i, devs), join = s->assign[i], st = HX_OK;
-    if (ex->sb) {
-        hx__sb_printf(ex->sb, "  parallel %lld: L%d %s split %lld ways across",
-                      (long long)s->stats.n_parallel, nd0->desc.layer,
-                      hx_op_class_name(nd0->desc.cls), (long long)n);
-        for (int u = 0; u < n_dev; u++) hx__sb_printf(ex->sb, " %s", hx__id(s, devs[u]));
-        if (s->have_costs)
-            hx__sb_printf(ex->sb, ", predicted %.1f us", hx__group_us(s, g, i, devs, n_dev));
-        hx__sb_printf(ex->sb, "\n");
-    }
     s->stats.n_parallel++;
     s->stats.n_splits += n_dev;
     for (int64_t k = i; k < i + n; k++) {
         s->dev[s->assign[k]].used = true;
-        if ((st = hx__ensure_inputs(s, g, s->assign[k], &g->nodes[k], ex)))
+        if ((st = hx__fetch_inputs(s, g, s->assign[k], &g->nodes[k])))
             return ex->failed = s->assign[k], st;
-        if (ex->sb) hx__plan_node_line(s, &g->nodes[k], k, ex->sb);
     }
-    if (s->v.on && !ex->dry) hx__verify_pre(s, g, nd0, join);
-    if (ex->dry && s->costing) s->cost_us += hx__group_us(s, g, i, devs, n_dev);
-    if (!ex->dry && (st = hx__group_launch(s, g, i, devs, n_dev, ex))) return st;
+    if (s->v.on) hx__verify_pre(s, g, nd0, join);
+    if ((st = hx__group_launch(s, g, i, devs, n_dev, ex))) return st;
     for (int64_t k = i + 1; k < i + n && st == HX_OK; k++)
         if (s->assign[k] != join) st = hx__join_part(s, g, &g->nodes[k], s->assign[k], join, ex);
-    s->slot_valid[nd0->dst.slot] = 1u << join;
-    for (int64_t k = i; k < i + n && st == HX_OK && !ex->dry; k++)
+    hx__coh_wrote(&s->coh, nd0, join);
+    for (int64_t k = i; k < i + n && st == HX_OK; k++)
         if ((st = hx__verify_post(s, g, k, s->assign[k], ex))) ex->failed = s->assign[k];
     return st;
 }
 
-/* Walk the plan split by split (dry: count transfers, cost and text only). On a device
- * failure ex->failed is that device. */
+/* Run the placed plan g step by step (sched-place.c's hx__step_end). On a device failure
+ * ex->failed is that device. */
 static int hx__execute(struct hx_sched *s, const struct hx_graph *g, struct hx_exec *ex)
 {
     int st = hx__ensure_ops_cap(s, g->n_nodes);
@@ -1020,10 +758,8 @@ static int hx__execute(struct hx_sched *s, const struct hx_graph *g, struct hx_e
             i += g->nodes[i].n_parts;
             continue;
         }
-        int d = s->assign[i];
-        int64_t j = i + 1;
-        while (!s->v.on && j < g->n_nodes && s->assign[j] == d && g->nodes[j].n_parts <= 1) j++;
-        st = hx__run_split(s, g, i, j, d, ex);
+        int64_t j = hx__step_end(s, g, i, s->v.on);
+        st = hx__run_split(s, g, i, j, s->assign[i], ex);
         i = j;
     }
     return st;
@@ -1042,7 +778,7 @@ static void hx__note_used(struct hx_sched *s)
 static int hx__read_logits(struct hx_sched *s, const struct hx_graph *g, float *out)
 {
     if (g->n_logits <= 0 || !out) return HX_OK;
-    int d = hx__first_bit(s->slot_valid[HX_SLOT_LOGITS]);
+    int d = hx__first_bit(s->coh.slot[HX_SLOT_LOGITS]);
     struct hx_buffer *b = NULL;
     int st = hx__slot_buf(s, &s->dev[d], HX_SLOT_LOGITS, &b);
     size_t nb = (size_t)g->n_logits * (size_t)s->model->hp.n_vocab * sizeof(float);
@@ -1056,9 +792,9 @@ static void hx__reset_after_failure(struct hx_sched *s, int failed)
 {
     s->dev[failed].dev->healthy = false;
     s->stats.n_recoveries++;
-    for (int i = 0; i < HX_SLOT_COUNT; i++) s->slot_valid[i] = 0;
+    for (int i = 0; i < HX_SLOT_COUNT; i++) s->coh.slot[i] = 0;
     for (int64_t L = 0; L < s->model->hp.n_layer; L++)
-        s->kv_valid[L] = (s->kv_valid[L] & ~(1u << failed)) |
+        s->coh.kv[L] = (s->coh.kv[L] & ~(1u << failed)) |
                          (s->dev[s->host].kv_k && s->dev[s->host].kv_k[L] ? 1u << s->host : 0);
 }
 
@@ -1070,14 +806,13 @@ static bool hx__recoverable(int st)
 static int hx__run_once(struct hx_sched *s, const struct hx_graph *g, struct hx_exec *ex,
                         float *logits_out)
 {
-    const struct hx_graph *xg = hx__expand(s, g, &s->rule[ex->phase]);
-    if (!xg) return HX_E_NOMEM;
-    int st = hx__place(s, xg, &s->rule[ex->phase]);
+    const struct hx_graph *xg;
+    int st = hx__place(s, g, &s->rule[ex->phase], &xg, &s->stats.n_fallback_ops);
     if (st == HX_OK) st = hx__execute(s, xg, ex);
     if (st) return st;
     hx__note_used(s);
     if ((st = hx__read_logits(s, xg, logits_out)))
-        ex->failed = hx__first_bit(s->slot_valid[HX_SLOT_LOGITS]);
+        ex->failed = hx__first_bit(s->coh.slot[HX_SLOT_LOGITS]);
     return st;
 }
 
@@ -1109,54 +844,225 @@ int hx__sched_run(struct hx_sched *s, const struct hx_graph *g, const int32_t *t
     return st;
 }
 
+/* ---- dry walk ------------------------------------------------------------------------------- */
+
+struct hx_walk {
+    const struct hx_sched *s;
+    const struct hx_graph *g;
+    hx_walk_cb *cb;
+    void *user_data;
+    struct hx_coh coh; /* a copy of the scheduler's: the walk changes nothing of it */
+    struct hx_sched_stats stats;
+};
+
+static void hx__walk_emit(struct hx_walk *w, struct hx_walk_step e) { w->cb(w->s, w->g, &e, w->user_data); }
+
+static void hx__walk_move(struct hx_walk *w, struct hx_walk_step e)
+{
+    w->stats.n_transfers++;
+    w->stats.bytes_moved += e.nb;
+    hx__walk_emit(w, e);
+}
+
+/* What hx__fetch_inputs would move before node k runs on d. */
+static void hx__walk_inputs(struct hx_walk *w, int64_t k, int d)
+{
+    const struct hx_sched *s = w->s;
+    const struct hx_node *nd = &w->g->nodes[k];
+    int rd[4], n = hx__node_reads(nd, rd), src;
+    for (int r = 0; r < n; r++)
+        if ((src = hx__coh_take_slot(&w->coh, rd[r], d)) >= 0)
+            hx__walk_move(w, (struct hx_walk_step){.ev = HX_WALK_SLOT, .i = k, .d = d, .src = src,
+                                                   .slot = rd[r], .nb = hx__slot_bytes(w->g, rd[r])});
+    int64_t L = nd->desc.layer;
+    if (nd->desc.kind != HX_OP_ATTN || (src = hx__coh_take_kv(&w->coh, L, d)) < 0) return;
+    hx__walk_emit(w, (struct hx_walk_step){.ev = HX_WALK_KV, .i = k, .d = d, .src = src, .layer = L});
+    for (int32_t q = 0; q < s->n_seq; q++) {
+        struct hx_walk_step e = {.ev = HX_WALK_KV_ROWS, .i = k, .d = d, .src = src, .layer = L,
+                                 .nb = hx__kv_seq_bytes(s, q)};
+        if (!e.nb) continue;
+        hx__walk_move(w, e); /* K */
+        hx__walk_move(w, e); /* V */
+    }
+}
+
+static void hx__walk_split(struct hx_walk *w, int64_t i, int64_t j, int d)
+{
+    hx__walk_emit(w, (struct hx_walk_step){
+                         .ev = HX_WALK_SPLIT, .index = w->stats.n_splits, .i = i, .j = j, .d = d});
+    w->stats.n_splits++;
+    for (int64_t k = i; k < j; k++) {
+        hx__walk_inputs(w, k, d);
+        hx__coh_wrote(&w->coh, &w->g->nodes[k], d);
+        hx__walk_emit(w, (struct hx_walk_step){.ev = HX_WALK_NODE, .i = k, .d = d});
+    }
+    hx__walk_emit(w, (struct hx_walk_step){.ev = HX_WALK_RUN, .i = i, .j = j, .d = d});
+}
+
+static void hx__walk_group(struct hx_walk *w, int64_t i, int64_t j)
+{
+    const int32_t *assign = w->s->assign;
+    int devs[HX_MAX_DEVICES], n_dev = hx__group_devices(w->s, w->g, i, devs), join = assign[i];
+    struct hx_walk_step e = {.i = i, .j = j, .d = join, .devs = devs, .n_dev = n_dev};
+    e.ev = HX_WALK_GROUP, e.index = w->stats.n_parallel;
+    hx__walk_emit(w, e);
+    w->stats.n_parallel++;
+    w->stats.n_splits += n_dev;
+    for (int64_t k = i; k < j; k++) {
+        hx__walk_inputs(w, k, assign[k]);
+        hx__walk_emit(w, (struct hx_walk_step){.ev = HX_WALK_NODE, .i = k, .d = assign[k]});
+    }
+    e.ev = HX_WALK_RUN, e.index = 0;
+    hx__walk_emit(w, e);
+    for (int64_t k = i + 1; k < j; k++)
+        if (assign[k] != join)
+            hx__walk_move(w, (struct hx_walk_step){.ev = HX_WALK_JOIN, .i = k, .d = join,
+                                                   .src = assign[k],
+                                                   .slot = w->g->nodes[k].dst.slot,
+                                                   .nb = hx__part_bytes(&w->g->nodes[k])});
+    hx__coh_wrote(&w->coh, &w->g->nodes[i], join);
+}
+
+int hx__walk(const struct hx_sched *s, const struct hx_graph *g, hx_walk_cb *cb, void *user_data,
+             struct hx_sched_stats *stats)
+{
+    size_t kv_bytes = (size_t)s->model->hp.n_layer * sizeof *s->coh.kv;
+    struct hx_walk w = {.s = s, .g = g, .cb = cb, .user_data = user_data};
+    memcpy(w.coh.slot, s->coh.slot, sizeof w.coh.slot);
+    if (!(w.coh.kv = hx__malloc(kv_bytes))) return HX_E_NOMEM;
+    memcpy(w.coh.kv, s->coh.kv, kv_bytes);
+    for (int64_t i = 0; i < g->n_nodes;) {
+        int64_t j = hx__step_end(s, g, i, s->v.on);
+        if (g->nodes[i].n_parts > 1)
+            hx__walk_group(&w, i, j);
+        else
+            hx__walk_split(&w, i, j, s->assign[i]);
+        i = j;
+    }
+    hx__free(w.coh.kv);
+    if (stats) {
+        stats->n_splits = w.stats.n_splits, stats->n_parallel = w.stats.n_parallel;
+        stats->n_transfers = w.stats.n_transfers, stats->bytes_moved = w.stats.bytes_moved;
+    }
+    return HX_OK;
+}
+
+/* ---- cost pass ------------------------------------------------------------------------------- */
+
+static void hx__cost_step(const struct hx_sched *s, const struct hx_graph *g,
+                          const struct hx_walk_step *e, void *user_data)
+{
+    double *us = user_data;
+    switch (e->ev) {
+    case HX_WALK_SLOT:
+    case HX_WALK_KV_ROWS:
+    case HX_WALK_JOIN: *us += hx__xfer_us(s, e->src, e->d, e->nb); break;
+    case HX_WALK_RUN:
+        *us += e->devs ? hx__group_us(s, g, e->i, e->devs, e->n_dev)
+                       : hx__split_us(s, g, e->i, e->j, e->d);
+        break;
+    default: break;
+    }
+}
+
+int hx__plan_cost(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r, double *us)
+{
+    const struct hx_graph *xg;
+    int64_t n_off;
+    *us = 0;
+    int st = hx__place(s, g, r, &xg, &n_off);
+    return st ? st : hx__walk(s, xg, hx__cost_step, us, NULL);
+}
+
 /* ---- plan text ---------------------------------------------------------------------------------- */
 
-/* Place and walk g dry under rule r, leaving the coherence state and the last run's stats as
- * they were; *sim gets the plan's stats, with costing *us its predicted µs. */
-static int hx__simulate(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r,
-                        struct hx_strbuf *sb, bool costing, double *us, struct hx_sched_stats *sim)
+static const char *const hx__reason_text[] = {"policy",
+                                              "fallback: preferred device does not support it",
+                                              "fallback: preferred device unhealthy"};
+
+static void hx__plan_node_line(const struct hx_sched *s, const struct hx_node *nd, int64_t i,
+                               struct hx_strbuf *sb)
 {
-    struct hx_sched_stats keep = s->stats;
-    const struct hx_graph *xg = hx__expand(s, g, r);
-    if (!xg) return HX_E_NOMEM;
-    int st = hx__place(s, xg, r);
-    if (st) return s->stats = keep, st;
-    uint32_t save_slots[HX_SLOT_COUNT];
-    memcpy(save_slots, s->slot_valid, sizeof save_slots);
-    uint32_t *save_kv = hx__malloc((size_t)s->model->hp.n_layer * sizeof *save_kv);
-    if (!save_kv) return HX_E_NOMEM;
-    memcpy(save_kv, s->kv_valid, (size_t)s->model->hp.n_layer * sizeof *save_kv);
-    struct hx_exec ex = {.dry = true, .sb = sb, .phase = hx__phase_of(g)};
-    s->costing = costing, s->cost_us = 0;
-    st = hx__execute(s, xg, &ex);
-    if (us) *us = s->cost_us;
-    if (sim) *sim = s->stats;
-    s->stats = keep;
-    s->costing = false;
-    memcpy(s->slot_valid, save_slots, sizeof save_slots);
-    memcpy(s->kv_valid, save_kv, (size_t)s->model->hp.n_layer * sizeof *save_kv);
-    hx__free(save_kv);
-    return st;
+    char layer[16] = "  -";
+    if (nd->desc.layer >= 0) snprintf(layer, sizeof layer, "L%-2d", nd->desc.layer);
+    char shape[96] = "";
+    if (nd->desc.kind == HX_OP_MATMUL || nd->desc.kind == HX_OP_EMBED)
+        snprintf(shape, sizeof shape, "%s %lld->%lld", hx_dtype_name(nd->desc.wtype),
+                 (long long)nd->desc.n_in, (long long)nd->desc.n_out);
+    else
+        snprintf(shape, sizeof shape, "%lld cols", (long long)nd->desc.n_out);
+    char part[96] = "";
+    if (nd->n_parts > 1)
+        snprintf(part, sizeof part, " cols [%lld,%lld) on %s", (long long)nd->dst.col,
+                 (long long)(nd->dst.col + nd->dst.n_cols), hx__id(s, s->assign[i]));
+    bool pol = s->reason[i] == HX_R_POLICY;
+    hx__sb_printf(sb, "    [%3lld] %s %-9s %-8s %-22s%s%s%s%s\n", (long long)i, layer,
+                  hx_op_kind_name(nd->desc.kind), hx_op_class_name(nd->desc.cls), shape, part,
+                  pol ? "" : " (", pol ? "" : hx__reason_text[s->reason[i]], pol ? "" : ")");
+}
+
+static void hx__text_step(const struct hx_sched *s, const struct hx_graph *g,
+                          const struct hx_walk_step *e, void *user_data)
+{
+    struct hx_strbuf *sb = user_data;
+    const struct hx_node *nd = &g->nodes[e->i];
+    switch (e->ev) {
+    case HX_WALK_SPLIT:
+        hx__sb_printf(sb, "  split %lld on %s: %lld ops", (long long)e->index, hx__id(s, e->d),
+                      (long long)(e->j - e->i));
+        if (s->have_costs)
+            hx__sb_printf(sb, ", predicted %.1f us", hx__split_us(s, g, e->i, e->j, e->d));
+        hx__sb_printf(sb, "\n");
+        break;
+    case HX_WALK_GROUP:
+        hx__sb_printf(sb, "  parallel %lld: L%d %s split %lld ways across", (long long)e->index,
+                      nd->desc.layer, hx_op_class_name(nd->desc.cls), (long long)(e->j - e->i));
+        for (int u = 0; u < e->n_dev; u++) hx__sb_printf(sb, " %s", hx__id(s, e->devs[u]));
+        if (s->have_costs)
+            hx__sb_printf(sb, ", predicted %.1f us", hx__group_us(s, g, e->i, e->devs, e->n_dev));
+        hx__sb_printf(sb, "\n");
+        break;
+    case HX_WALK_SLOT:
+        hx__sb_printf(sb, "      transfer %-6s %s -> %s  %zu bytes\n",
+                      hx__slot_name((enum hx_slot)e->slot), hx__id(s, e->src), hx__id(s, e->d),
+                      e->nb);
+        break;
+    case HX_WALK_KV:
+        hx__sb_printf(sb, "      transfer kv[%lld] %s -> %s (cached positions)\n",
+                      (long long)e->layer, hx__id(s, e->src), hx__id(s, e->d));
+        break;
+    case HX_WALK_NODE: hx__plan_node_line(s, nd, e->i, sb); break;
+    case HX_WALK_JOIN:
+        hx__sb_printf(sb, "      join %s cols [%lld,%lld) %s -> %s  %zu bytes\n",
+                      hx__slot_name((enum hx_slot)e->slot), (long long)nd->dst.col,
+                      (long long)(nd->dst.col + nd->dst.n_cols), hx__id(s, e->src),
+                      hx__id(s, e->d), e->nb);
+        break;
+    default: break;
+    }
 }
 
 int hx__sched_plan_text(struct hx_sched *s, const struct hx_graph *g, const char *phase,
                         struct hx_strbuf *sb)
 {
     enum hx_phase ph = hx__phase_of(g);
+    const struct hx_rule *r = &s->rule[ph];
+    const struct hx_graph *xg;
+    struct hx_sched_stats t = {0};
     struct hx_strbuf body;
     hx__sb_init(&body);
     double us = 0;
-    struct hx_sched_stats t;
-    int st = hx__simulate(s, g, &s->rule[ph], &body, s->have_costs, &us, &t);
+    int st = hx__place(s, g, r, &xg, &t.n_fallback_ops);
+    if (st == HX_OK) st = hx__walk(s, xg, hx__text_step, &body, &t);
+    if (st == HX_OK && s->have_costs) st = hx__walk(s, xg, hx__cost_step, &us, NULL);
     if (st == HX_OK) {
         hx__sb_printf(
             sb,
             "phase %s (%lld rows, %lld with logits): rule %s; %lld ops, %lld splits, %lld parallel, "
             "%lld transfers, %zu bytes moved between devices, %lld ops off their policy device",
-            phase, (long long)g->n_rows, (long long)g->n_logits, s->rule[ph].text,
-            (long long)(s->rule[ph].ts ? s->xg.n_nodes : g->n_nodes), (long long)t.n_splits,
-            (long long)t.n_parallel, (long long)t.n_transfers, t.bytes_moved,
-            (long long)t.n_fallback_ops);
+            phase, (long long)g->n_rows, (long long)g->n_logits, r->text, (long long)xg->n_nodes,
+            (long long)t.n_splits, (long long)t.n_parallel, (long long)t.n_transfers,
+            t.bytes_moved, (long long)t.n_fallback_ops);
         if (s->have_costs) hx__sb_printf(sb, "; predicted %.1f us", us);
         hx__sb_printf(sb, "\n");
         if (s->why[ph].len) hx__sb_append(sb, s->why[ph].data, s->why[ph].len);
@@ -1530,7 +1436,7 @@ static void hx__auto_pick(struct hx_sched *s, enum hx_phase ph, const struct hx_
     double us[HX_MAX_RULES] = {0};
     int best = 0, single = 0;
     for (int i = 0; i < n; i++) {
-        if (hx__simulate(s, g, &rules[i], NULL, true, &us[i], NULL)) us[i] = INFINITY;
+        if (hx__plan_cost(s, g, &rules[i], &us[i])) us[i] = INFINITY;
         if (us[i] < us[best]) best = i;
         if (rules[i].kind == HX_POLICY_SINGLE && us[i] < us[single]) single = i;
     }
@@ -1621,9 +1527,8 @@ static int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cf
 static int hx__prepare_for(struct hx_sched *s, const struct hx_graph *g0, enum hx_phase ph,
                            uint32_t *used)
 {
-    const struct hx_graph *g = hx__expand(s, g0, &s->rule[ph]);
-    if (!g) return HX_E_NOMEM;
-    int st = hx__place(s, g, &s->rule[ph]);
+    const struct hx_graph *g;
+    int st = hx__place(s, g0, &s->rule[ph], &g, &s->stats.n_fallback_ops);
     for (int64_t i = 0; st == HX_OK && i < g->n_nodes; i++) {
         struct hx_sdev *sd = &s->dev[s->assign[i]];
         void *h;
@@ -1677,8 +1582,8 @@ int hx__sched_new(const struct hx_sched_params *p, struct hx_sched **out)
     hx__sb_init(&s->prof_text);
     const char *to = getenv("HX_SPLIT_TIMEOUT_MS");
     s->split_timeout_us = to ? strtod(to, NULL) * 1e3 : 0;
-    s->kv_valid = hx__calloc((size_t)p->model->hp.n_layer, sizeof *s->kv_valid);
-    int st = s->kv_valid ? hx__open_devices(s, &p->devcfg) : HX_E_NOMEM;
+    s->coh.kv = hx__calloc((size_t)p->model->hp.n_layer, sizeof *s->coh.kv);
+    int st = s->coh.kv ? hx__open_devices(s, &p->devcfg) : HX_E_NOMEM;
     if (st == HX_OK && s->policy.verify) st = hx__open_verify(s, &p->devcfg);
     if (st == HX_OK) st = hx__sched_rules(s, &p->devcfg);
     if (st == HX_OK) st = hx__prepare_plans(s);
@@ -1719,7 +1624,7 @@ void hx__sched_free(struct hx_sched *s)
     hx__free(s->v.x);
     hx__free(s->v.model);
     hx__graph_free(&s->xg);
-    hx__free(s->kv_valid);
+    hx__free(s->coh.kv);
     hx__free(s->assign);
     hx__free(s->reason);
     hx__free(s->ops);
