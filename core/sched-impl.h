@@ -91,6 +91,15 @@ struct hx_vstate {
     size_t x_cap, model_cap;
 };
 
+/* What sizes a device's memory (sched-mem.c): a buffer of slot_cap[slot] rows per activation
+ * slot, and per layer a K and a V cache of n_seq × n_ctx rows. */
+struct hx_mem_geom {
+    const struct hx_model *model;
+    int64_t n_ctx;
+    int32_t n_seq;
+    int64_t slot_cap[HX_SLOT_COUNT];
+};
+
 /* Coherence: for every activation slot and every layer's KV cache, the devices (bit d: device
  * index d) holding its current contents. Reading makes a device a holder (after a copy from
  * another holder); writing makes the writer the only one. */
@@ -102,8 +111,8 @@ struct hx_coh {
 struct hx_sched {
     const struct hx_model *model;
     struct hx_policy policy;
-    int64_t n_ctx, n_batch, n_logits, n_prof_rows;
-    int32_t n_seq;
+    struct hx_mem_geom mem; /* its model is this model */
+    int64_t n_batch, n_logits, n_prof_rows;
     int n_threads;
     struct hx_sdev dev[HX_MAX_DEVICES];
     int n_dev;
@@ -118,7 +127,6 @@ struct hx_sched {
     struct hx_strbuf why[HX_PHASE_COUNT]; /* auto: candidates and their predicted times */
     struct hx_strbuf prof_text;
     struct hx_coh coh;
-    int64_t slot_cap[HX_SLOT_COUNT]; /* rows */
     int32_t *assign;                 /* per node: dev index */
     uint8_t *reason;
     int64_t assign_cap;
@@ -203,21 +211,50 @@ int hx__walk(const struct hx_sched *s, const struct hx_graph *g, hx_walk_cb *cb,
 int hx__plan_cost(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r,
                   double *us);
 
-/* ---- coherence ----------------------------------------------------------------------------- */
+/* ---- sched-mem.c: device memory and coherence ------------------------------------------- */
 
+/* The prepared handle of weight w on sd (prepared on first use; NULL for no weight). */
+int hx__weight_handle(struct hx_sdev *sd, const struct hx_weight *w, void **out);
+void hx__wmap_release(struct hx_sdev *sd);
+/* Slot's buffer on sd, allocated on first use. */
+int hx__slot_buf(const struct hx_mem_geom *m, struct hx_sdev *sd, int slot,
+                 struct hx_buffer **out);
+/* Layer's K and V caches on sd, allocated on first use. */
+int hx__kv_bufs(const struct hx_mem_geom *m, struct hx_sdev *sd, int64_t layer);
+/* Free sd's slots and KV caches (its prepared weights stay). */
+void hx__sdev_free_mem(const struct hx_mem_geom *m, struct hx_sdev *sd);
+/* Node nd as an op on sd: its slot regions, weight handles and KV cache, there. */
+int hx__build_op(const struct hx_mem_geom *m, const struct hx_graph *g, struct hx_sdev *sd,
+                 const struct hx_node *nd, struct hx_op *op);
+
+/* d is about to read slot (or layer's KV cache): d becomes a holder. Returns the holder to copy
+ * from, or -1 (d holds it already, or nobody wrote it yet: nothing to move). */
 int hx__coh_take_slot(struct hx_coh *c, int slot, int d);
 int hx__coh_take_kv(struct hx_coh *c, int64_t layer, int d);
+/* Node nd ran on d: d is the only holder of what it wrote. */
 void hx__coh_wrote(struct hx_coh *c, const struct hx_node *nd, int d);
+/* Slots a node reads (at most 4): its sources, and its destination when it updates in place. */
+int hx__node_reads(const struct hx_node *nd, int *slots);
+/* Before nd runs on d: copy every slot it reads that d lacks, and (attention) its layer's KV
+ * cache, counting the moves in s->stats. */
+int hx__fetch_inputs(struct hx_sched *s, const struct hx_graph *g, int d, const struct hx_node *nd);
+/* After attention of layer ran on d: write the batch's K/V rows through to the host (only with
+ * a fallback chain, which may need them). */
+int hx__mirror_kv(struct hx_sched *s, const struct hx_graph *g, int d, int64_t layer,
+                  const int32_t *pos, const int32_t *seq);
+/* Bytes a move copies: a slot's rows of g; a tensor-split part's columns; sequence q's cached
+ * K (or V) rows of one layer (0 outside a run). */
 size_t hx__slot_bytes(const struct hx_graph *g, int slot);
 size_t hx__part_bytes(const struct hx_node *nd);
 size_t hx__kv_seq_bytes(const struct hx_sched *s, int32_t q);
 
+static inline void hx__count_move(struct hx_sched_stats *st, size_t nb)
+{
+    st->n_transfers++;
+    st->bytes_moved += nb;
+}
+
 /* sched.c */
-int64_t hx__slot_rows(const struct hx_graph *g, int slot);
-int hx__slot_buf(struct hx_sched *s, struct hx_sdev *sd, int slot, struct hx_buffer **out);
-int hx__node_reads(const struct hx_node *nd, int *slots);
-int hx__build_op(struct hx_sched *s, const struct hx_graph *g, struct hx_sdev *sd,
-                 const struct hx_node *nd, struct hx_op *op);
 int hx__run_sync(struct hx_device *dev, const struct hx_split *sp);
 
 /* sched-verify.c: before node nd runs on device d, copy what it reads to the reference;

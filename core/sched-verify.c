@@ -33,9 +33,9 @@ void hx__verify_pre(struct hx_sched *s, const struct hx_graph *g, const struct h
     int rd[4], n = hx__node_reads(nd, rd), st = HX_OK;
     for (int r = 0; r < n && st == HX_OK; r++) {
         struct hx_buffer *from = NULL, *to = NULL;
-        size_t nb = (size_t)hx__slot_rows(g, rd[r]) * (size_t)g->slot_width[rd[r]] * sizeof(float);
-        st = hx__slot_buf(s, &s->dev[d], rd[r], &from);
-        if (st == HX_OK) st = hx__slot_buf(s, &s->v.sd, rd[r], &to);
+        size_t nb = hx__slot_bytes(g, rd[r]);
+        st = hx__slot_buf(&s->mem, &s->dev[d], rd[r], &from);
+        if (st == HX_OK) st = hx__slot_buf(&s->mem, &s->v.sd, rd[r], &to);
         if (st == HX_OK) st = hx__dev_copy(to, 0, from, 0, nb);
     }
     if (st) hx__verify_stop(s, st);
@@ -247,7 +247,7 @@ int hx__verify_post(struct hx_sched *s, const struct hx_graph *g, int64_t k, int
 {
     if (!s->v.on) return HX_OK;
     struct hx_op op;
-    int st = hx__build_op(s, g, &s->v.sd, &g->nodes[k], &op);
+    int st = hx__build_op(&s->mem, g, &s->v.sd, &g->nodes[k], &op);
     struct hx_split sp = {.struct_size = sizeof sp,
                           .ops = &op,
                           .n_ops = 1,

@@ -137,118 +137,6 @@ static int hx__open_verify(struct hx_sched *s, const struct hx_device_config *cf
     return HX_OK;
 }
 
-/* ---- prepared weights --------------------------------------------------------------------- */
-
-static size_t hx__wmap_pos(const struct hx_sdev *sd, const struct hx_weight *w)
-{
-    uint64_t h = (uint64_t)(uintptr_t)w * 0x9E3779B97F4A7C15ull;
-    size_t i = (size_t)(h >> 32) & (sd->wcap - 1);
-    while (sd->wmap[i].w && sd->wmap[i].w != w) i = (i + 1) & (sd->wcap - 1);
-    return i;
-}
-
-static int hx__wmap_grow(struct hx_sdev *sd)
-{
-    size_t cap = sd->wcap ? 2 * sd->wcap : 64;
-    struct hx_whent *old = sd->wmap, *nw = hx__calloc(cap, sizeof *nw);
-    if (!nw) return HX_E_NOMEM;
-    size_t old_cap = sd->wcap;
-    sd->wmap = nw, sd->wcap = cap;
-    for (size_t i = 0; i < old_cap; i++)
-        if (old[i].w) sd->wmap[hx__wmap_pos(sd, old[i].w)] = old[i];
-    hx__free(old);
-    return HX_OK;
-}
-
-static int hx__weight_handle(struct hx_sdev *sd, const struct hx_weight *w, void **out)
-{
-    *out = NULL;
-    if (!w) return HX_OK;
-    if (sd->wcap) {
-        size_t i = hx__wmap_pos(sd, w);
-        if (sd->wmap[i].w) return *out = sd->wmap[i].h, HX_OK;
-    }
-    if (2 * (sd->wn + 1) > sd->wcap && hx__wmap_grow(sd)) return HX_E_NOMEM;
-    void *h;
-    int st = hx__dev_weight_prepare(sd->dev, w, &h);
-    if (st) return st;
-    size_t i = hx__wmap_pos(sd, w);
-    sd->wmap[i] = (struct hx_whent){w, h};
-    sd->wn++;
-    *out = h;
-    return HX_OK;
-}
-
-static void hx__wmap_release(struct hx_sdev *sd)
-{
-    for (size_t i = 0; i < sd->wcap; i++)
-        if (sd->wmap[i].w) hx__dev_weight_release(sd->dev, sd->wmap[i].h);
-    hx__free(sd->wmap);
-    sd->wmap = NULL, sd->wcap = sd->wn = 0;
-}
-
-/* ---- memory --------------------------------------------------------------------------------- */
-
-int64_t hx__slot_rows(const struct hx_graph *g, int slot)
-{
-    return (slot == HX_SLOT_XL || slot == HX_SLOT_LOGITS) ? g->n_logits : g->n_rows;
-}
-
-int hx__slot_buf(struct hx_sched *s, struct hx_sdev *sd, int slot, struct hx_buffer **out)
-{
-    *out = NULL;
-    if (!sd->slot[slot]) {
-        int64_t width[HX_SLOT_COUNT];
-        hx__graph_slot_widths(s->model, width);
-        size_t nb = (size_t)s->slot_cap[slot] * (size_t)width[slot] * sizeof(float);
-        int st = hx__dev_buffer_alloc(sd->dev, nb, &sd->slot[slot]);
-        if (st)
-            return hx_device_set_error(sd->dev, st,
-                                       "cannot allocate %zu bytes for activation slot '%s'", nb,
-                                       hx__slot_name((enum hx_slot)slot));
-    }
-    *out = sd->slot[slot];
-    return HX_OK;
-}
-
-static size_t hx__kv_bytes(const struct hx_sched *s)
-{
-    return (size_t)s->n_seq * (size_t)s->n_ctx * (size_t)s->model->hp.n_kv * sizeof(float);
-}
-
-static int hx__kv_bufs(struct hx_sched *s, struct hx_sdev *sd, int64_t layer)
-{
-    if (!sd->kv_k) {
-        sd->kv_k = hx__calloc((size_t)s->model->hp.n_layer, sizeof *sd->kv_k);
-        sd->kv_v = hx__calloc((size_t)s->model->hp.n_layer, sizeof *sd->kv_v);
-        if (!sd->kv_k || !sd->kv_v) return HX_E_NOMEM;
-    }
-    if (sd->kv_k[layer] && sd->kv_v[layer]) return HX_OK;
-    size_t nb = hx__kv_bytes(s);
-    int st = sd->kv_k[layer] ? HX_OK : hx__dev_buffer_alloc(sd->dev, nb, &sd->kv_k[layer]);
-    if (st == HX_OK) st = hx__dev_buffer_alloc(sd->dev, nb, &sd->kv_v[layer]);
-    if (st)
-        return hx_device_set_error(sd->dev, st,
-                                   "cannot allocate the KV cache of layer %lld (2 x %zu bytes)",
-                                   (long long)layer, nb);
-    return HX_OK;
-}
-
-static void hx__sdev_free_mem(struct hx_sched *s, struct hx_sdev *sd)
-{
-    for (int i = 0; i < HX_SLOT_COUNT; i++) {
-        hx__dev_buffer_free(sd->slot[i]);
-        sd->slot[i] = NULL;
-    }
-    for (int64_t L = 0; sd->kv_k && L < s->model->hp.n_layer; L++) {
-        hx__dev_buffer_free(sd->kv_k[L]);
-        hx__dev_buffer_free(sd->kv_v[L]);
-    }
-    hx__free(sd->kv_k);
-    hx__free(sd->kv_v);
-    sd->kv_k = sd->kv_v = NULL;
-}
-
 /* ---- costs (auto) ---------------------------------------------------------------------------- */
 
 static double hx__xfer_us(const struct hx_sched *s, int a, int b, size_t nb)
@@ -306,172 +194,7 @@ static double hx__split_us(const struct hx_sched *s, const struct hx_graph *g, i
     return t;
 }
 
-/* ---- coherence --------------------------------------------------------------------------------- */
-
-/* d is about to read slot: d becomes one of its holders. Returns the holder to copy it from, or
- * -1 (d holds it already, or no one has written it yet: nothing to move). */
-int hx__coh_take_slot(struct hx_coh *c, int slot, int d)
-{
-    if (c->slot[slot] & (1u << d)) return -1;
-    int src = hx__first_bit(c->slot[slot]);
-    c->slot[slot] |= 1u << d;
-    return src;
-}
-
-/* The same for the KV cache of a layer (attention reads it). */
-int hx__coh_take_kv(struct hx_coh *c, int64_t layer, int d)
-{
-    if (c->kv[layer] & (1u << d)) return -1;
-    int src = hx__first_bit(c->kv[layer]);
-    c->kv[layer] |= 1u << d;
-    return src;
-}
-
-/* Node nd ran on d: d alone holds what it wrote (its slot; attention: its layer's cache). */
-void hx__coh_wrote(struct hx_coh *c, const struct hx_node *nd, int d)
-{
-    c->slot[nd->dst.slot] = 1u << d;
-    if (nd->desc.kind == HX_OP_ATTN) c->kv[nd->desc.layer] = 1u << d;
-}
-
-size_t hx__slot_bytes(const struct hx_graph *g, int slot)
-{
-    return (size_t)hx__slot_rows(g, slot) * (size_t)g->slot_width[slot] * sizeof(float);
-}
-
-/* Bytes of a tensor-split part's output columns: what its join copies. */
-size_t hx__part_bytes(const struct hx_node *nd)
-{
-    return (size_t)nd->dst.n_rows * (size_t)nd->dst.n_cols * sizeof(float);
-}
-
-/* Bytes of sequence q's cached K (or V) rows of one layer: what a KV hand-over copies. */
-size_t hx__kv_seq_bytes(const struct hx_sched *s, int32_t q)
-{
-    return s->kv_len ? (size_t)s->kv_len[q] * (size_t)s->model->hp.n_kv * sizeof(float) : 0;
-}
-
-static void hx__count_move(struct hx_sched *s, size_t nb)
-{
-    s->stats.n_transfers++;
-    s->stats.bytes_moved += nb;
-}
-
-static int hx__fetch_slot(struct hx_sched *s, const struct hx_graph *g, int d, int slot)
-{
-    int src = hx__coh_take_slot(&s->coh, slot, d);
-    if (src < 0) return HX_OK;
-    size_t nb = hx__slot_bytes(g, slot);
-    hx__count_move(s, nb);
-    struct hx_buffer *from = NULL, *to = NULL;
-    int st = hx__slot_buf(s, &s->dev[src], slot, &from);
-    if (st == HX_OK) st = hx__slot_buf(s, &s->dev[d], slot, &to);
-    return st ? st : hx__dev_copy(to, 0, from, 0, nb);
-}
-
-/* Copy the cached rows of every sequence of `layer` from device `src` to `d`. */
-static int hx__fetch_kv(struct hx_sched *s, int d, int64_t layer)
-{
-    int st = hx__kv_bufs(s, &s->dev[d], layer), src;
-    if (st || (src = hx__coh_take_kv(&s->coh, layer, d)) < 0) return st;
-    size_t row = (size_t)s->model->hp.n_kv * sizeof(float);
-    for (int32_t q = 0; q < s->n_seq; q++) {
-        size_t n = hx__kv_seq_bytes(s, q), off = (size_t)q * (size_t)s->n_ctx * row;
-        if (!n) continue;
-        hx__count_move(s, n);
-        hx__count_move(s, n);
-        st = hx__dev_copy(s->dev[d].kv_k[layer], off, s->dev[src].kv_k[layer], off, n);
-        if (st == HX_OK)
-            st = hx__dev_copy(s->dev[d].kv_v[layer], off, s->dev[src].kv_v[layer], off, n);
-        if (st) return st;
-    }
-    return HX_OK;
-}
-
-/* After attention ran on a non-host device: write this batch's K/V rows through to the host
- * copy, so a later device failure loses nothing. Consecutive rows are coalesced. */
-static int hx__mirror_kv(struct hx_sched *s, const struct hx_graph *g, int d, int64_t layer,
-                         const int32_t *pos, const int32_t *seq)
-{
-    if (d == s->host || s->n_fb == 0) return HX_OK;
-    int st = hx__kv_bufs(s, &s->dev[s->host], layer);
-    size_t row = (size_t)s->model->hp.n_kv * sizeof(float);
-    for (int64_t r = 0; st == HX_OK && r < g->n_rows;) {
-        int64_t e = r + 1;
-        while (e < g->n_rows && seq[e] == seq[r] && pos[e] == pos[e - 1] + 1) e++;
-        size_t off = ((size_t)seq[r] * (size_t)s->n_ctx + (size_t)pos[r]) * row,
-               n = (size_t)(e - r) * row;
-        st = hx__dev_copy(s->dev[s->host].kv_k[layer], off, s->dev[d].kv_k[layer], off, n);
-        if (st == HX_OK)
-            st = hx__dev_copy(s->dev[s->host].kv_v[layer], off, s->dev[d].kv_v[layer], off, n);
-        r = e;
-    }
-    if (st == HX_OK) s->coh.kv[layer] |= 1u << s->host;
-    return st;
-}
-
-/* Slots a node reads: its sources, and its destination when it updates in place. */
-int hx__node_reads(const struct hx_node *nd, int *slots)
-{
-    int n = 0;
-    for (int i = 0; i < 3; i++)
-        if (nd->src[i].slot >= 0) slots[n++] = nd->src[i].slot;
-    if (nd->desc.kind == HX_OP_ROPE || nd->desc.kind == HX_OP_ADD) slots[n++] = nd->dst.slot;
-    return n;
-}
-
-/* Before node nd runs on d: copy to d every slot it reads that d lacks, and (attention) the KV
- * cache of its layer. */
-static int hx__fetch_inputs(struct hx_sched *s, const struct hx_graph *g, int d,
-                            const struct hx_node *nd)
-{
-    int rd[4], n = hx__node_reads(nd, rd), st = HX_OK;
-    for (int r = 0; r < n && st == HX_OK; r++) st = hx__fetch_slot(s, g, d, rd[r]);
-    if (st == HX_OK && nd->desc.kind == HX_OP_ATTN) st = hx__fetch_kv(s, d, nd->desc.layer);
-    return st;
-}
-
 /* ---- ops ------------------------------------------------------------------------------------- */
-
-static int hx__ref_to(struct hx_sched *s, const struct hx_graph *g, struct hx_sdev *sd,
-                      const struct hx_node_ref *r, struct hx_tensor_ref *out)
-{
-    memset(out, 0, sizeof *out);
-    if (r->slot < 0) return HX_OK;
-    int st = hx__slot_buf(s, sd, r->slot, &out->buf);
-    if (st) return st;
-    size_t w = (size_t)g->slot_width[r->slot];
-    out->offset_bytes = ((size_t)r->row * w + (size_t)r->col) * sizeof(float);
-    out->n_rows = r->n_rows;
-    out->n_cols = r->n_cols;
-    out->row_stride_bytes = w * sizeof(float);
-    return HX_OK;
-}
-
-int hx__build_op(struct hx_sched *s, const struct hx_graph *g, struct hx_sdev *sd,
-                        const struct hx_node *nd, struct hx_op *op)
-{
-    memset(op, 0, sizeof *op);
-    op->desc = nd->desc;
-    int st = HX_OK;
-    for (int i = 0; i < 3 && st == HX_OK; i++) st = hx__ref_to(s, g, sd, &nd->src[i], &op->src[i]);
-    if (st == HX_OK) st = hx__ref_to(s, g, sd, &nd->dst, &op->dst);
-    op->weight = nd->weight;
-    op->aux = nd->aux;
-    if (st == HX_OK) st = hx__weight_handle(sd, nd->weight, &op->weight_handle);
-    if (st == HX_OK) st = hx__weight_handle(sd, nd->aux, &op->aux_handle);
-    if (st == HX_OK && nd->desc.kind == HX_OP_ATTN &&
-        (st = hx__kv_bufs(s, sd, nd->desc.layer)) == HX_OK) {
-        int64_t L = nd->desc.layer;
-        size_t rows = (size_t)s->n_seq * (size_t)s->n_ctx;
-        size_t stride = (size_t)s->model->hp.n_kv * sizeof(float);
-        op->k_cache =
-            (struct hx_tensor_ref){sd->kv_k[L], 0, (int64_t)rows, s->model->hp.n_kv, stride};
-        op->v_cache =
-            (struct hx_tensor_ref){sd->kv_v[L], 0, (int64_t)rows, s->model->hp.n_kv, stride};
-    }
-    return st;
-}
 
 static int hx__ensure_ops_cap(struct hx_sched *s, int64_t n)
 {
@@ -514,7 +237,7 @@ static int hx__run_split(struct hx_sched *s, const struct hx_graph *g, int64_t i
         st = hx__fetch_inputs(s, g, d, nd);
         if (st == HX_OK && s->v.on) hx__verify_pre(s, g, nd, d);
         hx__coh_wrote(&s->coh, nd, d);
-        if (st == HX_OK) st = hx__build_op(s, g, sd, nd, &s->ops[k - i]);
+        if (st == HX_OK) st = hx__build_op(&s->mem, g, sd, nd, &s->ops[k - i]);
     }
     if (st == HX_OK) {
         struct hx_split sp = {.struct_size = sizeof sp,
@@ -663,7 +386,7 @@ static int hx__group_launch(struct hx_sched *s, const struct hx_graph *g, int64_
         int64_t first = pos;
         for (int64_t k = i; k < i + n && st == HX_OK; k++)
             if (s->assign[k] == devs[u])
-                st = hx__build_op(s, g, &s->dev[devs[u]], &g->nodes[k], &s->ops[pos++]);
+                st = hx__build_op(&s->mem, g, &s->dev[devs[u]], &g->nodes[k], &s->ops[pos++]);
         jobs[u] = (struct hx_job){.d = devs[u],
                                   .dev = s->dev[devs[u]].dev,
                                   .sp = {.struct_size = sizeof jobs[u].sp,
@@ -688,9 +411,9 @@ static int hx__join_part(struct hx_sched *s, const struct hx_graph *g, const str
 {
     const struct hx_node_ref *r = &nd->dst;
     size_t w = (size_t)g->slot_width[r->slot], nb = hx__part_bytes(nd);
-    hx__count_move(s, nb);
+    hx__count_move(&s->stats, nb);
     struct hx_buffer *a = s->dev[from].slot[r->slot], *b = NULL;
-    int st = hx__slot_buf(s, &s->dev[to], r->slot, &b);
+    int st = hx__slot_buf(&s->mem, &s->dev[to], r->slot, &b);
     bool whole = (size_t)r->n_cols == w;
     for (int64_t row = 0; st == HX_OK && row < (whole ? 1 : r->n_rows); row++) {
         size_t off = (((size_t)(r->row + row)) * w + (size_t)r->col) * sizeof(float);
@@ -780,7 +503,7 @@ static int hx__read_logits(struct hx_sched *s, const struct hx_graph *g, float *
     if (g->n_logits <= 0 || !out) return HX_OK;
     int d = hx__first_bit(s->coh.slot[HX_SLOT_LOGITS]);
     struct hx_buffer *b = NULL;
-    int st = hx__slot_buf(s, &s->dev[d], HX_SLOT_LOGITS, &b);
+    int st = hx__slot_buf(&s->mem, &s->dev[d], HX_SLOT_LOGITS, &b);
     size_t nb = (size_t)g->n_logits * (size_t)s->model->hp.n_vocab * sizeof(float);
     if (st == HX_OK) st = hx__dev_buffer_read(b, 0, out, nb);
     return st;
@@ -859,8 +582,7 @@ static void hx__walk_emit(struct hx_walk *w, struct hx_walk_step e) { w->cb(w->s
 
 static void hx__walk_move(struct hx_walk *w, struct hx_walk_step e)
 {
-    w->stats.n_transfers++;
-    w->stats.bytes_moved += e.nb;
+    hx__count_move(&w->stats, e.nb);
     hx__walk_emit(w, e);
 }
 
@@ -877,7 +599,7 @@ static void hx__walk_inputs(struct hx_walk *w, int64_t k, int d)
     int64_t L = nd->desc.layer;
     if (nd->desc.kind != HX_OP_ATTN || (src = hx__coh_take_kv(&w->coh, L, d)) < 0) return;
     hx__walk_emit(w, (struct hx_walk_step){.ev = HX_WALK_KV, .i = k, .d = d, .src = src, .layer = L});
-    for (int32_t q = 0; q < s->n_seq; q++) {
+    for (int32_t q = 0; q < s->mem.n_seq; q++) {
         struct hx_walk_step e = {.ev = HX_WALK_KV_ROWS, .i = k, .d = d, .src = src, .layer = L,
                                  .nb = hx__kv_seq_bytes(s, q)};
         if (!e.nb) continue;
@@ -1200,12 +922,12 @@ static int hx__prof_zero(struct hx_sched *s, struct hx_sdev *sd)
     hx__graph_slot_widths(s->model, width);
     size_t most = 0;
     for (int i = 0; i < HX_SLOT_COUNT; i++)
-        most = HX_MAX(most, (size_t)s->slot_cap[i] * (size_t)width[i] * sizeof(float));
+        most = HX_MAX(most, (size_t)s->mem.slot_cap[i] * (size_t)width[i] * sizeof(float));
     void *zero = hx__calloc(1, most);
     int st = zero ? HX_OK : HX_E_NOMEM;
     for (int i = 0; i < HX_SLOT_COUNT && st == HX_OK; i++) {
         struct hx_buffer *b = NULL;
-        st = hx__slot_buf(s, sd, i, &b);
+        st = hx__slot_buf(&s->mem, sd, i, &b);
         if (st == HX_OK) st = hx__dev_buffer_write(b, 0, zero, b->nbytes);
     }
     hx__free(zero);
@@ -1238,7 +960,7 @@ static int hx__prof_graph(struct hx_sched *s, int d, const struct hx_graph *g)
     if (!meta) return HX_E_NOMEM;
     int32_t *tok = meta, *pos = meta + g->n_rows, *seq = meta + 2 * g->n_rows;
     for (int64_t r = 0; r < g->n_rows; r++)
-        pos[r] = (int32_t)(g->n_rows > 1 ? r % s->n_ctx : HX_MIN(s->n_prof_rows, s->n_ctx - 1));
+        pos[r] = (int32_t)(g->n_rows > 1 ? r % s->mem.n_ctx : HX_MIN(s->n_prof_rows, s->mem.n_ctx - 1));
     int st = HX_OK;
     for (int64_t k = 0; k < g->n_nodes && st == HX_OK; k++) {
         const struct hx_node *nd = &g->nodes[k];
@@ -1247,7 +969,7 @@ static int hx__prof_graph(struct hx_sched *s, int d, const struct hx_graph *g)
             continue;
         if (!sd->prof.n_measured) st = hx__prof_zero(s, sd);
         struct hx_op op;
-        if (st == HX_OK) st = hx__build_op(s, g, sd, nd, &op);
+        if (st == HX_OK) st = hx__build_op(&s->mem, g, sd, nd, &op);
         struct hx_split sp = {.struct_size = sizeof sp,
                               .ops = &op,
                               .n_ops = 1,
@@ -1495,8 +1217,8 @@ static int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cf
 {
     int cand[HX_MAX_DEVICES], n_cand = hx__auto_devices(s, cfg, cand), st = HX_OK;
     struct hx_graph g[HX_PHASE_COUNT] = {{0}};
-    st = hx__graph_build(&g[0], s->model, s->n_prof_rows, s->n_prof_rows - 1, s->n_ctx, s->n_seq);
-    if (st == HX_OK) st = hx__graph_build(&g[1], s->model, 1, 0, s->n_ctx, s->n_seq);
+    st = hx__graph_build(&g[0], s->model, s->n_prof_rows, s->n_prof_rows - 1, s->mem.n_ctx, s->mem.n_seq);
+    if (st == HX_OK) st = hx__graph_build(&g[1], s->model, 1, 0, s->mem.n_ctx, s->mem.n_seq);
     for (int u = 0; u < n_cand && st == HX_OK; u++) {
         if ((st = hx__prof_device(s, cand[u], g)) == HX_OK || cand[u] == s->host) continue;
         /* A device that fails while being measured is no candidate (and no longer trusted). */
@@ -1536,7 +1258,7 @@ static int hx__prepare_for(struct hx_sched *s, const struct hx_graph *g0, enum h
         st = hx__weight_handle(sd, g->nodes[i].weight, &h);
         if (st == HX_OK) st = hx__weight_handle(sd, g->nodes[i].aux, &h);
         if (st == HX_OK && g->nodes[i].desc.kind == HX_OP_ATTN)
-            st = hx__kv_bufs(s, sd, g->nodes[i].desc.layer);
+            st = hx__kv_bufs(&s->mem, sd, g->nodes[i].desc.layer);
     }
     return st;
 }
@@ -1545,15 +1267,15 @@ static int hx__prepare_plans(struct hx_sched *s)
 {
     struct hx_graph g = {0};
     uint32_t used = 0;
-    int st = hx__graph_build(&g, s->model, s->n_batch, s->n_batch - 1, s->n_ctx, s->n_seq);
+    int st = hx__graph_build(&g, s->model, s->n_batch, s->n_batch - 1, s->mem.n_ctx, s->mem.n_seq);
     if (st == HX_OK) st = hx__prepare_for(s, &g, HX_PHASE_PREFILL, &used);
-    if (st == HX_OK) st = hx__graph_build(&g, s->model, 1, 0, s->n_ctx, s->n_seq);
+    if (st == HX_OK) st = hx__graph_build(&g, s->model, 1, 0, s->mem.n_ctx, s->mem.n_seq);
     if (st == HX_OK) st = hx__prepare_for(s, &g, HX_PHASE_DECODE, &used);
     hx__graph_free(&g);
     /* Devices auto measured but no plan uses: give their memory back (fallback re-allocates). */
     for (int d = 0; st == HX_OK && d < s->n_dev; d++)
         if (!(used & (1u << d)) && d != s->host)
-            hx__sdev_free_mem(s, &s->dev[d]), hx__wmap_release(&s->dev[d]);
+            hx__sdev_free_mem(&s->mem, &s->dev[d]), hx__wmap_release(&s->dev[d]);
     return st;
 }
 
@@ -1571,13 +1293,14 @@ int hx__sched_new(const struct hx_sched_params *p, struct hx_sched **out)
     *out = NULL;
     struct hx_sched *s = hx__calloc(1, sizeof *s);
     if (!s) return HX_E_NOMEM;
-    s->model = p->model;
+    s->model = s->mem.model = p->model;
     s->policy = *p->policy;
-    s->n_ctx = p->n_ctx, s->n_batch = p->n_batch, s->n_logits = p->n_logits, s->n_seq = p->n_seq;
+    s->mem.n_ctx = p->n_ctx, s->mem.n_seq = p->n_seq;
+    s->n_batch = p->n_batch, s->n_logits = p->n_logits;
     s->n_prof_rows = HX_MAX(HX_MIN(HX_MIN(p->n_batch, HX_PROF_ROWS), p->n_ctx), 2);
     s->n_threads = p->devcfg.n_threads;
-    for (int i = 0; i < HX_SLOT_COUNT; i++) s->slot_cap[i] = HX_MAX(p->n_batch, s->n_prof_rows);
-    s->slot_cap[HX_SLOT_XL] = s->slot_cap[HX_SLOT_LOGITS] = p->n_logits;
+    for (int i = 0; i < HX_SLOT_COUNT; i++) s->mem.slot_cap[i] = HX_MAX(p->n_batch, s->n_prof_rows);
+    s->mem.slot_cap[HX_SLOT_XL] = s->mem.slot_cap[HX_SLOT_LOGITS] = p->n_logits;
     for (int ph = 0; ph < HX_PHASE_COUNT; ph++) hx__sb_init(&s->why[ph]);
     hx__sb_init(&s->prof_text);
     const char *to = getenv("HX_SPLIT_TIMEOUT_MS");
@@ -1600,7 +1323,7 @@ static void hx__sdev_fini(struct hx_sched *s, struct hx_sdev *sd)
     hx__worker_free(sd->worker);
     if (!sd->dev) return;
     hx__dev_synchronize(sd->dev);
-    hx__sdev_free_mem(s, sd);
+    hx__sdev_free_mem(&s->mem, sd);
     hx__wmap_release(sd);
     hx__free(sd->prof.e);
     hx__device_close(sd->dev);
