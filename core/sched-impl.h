@@ -207,7 +207,23 @@ typedef void hx_walk_cb(const struct hx_sched *s, const struct hx_graph *g,
  * plan's splits, parallel groups and moves. */
 int hx__walk(const struct hx_sched *s, const struct hx_graph *g, hx_walk_cb *cb, void *user_data,
              struct hx_sched_stats *stats);
-/* The predicted µs of g placed under rule r (auto's costing pass). */
+
+/* ---- sched-cost.c: the cost model ------------------------------------------------------- */
+
+/* The entry of pf for op d: same kind, class, weight type and n_in, and (same_rows,
+ * same_cols) the same rows and output columns; else the nearest in rows. NULL if none. */
+const struct hx_prof_ent *hx__prof_find(const struct hx_prof *pf, const struct hx_op_desc *d,
+                                        bool same_rows, bool same_cols);
+/* Predicted µs of node nd on d, launch included; -1 unknown. */
+double hx__node_us(const struct hx_sched *s, int d, const struct hx_node *nd);
+/* Predicted µs of nodes [i, j) of a placed plan as one split on d. */
+double hx__split_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i, int64_t j, int d);
+/* Predicted µs of the tensor-split group at i over its devices devs[0..n_dev). */
+double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i,
+                    const int *devs, int n_dev);
+/* The cost pass: predicted µs of the placed plan (splits, groups and moves). */
+int hx__cost_walk(const struct hx_sched *s, const struct hx_graph *plan, double *us);
+/* The same for g placed under rule r (auto's comparison of its candidates). */
 int hx__plan_cost(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r,
                   double *us);
 

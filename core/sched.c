@@ -137,63 +137,6 @@ static int hx__open_verify(struct hx_sched *s, const struct hx_device_config *cf
     return HX_OK;
 }
 
-/* ---- costs (auto) ---------------------------------------------------------------------------- */
-
-static double hx__xfer_us(const struct hx_sched *s, int a, int b, size_t nb)
-{
-    double t = 0;
-    if (a == b) return 0;
-    if (a != s->host)
-        t += s->dev[a].prof.xfer_lat_us + (double)nb * s->dev[a].prof.xfer_us_per_byte;
-    if (b != s->host)
-        t += s->dev[b].prof.xfer_lat_us + (double)nb * s->dev[b].prof.xfer_us_per_byte;
-    return t;
-}
-
-static const struct hx_prof_ent *hx__prof_find(const struct hx_prof *pf, const struct hx_op_desc *d,
-                                               bool same_rows, bool same_cols)
-{
-    const struct hx_prof_ent *best = NULL;
-    for (int64_t i = 0; i < pf->n; i++) {
-        const struct hx_prof_ent *e = &pf->e[i];
-        if (e->kind != (int)d->kind || e->cls != (int)d->cls || e->wtype != (int)d->wtype ||
-            e->n_in != d->n_in)
-            continue;
-        if ((same_rows && e->rows != d->n_rows) || (same_cols && e->n_out != d->n_out)) continue;
-        if (!best || llabs(e->rows - d->n_rows) < llabs(best->rows - d->n_rows)) best = e;
-    }
-    return best;
-}
-
-/* Predicted µs of a node on device d: measured (exact, or the nearest batch size scaled by
- * rows and output columns), else the backend's estimate; -1 unknown. Launch included. */
-static double hx__node_us(const struct hx_sched *s, int d, const struct hx_node *nd)
-{
-    const struct hx_prof *pf = &s->dev[d].prof;
-    const struct hx_prof_ent *e = hx__prof_find(pf, &nd->desc, true, true);
-    if (e) return e->us;
-    if ((e = hx__prof_find(pf, &nd->desc, false, false))) {
-        double net = HX_MAX(e->us - pf->launch_us, 0.0);
-        net *= (double)nd->desc.n_out / (double)HX_MAX(e->n_out, 1);
-        if (e->rows != nd->desc.n_rows) net *= (double)nd->desc.n_rows / (double)HX_MAX(e->rows, 1);
-        return pf->launch_us + net;
-    }
-    double us;
-    if (hx__dev_estimate_cost(s->dev[d].dev, &nd->desc, &us) == HX_OK) return us;
-    return -1;
-}
-
-static double hx__split_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i, int64_t j,
-                           int d)
-{
-    double launch = s->dev[d].prof.launch_us, t = launch;
-    for (int64_t k = i; k < j; k++) {
-        double us = hx__node_us(s, d, &g->nodes[k]);
-        t += us > 0 ? HX_MAX(us - launch, 0.0) : 0;
-    }
-    return t;
-}
-
 /* ---- ops ------------------------------------------------------------------------------------- */
 
 static int hx__ensure_ops_cap(struct hx_sched *s, int64_t n)
@@ -421,23 +364,6 @@ static int hx__join_part(struct hx_sched *s, const struct hx_graph *g, const str
     }
     if (st) ex->failed = from;
     return st;
-}
-
-/* Predicted µs of a group: its slowest device's launch and parts. */
-static double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i,
-                           const int *devs, int n_dev)
-{
-    double t = 0;
-    int n_sync = 0;
-    for (int u = 0; u < n_dev; u++) n_sync += !s->dev[devs[u]].dev->ops->synchronize;
-    for (int u = 0; u < n_dev; u++) {
-        double launch = s->dev[devs[u]].prof.launch_us, tu = launch;
-        for (int64_t k = i; k < i + g->nodes[i].n_parts; k++)
-            if (s->assign[k] == devs[u])
-                tu += HX_MAX(hx__node_us(s, devs[u], &g->nodes[k]) - launch, 0.0);
-        t = HX_MAX(t, tu);
-    }
-    return t + (n_sync > 1 ? s->handoff_us : 0);
 }
 
 /* The parts of the group at i, launched at once; then joined on part 0's device. */
@@ -669,33 +595,6 @@ int hx__walk(const struct hx_sched *s, const struct hx_graph *g, hx_walk_cb *cb,
     return HX_OK;
 }
 
-/* ---- cost pass ------------------------------------------------------------------------------- */
-
-static void hx__cost_step(const struct hx_sched *s, const struct hx_graph *g,
-                          const struct hx_walk_step *e, void *user_data)
-{
-    double *us = user_data;
-    switch (e->ev) {
-    case HX_WALK_SLOT:
-    case HX_WALK_KV_ROWS:
-    case HX_WALK_JOIN: *us += hx__xfer_us(s, e->src, e->d, e->nb); break;
-    case HX_WALK_RUN:
-        *us += e->devs ? hx__group_us(s, g, e->i, e->devs, e->n_dev)
-                       : hx__split_us(s, g, e->i, e->j, e->d);
-        break;
-    default: break;
-    }
-}
-
-int hx__plan_cost(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r, double *us)
-{
-    const struct hx_graph *xg;
-    int64_t n_off;
-    *us = 0;
-    int st = hx__place(s, g, r, &xg, &n_off);
-    return st ? st : hx__walk(s, xg, hx__cost_step, us, NULL);
-}
-
 /* ---- plan text ---------------------------------------------------------------------------------- */
 
 static const char *const hx__reason_text[] = {"policy",
@@ -776,7 +675,7 @@ int hx__sched_plan_text(struct hx_sched *s, const struct hx_graph *g, const char
     double us = 0;
     int st = hx__place(s, g, r, &xg, &t.n_fallback_ops);
     if (st == HX_OK) st = hx__walk(s, xg, hx__text_step, &body, &t);
-    if (st == HX_OK && s->have_costs) st = hx__walk(s, xg, hx__cost_step, &us, NULL);
+    if (st == HX_OK && s->have_costs) st = hx__cost_walk(s, xg, &us);
     if (st == HX_OK) {
         hx__sb_printf(
             sb,
