@@ -148,6 +148,11 @@ struct hx_exec {
     int failed; /* device index of a failure, -1 */
 };
 
+static inline enum hx_phase hx__phase_of(const struct hx_graph *g)
+{
+    return g->n_rows > 1 ? HX_PHASE_PREFILL : HX_PHASE_DECODE;
+}
+
 static inline int hx__first_bit(uint32_t m) { return m ? __builtin_ctz(m) : -1; }
 
 static inline const char *hx__id(const struct hx_sched *s, int d) { return s->dev[d].dev->id; }
@@ -173,7 +178,7 @@ int64_t hx__step_end(const struct hx_sched *s, const struct hx_graph *g, int64_t
 /* The distinct devices of the group at i, in part order (devs[0]: the join device's). */
 int hx__group_devices(const struct hx_sched *s, const struct hx_graph *g, int64_t i, int *devs);
 
-/* ---- the dry walk: a plan's passes that run nothing (`engine plan`, auto's costing) -------- */
+/* ---- sched-plan.c: the dry walk (passes that run nothing: plan text, costing) ------------- */
 
 /* What a dry walk over a placed plan meets, in the order a run of it (sched-exec.c) does. */
 enum hx_walk_ev {
