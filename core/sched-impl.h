@@ -275,8 +275,16 @@ static inline void hx__count_move(struct hx_sched_stats *st, size_t nb)
     st->bytes_moved += nb;
 }
 
-/* sched.c */
+/* ---- sched-exec.c: running a plan -------------------------------------------------------- */
+
+/* Run the placed plan g (hx__place) on the batch of ex. On a device failure ex->failed is that
+ * device (-1 otherwise); HX_E_CANCELED when *ex->cancel became set between steps. */
+int hx__execute(struct hx_sched *s, const struct hx_graph *g, struct hx_exec *ex);
+/* Run one split on dev and wait for it. */
 int hx__run_sync(struct hx_device *dev, const struct hx_split *sp);
+/* What handing an empty part to d's worker thread and waiting for it costs, µs (auto). */
+double hx__handoff_us(struct hx_sched *s, int d);
+void hx__worker_free(struct hx_worker *w);
 
 /* sched-verify.c: before node nd runs on device d, copy what it reads to the reference;
  * after it ran, run it there and compare (a divergence is recorded, not an error). */
