@@ -275,6 +275,18 @@ static inline void hx__count_move(struct hx_sched_stats *st, size_t nb)
     st->bytes_moved += nb;
 }
 
+/* ---- sched.c: devices ---------------------------------------------------------------------- */
+
+/* Open the device of a spec ("cpu", "vulkan:1", "gpu"), or find it open; *idx its index. */
+int hx__open_sdev(struct hx_sched *s, const char *spec, const struct hx_device_config *cfg,
+                  int *idx);
+
+/* ---- sched-auto.c: measured auto ----------------------------------------------------------- */
+
+/* Measure the candidates (profile cache included) and set s->rule[] to the chosen rule per
+ * phase, with s->pred_us, s->why and s->prof_text for `engine plan`. */
+int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg);
+
 /* ---- sched-exec.c: running a plan -------------------------------------------------------- */
 
 /* Run the placed plan g (hx__place) on the batch of ex. On a device failure ex->failed is that
