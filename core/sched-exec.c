@@ -65,7 +65,7 @@ static int hx__run_split(struct hx_sched *s, const struct hx_graph *g, int64_t i
     for (int64_t k = i; st == HX_OK && k < j; k++) {
         const struct hx_node *nd = &g->nodes[k];
         st = hx__fetch_inputs(s, g, d, nd);
-        if (st == HX_OK && s->v.on) hx__verify_pre(s, g, nd, d);
+        if (st == HX_OK && hx__verify_on(s->v)) hx__verify_before(s->v, g, nd, sd);
         hx__coh_wrote(&s->coh, nd, d);
         if (st == HX_OK) st = hx__build_op(&s->mem, g, sd, nd, &s->ops[k - i]);
     }
@@ -74,17 +74,18 @@ static int hx__run_split(struct hx_sched *s, const struct hx_graph *g, int64_t i
                               .ops = s->ops,
                               .n_ops = j - i,
                               .n_rows = g->n_rows,
-                              .tokens = ex->tokens,
-                              .pos = ex->pos,
-                              .seq = ex->seq};
+                              .tokens = ex->b.tokens,
+                              .pos = ex->b.pos,
+                              .seq = ex->b.seq};
         double t0 = hx__time_us();
         st = hx__deadline(s, sd->dev, t0, hx__run_sync(sd->dev, &sp));
         for (int64_t k = i; st == HX_OK && k < j; k++)
             if (g->nodes[k].desc.kind == HX_OP_ATTN)
-                st = hx__mirror_kv(s, g, d, g->nodes[k].desc.layer, ex->pos, ex->seq);
+                st = hx__mirror_kv(s, g, d, g->nodes[k].desc.layer, ex->b.pos, ex->b.seq);
     }
     if (st) return ex->failed = d, st;
-    for (int64_t k = i; k < j && s->v.on && st == HX_OK; k++) st = hx__verify_post(s, g, k, d, ex);
+    for (int64_t k = i; k < j && hx__verify_on(s->v) && st == HX_OK; k++)
+        st = hx__verify_after(s->v, g, k, sd, &ex->b);
     if (st) ex->failed = d;
     return st;
 }
@@ -225,9 +226,9 @@ static int hx__group_launch(struct hx_sched *s, const struct hx_graph *g, int64_
                                          .ops = s->ops + first,
                                          .n_ops = pos - first,
                                          .n_rows = g->n_rows,
-                                         .tokens = ex->tokens,
-                                         .pos = ex->pos,
-                                         .seq = ex->seq}};
+                                         .tokens = ex->b.tokens,
+                                         .pos = ex->b.pos,
+                                         .seq = ex->b.seq}};
     }
     if (st) return ex->failed = devs[0], st;
     double t0 = hx__time_us();
@@ -270,13 +271,14 @@ static int hx__run_group(struct hx_sched *s, const struct hx_graph *g, int64_t i
         if ((st = hx__fetch_inputs(s, g, s->assign[k], &g->nodes[k])))
             return ex->failed = s->assign[k], st;
     }
-    if (s->v.on) hx__verify_pre(s, g, nd0, join);
+    if (hx__verify_on(s->v)) hx__verify_before(s->v, g, nd0, &s->dev[join]);
     if ((st = hx__group_launch(s, g, i, devs, n_dev, ex))) return st;
     for (int64_t k = i + 1; k < i + n && st == HX_OK; k++)
         if (s->assign[k] != join) st = hx__join_part(s, g, &g->nodes[k], s->assign[k], join, ex);
     hx__coh_wrote(&s->coh, nd0, join);
     for (int64_t k = i; k < i + n && st == HX_OK; k++)
-        if ((st = hx__verify_post(s, g, k, s->assign[k], ex))) ex->failed = s->assign[k];
+        if ((st = hx__verify_after(s->v, g, k, &s->dev[s->assign[k]], &ex->b)))
+            ex->failed = s->assign[k];
     return st;
 }
 
@@ -296,7 +298,7 @@ int hx__execute(struct hx_sched *s, const struct hx_graph *g, struct hx_exec *ex
             i += g->nodes[i].n_parts;
             continue;
         }
-        int64_t j = hx__step_end(s, g, i, s->v.on);
+        int64_t j = hx__step_end(s, g, i, hx__verify_on(s->v));
         st = hx__run_split(s, g, i, j, s->assign[i], ex);
         i = j;
     }

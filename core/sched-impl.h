@@ -4,7 +4,6 @@
  */
 #pragma once
 
-#include "numerics.h"
 #include "scheduler.h"
 
 enum hx_reason { HX_R_POLICY, HX_R_UNSUPPORTED, HX_R_UNHEALTHY };
@@ -68,29 +67,6 @@ struct hx_sdev {
     struct hx_prof prof;
 };
 
-/* A weight's rows for the matmul error model (numerics.h): per row j and K-block b. */
-struct hx_vweight {
-    const struct hx_weight *w;
-    double *e;  /* Σ w² */
-    double *dw; /* Σ (w − ŵ)² of HX_NUMERICS_INT8_ROW's conversion; NULL until one needs it */
-};
-
-struct hx_vstate {
-    bool on;
-    struct hx_sdev sd; /* the reference: its own device instance */
-    struct hx_verify_op *ops[HX_PHASE_COUNT];
-    int64_t cap[HX_PHASE_COUNT];
-    struct hx_verify_report rep;
-    float *a, *b;
-    size_t ab_cap;
-    int64_t run_index;
-    struct hx_vweight *vw; /* matmul weights seen, linear search (a few per layer) */
-    int64_t n_vw, cap_vw;
-    float *x;      /* a matmul's input rows */
-    double *model; /* their activation model: s and xm per row × block */
-    size_t x_cap, model_cap;
-};
-
 /* What sizes a device's memory (sched-mem.c): a buffer of slot_cap[slot] rows per activation
  * slot, and per layer a K and a V cache of n_seq × n_ctx rows. */
 struct hx_mem_geom {
@@ -137,14 +113,19 @@ struct hx_sched {
     double split_timeout_us; /* 0: no deadline */
     char used[256];
     const int32_t *kv_len; /* during a run */
-    struct hx_vstate v;
+    struct hx_verify *v; /* NULL: the policy does not verify */
+};
+
+/* The rows of one batch, as every split of its run gets them. */
+struct hx_batch_rows {
+    const int32_t *tokens, *pos, *seq;
+    enum hx_phase phase;
 };
 
 /* One run of a plan (sched-exec.c). */
 struct hx_exec {
-    const int32_t *tokens, *pos, *seq;
+    struct hx_batch_rows b;
     const volatile int *cancel;
-    enum hx_phase phase;
     int failed; /* device index of a failure, -1 */
 };
 
@@ -244,6 +225,8 @@ int hx__slot_buf(const struct hx_mem_geom *m, struct hx_sdev *sd, int slot,
 int hx__kv_bufs(const struct hx_mem_geom *m, struct hx_sdev *sd, int64_t layer);
 /* Free sd's slots and KV caches (its prepared weights stay). */
 void hx__sdev_free_mem(const struct hx_mem_geom *m, struct hx_sdev *sd);
+/* Wait for sd's device, give back everything sd holds on it, and close it (no device: no-op). */
+void hx__sdev_close(const struct hx_mem_geom *m, struct hx_sdev *sd);
 /* Node nd as an op on sd: its slot regions, weight handles and KV cache, there. */
 int hx__build_op(const struct hx_mem_geom *m, const struct hx_graph *g, struct hx_sdev *sd,
                  const struct hx_node *nd, struct hx_op *op);
@@ -298,9 +281,27 @@ int hx__run_sync(struct hx_device *dev, const struct hx_split *sp);
 double hx__handoff_us(struct hx_sched *s, int d);
 void hx__worker_free(struct hx_worker *w);
 
-/* sched-verify.c: before node nd runs on device d, copy what it reads to the reference;
- * after it ran, run it there and compare (a divergence is recorded, not an error). */
-void hx__verify_stop(struct hx_sched *s, int st);
-void hx__verify_pre(struct hx_sched *s, const struct hx_graph *g, const struct hx_node *nd, int d);
-int hx__verify_post(struct hx_sched *s, const struct hx_graph *g, int64_t k, int d,
-                    struct hx_exec *ex);
+/* ---- sched-verify.c: the reference beside every node ------------------------------------- */
+
+struct hx_verify;
+
+/* Open the reference (a device spec, or "gpu") as an instance of its own; its memory is sized
+ * by mem (borrowed: it must outlive v). */
+int hx__verify_new(const char *spec, const struct hx_device_config *cfg,
+                   const struct hx_mem_geom *mem, struct hx_verify **out);
+void hx__verify_free(struct hx_verify *v);
+/* Still checking: v exists and its reference has not failed. */
+bool hx__verify_on(const struct hx_verify *v);
+/* The reference device's id ("" without v). */
+const char *hx__verify_ref(const struct hx_verify *v);
+/* Before node nd runs on target: copy what it reads to the reference. */
+void hx__verify_before(struct hx_verify *v, const struct hx_graph *g, const struct hx_node *nd,
+                       struct hx_sdev *target);
+/* After node k ran on target: run it on the reference and compare (a divergence is recorded,
+ * a failure of the reference stops verifying; only a failure reading the target is returned). */
+int hx__verify_after(struct hx_verify *v, const struct hx_graph *g, int64_t k,
+                     const struct hx_sdev *target, const struct hx_batch_rows *b);
+/* A run (hx__sched_run) ended: later checks count as the next run's. */
+void hx__verify_run_done(struct hx_verify *v);
+/* The report so far (points into v, valid until its next check). */
+const struct hx_verify_report *hx__verify_report(struct hx_verify *v);

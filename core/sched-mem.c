@@ -135,6 +135,16 @@ void hx__sdev_free_mem(const struct hx_mem_geom *m, struct hx_sdev *sd)
     sd->kv_k = sd->kv_v = NULL;
 }
 
+void hx__sdev_close(const struct hx_mem_geom *m, struct hx_sdev *sd)
+{
+    if (!sd->dev) return;
+    hx__dev_synchronize(sd->dev);
+    hx__sdev_free_mem(m, sd);
+    hx__wmap_release(sd);
+    hx__device_close(sd->dev);
+    sd->dev = NULL;
+}
+
 /* ---- coherence --------------------------------------------------------------------------------- */
 
 /* d is about to read slot: d becomes one of its holders. Returns the holder to copy it from, or

@@ -102,7 +102,7 @@ int hx__walk(const struct hx_sched *s, const struct hx_graph *g, hx_walk_cb *cb,
     if (!(w.coh.kv = hx__malloc(kv_bytes))) return HX_E_NOMEM;
     memcpy(w.coh.kv, s->coh.kv, kv_bytes);
     for (int64_t i = 0; i < g->n_nodes;) {
-        int64_t j = hx__step_end(s, g, i, s->v.on);
+        int64_t j = hx__step_end(s, g, i, hx__verify_on(s->v));
         if (g->nodes[i].n_parts > 1)
             hx__walk_group(&w, i, j);
         else
@@ -211,13 +211,13 @@ int hx__sched_plan_text(struct hx_sched *s, const struct hx_graph *g, const char
         if (s->why[ph].len) hx__sb_append(sb, s->why[ph].data, s->why[ph].len);
         if (ph == HX_PHASE_PREFILL && s->prof_text.len)
             hx__sb_append(sb, s->prof_text.data, s->prof_text.len);
-        if (s->v.on)
+        if (hx__verify_on(s->v))
             hx__sb_printf(
                 sb,
                 "  verify: every op runs as its own split and again on %s (its own instance) with the "
                 "same inputs; thresholds as test-backend-ops (core/numerics.h): per f32 op, and per "
                 "matmul from its data and the device's numerics\n",
-                s->v.rep.ref);
+                hx__verify_ref(s->v));
         hx__sb_append(sb, body.data ? body.data : "", body.len);
     }
     hx__sb_free(&body);

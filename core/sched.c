@@ -101,20 +101,6 @@ static int hx__open_devices(struct hx_sched *s, const struct hx_device_config *c
     return HX_OK;
 }
 
-/* The reference of `verify`: a separate instance, so its buffers never mix with the plan's. */
-static int hx__open_verify(struct hx_sched *s, const struct hx_device_config *cfg)
-{
-    const char *spec = s->policy.verify_ref;
-    if (!strcasecmp(spec, "gpu") && !(spec = hx__resolve_gpu()))
-        return hx__set_error(HX_E_UNAVAILABLE,
-                             "verify: reference 'gpu' but no GPU backend is usable here");
-    int st = hx__device_open(spec, cfg, &s->v.sd.dev);
-    if (st) return hx__set_error(st, "verify: reference device '%s': %s", spec, hx_last_error());
-    snprintf(s->v.rep.ref, sizeof s->v.rep.ref, "%s", s->v.sd.dev->id);
-    s->v.on = true;
-    return HX_OK;
-}
-
 /* ---- the run loop --------------------------------------------------------------------------- */
 
 static void hx__note_used(struct hx_sched *s)
@@ -159,7 +145,7 @@ static int hx__run_once(struct hx_sched *s, const struct hx_graph *g, struct hx_
                         float *logits_out)
 {
     const struct hx_graph *xg;
-    int st = hx__place(s, g, &s->rule[ex->phase], &xg, &s->stats.n_fallback_ops);
+    int st = hx__place(s, g, &s->rule[ex->b.phase], &xg, &s->stats.n_fallback_ops);
     if (st == HX_OK) st = hx__execute(s, xg, ex);
     if (st) return st;
     hx__note_used(s);
@@ -178,9 +164,8 @@ int hx__sched_run(struct hx_sched *s, const struct hx_graph *g, const int32_t *t
             HX_E_INVAL, "batch of %lld rows (%lld with logits) exceeds the context's %lld (%lld)",
             (long long)g->n_rows, (long long)g->n_logits, (long long)s->n_batch,
             (long long)s->n_logits);
-    struct hx_exec ex = {
-        .tokens = tokens, .pos = pos, .seq = seq, .cancel = cancel, .phase = hx__phase_of(g)};
-    s->stats.predicted_us = s->pred_us[ex.phase];
+    struct hx_exec ex = {.b = {tokens, pos, seq, hx__phase_of(g)}, .cancel = cancel};
+    s->stats.predicted_us = s->pred_us[ex.b.phase];
     int st = HX_OK;
     for (int attempt = 0;; attempt++) {
         st = hx__run_once(s, g, &ex, logits_out);
@@ -192,7 +177,7 @@ int hx__sched_run(struct hx_sched *s, const struct hx_graph *g, const int32_t *t
             hx__id(s, ex.failed), s->dev[ex.failed].dev->last_error);
         hx__reset_after_failure(s, ex.failed);
     }
-    s->v.run_index++;
+    hx__verify_run_done(s->v);
     return st;
 }
 
@@ -260,7 +245,9 @@ int hx__sched_new(const struct hx_sched_params *p, struct hx_sched **out)
     s->split_timeout_us = to ? strtod(to, NULL) * 1e3 : 0;
     s->coh.kv = hx__calloc((size_t)p->model->hp.n_layer, sizeof *s->coh.kv);
     int st = s->coh.kv ? hx__open_devices(s, &p->devcfg) : HX_E_NOMEM;
-    if (st == HX_OK && s->policy.verify) st = hx__open_verify(s, &p->devcfg);
+    /* verify's reference: a separate instance, so its buffers never mix with the plan's */
+    if (st == HX_OK && s->policy.verify)
+        st = hx__verify_new(s->policy.verify_ref, &p->devcfg, &s->mem, &s->v);
     if (st == HX_OK) st = hx__sched_rules(s, &p->devcfg);
     if (st == HX_OK) st = hx__prepare_plans(s);
     if (st) {
@@ -274,31 +261,20 @@ int hx__sched_new(const struct hx_sched_params *p, struct hx_sched **out)
 static void hx__sdev_fini(struct hx_sched *s, struct hx_sdev *sd)
 {
     hx__worker_free(sd->worker);
-    if (!sd->dev) return;
-    hx__dev_synchronize(sd->dev);
-    hx__sdev_free_mem(&s->mem, sd);
-    hx__wmap_release(sd);
     hx__free(sd->prof.e);
-    hx__device_close(sd->dev);
+    hx__sdev_close(&s->mem, sd);
 }
 
 void hx__sched_free(struct hx_sched *s)
 {
     if (!s) return;
     for (int d = 0; d < s->n_dev; d++) hx__sdev_fini(s, &s->dev[d]);
-    hx__sdev_fini(s, &s->v.sd);
+    hx__verify_free(s->v);
     for (int ph = 0; ph < HX_PHASE_COUNT; ph++) {
         hx__ts_free(s->rule[ph].ts);
         hx__sb_free(&s->why[ph]);
-        hx__free(s->v.ops[ph]);
     }
     hx__sb_free(&s->prof_text);
-    hx__free(s->v.a);
-    hx__free(s->v.b);
-    for (int64_t i = 0; i < s->v.n_vw; i++) hx__free(s->v.vw[i].e), hx__free(s->v.vw[i].dw);
-    hx__free(s->v.vw);
-    hx__free(s->v.x);
-    hx__free(s->v.model);
     hx__graph_free(&s->xg);
     hx__free(s->coh.kv);
     hx__free(s->assign);
@@ -316,3 +292,10 @@ const char *hx__sched_rule_text(const struct hx_sched *s, enum hx_phase phase)
     return (unsigned)phase < HX_PHASE_COUNT ? s->rule[phase].text : "";
 }
 
+int hx__sched_verify_report(const struct hx_sched *s, const struct hx_verify_report **out)
+{
+    *out = NULL;
+    if (!s || !s->policy.verify) return hx__set_error(HX_E_INVAL, "the policy does not verify");
+    *out = hx__verify_report(s->v);
+    return HX_OK;
+}
