@@ -25,7 +25,7 @@
 
 #include "sched-impl.h"
 
-/* ---- auto: profile ---------------------------------------------------------------------------- */
+/* ---- auto: profile --------------------------------------------------------------------------- */
 
 static void hx__prof_add(struct hx_prof *pf, const struct hx_op_desc *d, double us)
 {
@@ -182,7 +182,8 @@ static int hx__prof_graph(struct hx_sched *s, int d, const struct hx_graph *g)
     if (!meta) return HX_E_NOMEM;
     int32_t *tok = meta, *pos = meta + g->n_rows, *seq = meta + 2 * g->n_rows;
     for (int64_t r = 0; r < g->n_rows; r++)
-        pos[r] = (int32_t)(g->n_rows > 1 ? r % s->mem.n_ctx : HX_MIN(s->n_prof_rows, s->mem.n_ctx - 1));
+        pos[r] =
+            (int32_t)(g->n_rows > 1 ? r % s->mem.n_ctx : HX_MIN(s->n_prof_rows, s->mem.n_ctx - 1));
     int st = HX_OK;
     for (int64_t k = 0; k < g->n_nodes && st == HX_OK; k++) {
         const struct hx_node *nd = &g->nodes[k];
@@ -258,7 +259,7 @@ static int hx__prof_device(struct hx_sched *s, int d, const struct hx_graph *g)
     return HX_OK;
 }
 
-/* ---- auto: choice ------------------------------------------------------------------------------ */
+/* ---- auto: choice ---------------------------------------------------------------------------- */
 
 /* Candidate devices: cpu, the policy's devices, or (none named) every device of the other
  * backends present, simulators excepted (their timings are not hardware's); ref is the oracle,
@@ -424,7 +425,8 @@ int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg)
 {
     int cand[HX_MAX_DEVICES], n_cand = hx__auto_devices(s, cfg, cand), st = HX_OK;
     struct hx_graph g[HX_PHASE_COUNT] = {{0}};
-    st = hx__graph_build(&g[0], s->model, s->n_prof_rows, s->n_prof_rows - 1, s->mem.n_ctx, s->mem.n_seq);
+    st = hx__graph_build(&g[0], s->model, s->n_prof_rows, s->n_prof_rows - 1, s->mem.n_ctx,
+                         s->mem.n_seq);
     if (st == HX_OK) st = hx__graph_build(&g[1], s->model, 1, 0, s->mem.n_ctx, s->mem.n_seq);
     for (int u = 0; u < n_cand && st == HX_OK; u++) {
         if ((st = hx__prof_device(s, cand[u], g)) == HX_OK || cand[u] == s->host) continue;
@@ -449,4 +451,3 @@ int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg)
     hx__graph_free(&g[1]);
     return st;
 }
-

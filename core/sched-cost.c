@@ -1,7 +1,7 @@
 /*
  * sched-cost.c — the cost model: the predicted µs of a node, a split, a tensor-split group and
- * a move, and the cost pass that adds them up over a plan (auto's choice; `engine plan`'s
- * "predicted" figures).
+ * a move (the cost pass of sched-plan.c adds them up over a plan, for auto's choice and
+ * `engine plan`'s "predicted" figures).
  *
  * A node's cost on device d is, in order of trust: its measured time at that shape (the
  * device's profile, sched-auto.c); the nearest measured batch size of the same op scaled by
@@ -10,15 +10,12 @@
  * device's parts plus the worker hand-off when more than one synchronous device takes part; a
  * move, each non-host end's latency plus bytes × per-byte cost. Only auto measures profiles
  * (s->have_costs); without them `engine plan` shows no predictions.
- *
- * The cost pass sums in the walk's order (sched-plan.c), which is the run's order, so a
- * plan's prediction is the same number whoever asks for it.
  */
 #include <stdlib.h>
 
 #include "sched-impl.h"
 
-static double hx__xfer_us(const struct hx_sched *s, int a, int b, size_t nb)
+double hx__xfer_us(const struct hx_sched *s, int a, int b, size_t nb)
 {
     double t = 0;
     if (a == b) return 0;
@@ -30,7 +27,7 @@ static double hx__xfer_us(const struct hx_sched *s, int a, int b, size_t nb)
 }
 
 const struct hx_prof_ent *hx__prof_find(const struct hx_prof *pf, const struct hx_op_desc *d,
-                                               bool same_rows, bool same_cols)
+                                        bool same_rows, bool same_cols)
 {
     const struct hx_prof_ent *best = NULL;
     for (int64_t i = 0; i < pf->n; i++) {
@@ -72,8 +69,8 @@ double hx__split_us(const struct hx_sched *s, const struct hx_graph *g, int64_t 
     return t;
 }
 
-double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i,
-                    const int *devs, int n_dev)
+double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i, const int *devs,
+                    int n_dev)
 {
     double t = 0;
     int n_sync = 0;
@@ -87,37 +84,3 @@ double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, int64_t 
     }
     return t + (n_sync > 1 ? s->handoff_us : 0);
 }
-
-/* ---- the cost pass ---------------------------------------------------------------------------- */
-
-static void hx__cost_step(const struct hx_sched *s, const struct hx_graph *g,
-                          const struct hx_walk_step *e, void *user_data)
-{
-    double *us = user_data;
-    switch (e->ev) {
-    case HX_WALK_SLOT:
-    case HX_WALK_KV_ROWS:
-    case HX_WALK_JOIN: *us += hx__xfer_us(s, e->src, e->d, e->nb); break;
-    case HX_WALK_RUN:
-        *us += e->devs ? hx__group_us(s, g, e->i, e->devs, e->n_dev)
-                       : hx__split_us(s, g, e->i, e->j, e->d);
-        break;
-    default: break;
-    }
-}
-
-int hx__cost_walk(const struct hx_sched *s, const struct hx_graph *plan, double *us)
-{
-    *us = 0;
-    return hx__walk(s, plan, hx__cost_step, us, NULL);
-}
-
-int hx__plan_cost(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r, double *us)
-{
-    const struct hx_graph *xg;
-    int64_t n_off;
-    *us = 0;
-    int st = hx__place(s, g, r, &xg, &n_off);
-    return st ? st : hx__cost_walk(s, xg, us);
-}
-

@@ -25,7 +25,7 @@
 
 #include "sched-impl.h"
 
-/* ---- ops ------------------------------------------------------------------------------------ */
+/* ---- ops ------------------------------------------------------------------------------------- */
 
 static int hx__ensure_ops_cap(struct hx_sched *s, int64_t n)
 {
@@ -34,13 +34,6 @@ static int hx__ensure_ops_cap(struct hx_sched *s, int64_t n)
     if (!o) return HX_E_NOMEM;
     s->ops = o, s->ops_cap = n;
     return HX_OK;
-}
-
-int hx__run_sync(struct hx_device *dev, const struct hx_split *sp)
-{
-    int st = hx__dev_run(dev, sp);
-    int st2 = hx__dev_synchronize(dev);
-    return st ? st : st2;
 }
 
 /* A split that answered, but later than the deadline, is a timed-out device. */
@@ -52,7 +45,7 @@ static int hx__deadline(struct hx_sched *s, struct hx_device *dev, double t0, in
         dev, HX_E_TIMEOUT, "a split took %.0f ms, over the %.0f ms deadline (HX_SPLIT_TIMEOUT_MS)",
         us / 1e3, s->split_timeout_us / 1e3);
 }
-/* ---- splits ------------------------------------------------------------------------------ */
+/* ---- splits ---------------------------------------------------------------------------------- */
 
 /* Nodes [i, j) on device d as one split. */
 static int hx__run_split(struct hx_sched *s, const struct hx_graph *g, int64_t i, int64_t j, int d,
@@ -90,7 +83,7 @@ static int hx__run_split(struct hx_sched *s, const struct hx_graph *g, int64_t i
     return st;
 }
 
-/* ---- tensor-split groups: jobs and worker threads ----------------------------------------- */
+/* ---- tensor-split groups: jobs and worker threads -------------------------------------------- */
 
 struct hx_job {
     int d;
@@ -100,7 +93,10 @@ struct hx_job {
     bool on_worker;
 };
 
-static void hx__job_main(struct hx_job *j) { j->st = hx__run_sync(j->dev, &j->sp); }
+static void hx__job_main(struct hx_job *j)
+{
+    j->st = hx__run_sync(j->dev, &j->sp);
+}
 
 /* A thread that runs one synchronous device's parts, so parts on several CPU-side devices
  * run at once without creating a thread per group. */
@@ -304,7 +300,6 @@ int hx__execute(struct hx_sched *s, const struct hx_graph *g, struct hx_exec *ex
     }
     return st;
 }
-
 
 double hx__handoff_us(struct hx_sched *s, int d)
 {

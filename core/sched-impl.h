@@ -1,6 +1,18 @@
 /*
- * sched-impl.h — the scheduler's state, shared by sched.c (devices, placement, coherence,
- * execution, auto) and sched-verify.c (verify: the reference beside every node).
+ * sched-impl.h — the scheduler's one private header: its state, and the hx__ functions its
+ * files share. The files are layers, top down (each uses only those above it in the list;
+ * sched.c, the last, ties them together):
+ *
+ *   sched-place.c   rules and placement: the rule per phase, the tensor-split expansion, the
+ *                   device of every node (s->rule, s->xg, s->assign, s->reason)
+ *   sched-cost.c    the cost model: predictions from s->dev[].prof and s->handoff_us
+ *   sched-mem.c     the devices (s->dev[]) and their memory (slots, KV caches, prepared
+ *                   weights; sized by s->mem), and coherence (s->coh)
+ *   sched-verify.c  verify's reference (s->v, opaque; it sees only the memory layer)
+ *   sched-exec.c    running a placed plan (s->ops, s->dev[].worker, s->stats of the run)
+ *   sched-plan.c    the dry walk over a placed plan, and its passes: cost, plan text
+ *   sched-auto.c    measured auto: profiles, their cache, the choice (s->why, s->prof_text)
+ *   sched.c         devices, the run loop with recovery, load-time preparation, lifecycle
  */
 #pragma once
 
@@ -103,7 +115,7 @@ struct hx_sched {
     struct hx_strbuf why[HX_PHASE_COUNT]; /* auto: candidates and their predicted times */
     struct hx_strbuf prof_text;
     struct hx_coh coh;
-    int32_t *assign;                 /* per node: dev index */
+    int32_t *assign; /* per node: dev index */
     uint8_t *reason;
     int64_t assign_cap;
     struct hx_op *ops;
@@ -113,7 +125,7 @@ struct hx_sched {
     double split_timeout_us; /* 0: no deadline */
     char used[256];
     const int32_t *kv_len; /* during a run */
-    struct hx_verify *v; /* NULL: the policy does not verify */
+    struct hx_verify *v;   /* NULL: the policy does not verify */
 };
 
 /* The rows of one batch, as every split of its run gets them. */
@@ -134,11 +146,25 @@ static inline enum hx_phase hx__phase_of(const struct hx_graph *g)
     return g->n_rows > 1 ? HX_PHASE_PREFILL : HX_PHASE_DECODE;
 }
 
-static inline int hx__first_bit(uint32_t m) { return m ? __builtin_ctz(m) : -1; }
+static inline int hx__first_bit(uint32_t m)
+{
+    return m ? __builtin_ctz(m) : -1;
+}
 
-static inline const char *hx__id(const struct hx_sched *s, int d) { return s->dev[d].dev->id; }
+static inline const char *hx__id(const struct hx_sched *s, int d)
+{
+    return s->dev[d].dev->id;
+}
 
-/* ---- sched-place.c: rules and placement ------------------------------------------------- */
+/* Run one split on dev and wait for it. */
+static inline int hx__run_sync(struct hx_device *dev, const struct hx_split *sp)
+{
+    int st = hx__dev_run(dev, sp);
+    int st2 = hx__dev_synchronize(dev);
+    return st ? st : st2;
+}
+
+/* ---- sched-place.c: rules and placement ------------------------------------------------------ */
 
 void hx__rule_init(struct hx_rule *r, enum hx_policy_kind kind);
 /* r->text from r's kind, devices and shares. */
@@ -155,46 +181,12 @@ int hx__place(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule
               const struct hx_graph **plan, int64_t *n_off);
 /* The end of the step of a placed plan that starts at node i: the end of its tensor-split
  * group, else of the run of nodes on node i's device (one_by_one: i + 1, as verify runs). */
-int64_t hx__step_end(const struct hx_sched *s, const struct hx_graph *g, int64_t i, bool one_by_one);
+int64_t hx__step_end(const struct hx_sched *s, const struct hx_graph *g, int64_t i,
+                     bool one_by_one);
 /* The distinct devices of the group at i, in part order (devs[0]: the join device's). */
 int hx__group_devices(const struct hx_sched *s, const struct hx_graph *g, int64_t i, int *devs);
 
-/* ---- sched-plan.c: the dry walk (passes that run nothing: plan text, costing) ------------- */
-
-/* What a dry walk over a placed plan meets, in the order a run of it (sched-exec.c) does. */
-enum hx_walk_ev {
-    HX_WALK_SPLIT,   /* a split starts: nodes [i, j) on d; index: its number in the plan */
-    HX_WALK_GROUP,   /* a tensor-split group starts: parts [i, j) on devs; index: its number */
-    HX_WALK_SLOT,    /* before node i: its input slot is copied src -> d (nb bytes) */
-    HX_WALK_KV,      /* before node i: the KV cache of layer is handed src -> d ... */
-    HX_WALK_KV_ROWS, /* ... nb bytes of one sequence's cached K or V rows at a time */
-    HX_WALK_NODE,    /* node i on d, its inputs in place */
-    HX_WALK_RUN,     /* the split or group [i, j) runs */
-    HX_WALK_JOIN,    /* after a group: part i's columns are copied src -> d (nb bytes) */
-};
-
-struct hx_walk_step {
-    enum hx_walk_ev ev;
-    int64_t index;
-    int64_t i, j;
-    int d, src;
-    int slot;
-    int64_t layer;
-    size_t nb;
-    const int *devs; /* a group's devices (GROUP, and RUN of a group); NULL for a split */
-    int n_dev;
-};
-
-typedef void hx_walk_cb(const struct hx_sched *s, const struct hx_graph *g,
-                        const struct hx_walk_step *e, void *user_data);
-
-/* Walk the placed plan g (hx__place) from the scheduler's current coherence state, calling cb
- * for every step; nothing runs and no state of s changes. *stats (NULL: not wanted) gets the
- * plan's splits, parallel groups and moves. */
-int hx__walk(const struct hx_sched *s, const struct hx_graph *g, hx_walk_cb *cb, void *user_data,
-             struct hx_sched_stats *stats);
-
-/* ---- sched-cost.c: the cost model ------------------------------------------------------- */
+/* ---- sched-cost.c: the cost model ------------------------------------------------------------ */
 
 /* The entry of pf for op d: same kind, class, weight type and n_in, and (same_rows,
  * same_cols) the same rows and output columns; else the nearest in rows. NULL if none. */
@@ -203,24 +195,25 @@ const struct hx_prof_ent *hx__prof_find(const struct hx_prof *pf, const struct h
 /* Predicted µs of node nd on d, launch included; -1 unknown. */
 double hx__node_us(const struct hx_sched *s, int d, const struct hx_node *nd);
 /* Predicted µs of nodes [i, j) of a placed plan as one split on d. */
-double hx__split_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i, int64_t j, int d);
+double hx__split_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i, int64_t j,
+                    int d);
 /* Predicted µs of the tensor-split group at i over its devices devs[0..n_dev). */
-double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i,
-                    const int *devs, int n_dev);
-/* The cost pass: predicted µs of the placed plan (splits, groups and moves). */
-int hx__cost_walk(const struct hx_sched *s, const struct hx_graph *plan, double *us);
-/* The same for g placed under rule r (auto's comparison of its candidates). */
-int hx__plan_cost(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r,
-                  double *us);
+double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i, const int *devs,
+                    int n_dev);
+/* Predicted µs of moving nb bytes from device a to b. */
+double hx__xfer_us(const struct hx_sched *s, int a, int b, size_t nb);
 
-/* ---- sched-mem.c: device memory and coherence ------------------------------------------- */
+/* ---- sched-mem.c: devices, their memory, coherence ------------------------------------------- */
 
+/* Open the device of a spec ("cpu", "vulkan:1", "gpu") into s->dev[], or find it open there;
+ * *idx its index. */
+int hx__open_sdev(struct hx_sched *s, const char *spec, const struct hx_device_config *cfg,
+                  int *idx);
 /* The prepared handle of weight w on sd (prepared on first use; NULL for no weight). */
 int hx__weight_handle(struct hx_sdev *sd, const struct hx_weight *w, void **out);
 void hx__wmap_release(struct hx_sdev *sd);
 /* Slot's buffer on sd, allocated on first use. */
-int hx__slot_buf(const struct hx_mem_geom *m, struct hx_sdev *sd, int slot,
-                 struct hx_buffer **out);
+int hx__slot_buf(const struct hx_mem_geom *m, struct hx_sdev *sd, int slot, struct hx_buffer **out);
 /* Layer's K and V caches on sd, allocated on first use. */
 int hx__kv_bufs(const struct hx_mem_geom *m, struct hx_sdev *sd, int64_t layer);
 /* Free sd's slots and KV caches (its prepared weights stay). */
@@ -258,30 +251,7 @@ static inline void hx__count_move(struct hx_sched_stats *st, size_t nb)
     st->bytes_moved += nb;
 }
 
-/* ---- sched.c: devices ---------------------------------------------------------------------- */
-
-/* Open the device of a spec ("cpu", "vulkan:1", "gpu"), or find it open; *idx its index. */
-int hx__open_sdev(struct hx_sched *s, const char *spec, const struct hx_device_config *cfg,
-                  int *idx);
-
-/* ---- sched-auto.c: measured auto ----------------------------------------------------------- */
-
-/* Measure the candidates (profile cache included) and set s->rule[] to the chosen rule per
- * phase, with s->pred_us, s->why and s->prof_text for `engine plan`. */
-int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg);
-
-/* ---- sched-exec.c: running a plan -------------------------------------------------------- */
-
-/* Run the placed plan g (hx__place) on the batch of ex. On a device failure ex->failed is that
- * device (-1 otherwise); HX_E_CANCELED when *ex->cancel became set between steps. */
-int hx__execute(struct hx_sched *s, const struct hx_graph *g, struct hx_exec *ex);
-/* Run one split on dev and wait for it. */
-int hx__run_sync(struct hx_device *dev, const struct hx_split *sp);
-/* What handing an empty part to d's worker thread and waiting for it costs, µs (auto). */
-double hx__handoff_us(struct hx_sched *s, int d);
-void hx__worker_free(struct hx_worker *w);
-
-/* ---- sched-verify.c: the reference beside every node ------------------------------------- */
+/* ---- sched-verify.c: the reference beside every node ----------------------------------------- */
 
 struct hx_verify;
 
@@ -305,3 +275,58 @@ int hx__verify_after(struct hx_verify *v, const struct hx_graph *g, int64_t k,
 void hx__verify_run_done(struct hx_verify *v);
 /* The report so far (points into v, valid until its next check). */
 const struct hx_verify_report *hx__verify_report(struct hx_verify *v);
+
+/* ---- sched-exec.c: running a plan ------------------------------------------------------------ */
+
+/* Run the placed plan g (hx__place) on the batch of ex. On a device failure ex->failed is that
+ * device (-1 otherwise); HX_E_CANCELED when *ex->cancel became set between steps. */
+int hx__execute(struct hx_sched *s, const struct hx_graph *g, struct hx_exec *ex);
+/* What handing an empty part to d's worker thread and waiting for it costs, µs (auto). */
+double hx__handoff_us(struct hx_sched *s, int d);
+void hx__worker_free(struct hx_worker *w);
+
+/* ---- sched-plan.c: the dry walk (passes that run nothing: plan text, costing) ---------------- */
+
+/* What a dry walk over a placed plan meets, in the order a run of it (sched-exec.c) does. */
+enum hx_walk_ev {
+    HX_WALK_SPLIT,   /* a split starts: nodes [i, j) on d; index: its number in the plan */
+    HX_WALK_GROUP,   /* a tensor-split group starts: parts [i, j) on devs; index: its number */
+    HX_WALK_SLOT,    /* before node i: its input slot is copied src -> d (nb bytes) */
+    HX_WALK_KV,      /* before node i: the KV cache of layer is handed src -> d ... */
+    HX_WALK_KV_ROWS, /* ... nb bytes of one sequence's cached K or V rows at a time */
+    HX_WALK_NODE,    /* node i on d, its inputs in place */
+    HX_WALK_RUN,     /* the split or group [i, j) runs */
+    HX_WALK_JOIN,    /* after a group: part i's columns are copied src -> d (nb bytes) */
+};
+
+struct hx_walk_step {
+    enum hx_walk_ev ev;
+    int64_t index;
+    int64_t i, j;
+    int d, src;
+    int slot;
+    int64_t layer;
+    size_t nb;
+    const int *devs; /* a group's devices (GROUP, and RUN of a group); NULL for a split */
+    int n_dev;
+};
+
+typedef void hx_walk_cb(const struct hx_sched *s, const struct hx_graph *g,
+                        const struct hx_walk_step *e, void *user_data);
+
+/* Walk the placed plan g (hx__place) from the scheduler's current coherence state, calling cb
+ * for every step; nothing runs and no state of s changes. *stats (NULL: not wanted) gets the
+ * plan's splits, parallel groups and moves. */
+int hx__walk(const struct hx_sched *s, const struct hx_graph *g, hx_walk_cb *cb, void *user_data,
+             struct hx_sched_stats *stats);
+/* The cost pass: predicted µs of the placed plan (splits, groups and moves). */
+int hx__cost_walk(const struct hx_sched *s, const struct hx_graph *plan, double *us);
+/* The same for g placed under rule r (auto's comparison of its candidates). */
+int hx__plan_cost(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r,
+                  double *us);
+
+/* ---- sched-auto.c: measured auto ------------------------------------------------------------- */
+
+/* Measure the candidates (profile cache included) and set s->rule[] to the chosen rule per
+ * phase, with s->pred_us, s->why and s->prof_text for `engine plan`. */
+int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg);

@@ -1,5 +1,9 @@
 /*
- * sched-mem.c — the scheduler's memory on every device, and its coherence.
+ * sched-mem.c — the scheduler's devices (struct hx_sdev), their memory, and its coherence.
+ *
+ * Devices: s->dev[] holds each device opened once, by spec ("gpu" resolved to the best GPU
+ * backend; "vulkan" and "vulkan:0" are one device); index 0 is the host (cpu, always opened
+ * first). Which spec is opened for which role (policy, fallback) is sched.c's business.
  *
  * Memory: per device (struct hx_sdev) one buffer per activation slot, of mem.slot_cap[slot]
  * rows, allocated on first use; per layer a K and a V cache of n_seq × n_ctx rows, allocated
@@ -18,11 +22,53 @@
  * The take/wrote primitives are the only writers of the bitmasks' rules, shared by the run
  * (hx__fetch_inputs) and the dry walk (sched-plan.c), which applies them to a copy.
  */
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sched-impl.h"
 
-/* ---- prepared weights --------------------------------------------------------------------- */
+/* ---- devices --------------------------------------------------------------------------------- */
+
+static int hx__find_dev(struct hx_sched *s, const char *id)
+{
+    for (int i = 0; i < s->n_dev; i++)
+        if (!strcasecmp(s->dev[i].dev->id, id) || !strcasecmp(s->dev[i].dev->ops->name, id))
+            return i;
+    return -1;
+}
+
+int hx__open_sdev(struct hx_sched *s, const char *spec, const struct hx_device_config *cfg,
+                  int *idx)
+{
+    char real[64];
+    snprintf(real, sizeof real, "%s", spec);
+    if (!strcasecmp(spec, "gpu")) {
+        const char *g = hx__resolve_gpu();
+        if (!g)
+            return hx__set_error(HX_E_UNAVAILABLE,
+                                 "policy names 'gpu' but no GPU backend is usable here");
+        snprintf(real, sizeof real, "%s", g);
+    }
+    int have = hx__find_dev(s, real);
+    if (have >= 0) return *idx = have, HX_OK;
+    if (s->n_dev >= HX_MAX_DEVICES) return hx__set_error(HX_E_INVAL, "too many devices");
+    struct hx_device *d;
+    int st = hx__device_open(real, cfg, &d);
+    if (st) return st;
+    /* "vulkan" and "vulkan:0" may both resolve to one device: keep one. */
+    have = hx__find_dev(s, d->id);
+    if (have >= 0) {
+        hx__device_close(d);
+        return *idx = have, HX_OK;
+    }
+    s->dev[s->n_dev].dev = d;
+    *idx = s->n_dev++;
+    HX_LOG_INFO("sched: opened %s (%s)", d->id, d->info.name);
+    return HX_OK;
+}
+
+/* ---- prepared weights ------------------------------------------------------------------------ */
 
 static size_t hx__wmap_pos(const struct hx_sdev *sd, const struct hx_weight *w)
 {
@@ -72,15 +118,14 @@ void hx__wmap_release(struct hx_sdev *sd)
     sd->wmap = NULL, sd->wcap = sd->wn = 0;
 }
 
-/* ---- memory --------------------------------------------------------------------------------- */
+/* ---- memory ---------------------------------------------------------------------------------- */
 
 static int64_t hx__slot_rows(const struct hx_graph *g, int slot)
 {
     return (slot == HX_SLOT_XL || slot == HX_SLOT_LOGITS) ? g->n_logits : g->n_rows;
 }
 
-int hx__slot_buf(const struct hx_mem_geom *m, struct hx_sdev *sd, int slot,
-                 struct hx_buffer **out)
+int hx__slot_buf(const struct hx_mem_geom *m, struct hx_sdev *sd, int slot, struct hx_buffer **out)
 {
     *out = NULL;
     if (!sd->slot[slot]) {
@@ -145,7 +190,7 @@ void hx__sdev_close(const struct hx_mem_geom *m, struct hx_sdev *sd)
     sd->dev = NULL;
 }
 
-/* ---- coherence --------------------------------------------------------------------------------- */
+/* ---- coherence ------------------------------------------------------------------------------- */
 
 /* d is about to read slot: d becomes one of its holders. Returns the holder to copy it from, or
  * -1 (d holds it already, or no one has written it yet: nothing to move). */
@@ -304,4 +349,3 @@ int hx__build_op(const struct hx_mem_geom *m, const struct hx_graph *g, struct h
     }
     return st;
 }
-

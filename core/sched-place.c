@@ -30,7 +30,7 @@
 
 #include "sched-impl.h"
 
-/* ---- rules --------------------------------------------------------------------------------- */
+/* ---- rules ----------------------------------------------------------------------------------- */
 
 void hx__rule_init(struct hx_rule *r, enum hx_policy_kind kind)
 {
@@ -202,7 +202,7 @@ static const struct hx_graph *hx__expand(struct hx_sched *s, const struct hx_gra
     return x;
 }
 
-/* ---- placement ---------------------------------------------------------------------------- */
+/* ---- placement ------------------------------------------------------------------------------- */
 
 static bool hx__can_run(struct hx_sched *s, int d, const struct hx_node *nd)
 {
@@ -260,7 +260,7 @@ int hx__place(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule
     return xg ? hx__place_nodes(s, xg, rule, n_off) : HX_E_NOMEM;
 }
 
-/* ---- steps ---------------------------------------------------------------------------------- */
+/* ---- steps ----------------------------------------------------------------------------------- */
 
 int64_t hx__step_end(const struct hx_sched *s, const struct hx_graph *g, int64_t i, bool one_by_one)
 {

@@ -1,6 +1,6 @@
 /*
- * sched-plan.c — the passes over a plan that run nothing: the dry walk, and the plan text of
- * `engine plan` (the cost pass, the walk's other user, is in sched-cost.c).
+ * sched-plan.c — the passes over a plan that run nothing: the dry walk, and the two passes made
+ * with it, the cost pass (auto's choice, the predictions) and the plan text of `engine plan`.
  *
  * The walk follows a placed plan step by step exactly as sched-exec.c runs it — the same steps
  * (hx__step_end), the same coherence rules (hx__coh_take_*, hx__coh_wrote) on a copy of the
@@ -15,7 +15,7 @@
 
 #include "sched-impl.h"
 
-/* ---- dry walk ------------------------------------------------------------------------------- */
+/* ---- dry walk -------------------------------------------------------------------------------- */
 
 struct hx_walk {
     const struct hx_sched *s;
@@ -26,70 +26,73 @@ struct hx_walk {
     struct hx_sched_stats stats;
 };
 
-static void hx__walk_emit(struct hx_walk *w, struct hx_walk_step e) { w->cb(w->s, w->g, &e, w->user_data); }
-
-static void hx__walk_move(struct hx_walk *w, struct hx_walk_step e)
+/* Tell the pass about a step: ev at node (or first node) i on device d. */
+static void hx__walk_emit(struct hx_walk *w, enum hx_walk_ev ev, int64_t i, int d,
+                          struct hx_walk_step *e)
 {
-    hx__count_move(&w->stats, e.nb);
-    hx__walk_emit(w, e);
+    e->ev = ev, e->i = i, e->d = d;
+    w->cb(w->s, w->g, e, w->user_data);
 }
 
-/* What hx__fetch_inputs would move before node k runs on d. */
+/* A move of nb bytes src -> d, before (or, a join, after) node i: counted, then told. */
+static void hx__walk_move(struct hx_walk *w, enum hx_walk_ev ev, int64_t i, int src, int d,
+                          int slot, size_t nb)
+{
+    struct hx_walk_step e = {.src = src, .slot = slot, .nb = nb};
+    hx__count_move(&w->stats, nb);
+    hx__walk_emit(w, ev, i, d, &e);
+}
+
+/* What hx__fetch_inputs moves before node k runs on d. */
 static void hx__walk_inputs(struct hx_walk *w, int64_t k, int d)
 {
-    const struct hx_sched *s = w->s;
     const struct hx_node *nd = &w->g->nodes[k];
     int rd[4], n = hx__node_reads(nd, rd), src;
     for (int r = 0; r < n; r++)
         if ((src = hx__coh_take_slot(&w->coh, rd[r], d)) >= 0)
-            hx__walk_move(w, (struct hx_walk_step){.ev = HX_WALK_SLOT, .i = k, .d = d, .src = src,
-                                                   .slot = rd[r], .nb = hx__slot_bytes(w->g, rd[r])});
-    int64_t L = nd->desc.layer;
-    if (nd->desc.kind != HX_OP_ATTN || (src = hx__coh_take_kv(&w->coh, L, d)) < 0) return;
-    hx__walk_emit(w, (struct hx_walk_step){.ev = HX_WALK_KV, .i = k, .d = d, .src = src, .layer = L});
-    for (int32_t q = 0; q < s->mem.n_seq; q++) {
-        struct hx_walk_step e = {.ev = HX_WALK_KV_ROWS, .i = k, .d = d, .src = src, .layer = L,
-                                 .nb = hx__kv_seq_bytes(s, q)};
-        if (!e.nb) continue;
-        hx__walk_move(w, e); /* K */
-        hx__walk_move(w, e); /* V */
+            hx__walk_move(w, HX_WALK_SLOT, k, src, d, rd[r], hx__slot_bytes(w->g, rd[r]));
+    if (nd->desc.kind != HX_OP_ATTN || (src = hx__coh_take_kv(&w->coh, nd->desc.layer, d)) < 0)
+        return;
+    struct hx_walk_step e = {.src = src, .slot = -1, .layer = nd->desc.layer};
+    hx__walk_emit(w, HX_WALK_KV, k, d, &e);
+    for (int32_t q = 0; q < w->s->mem.n_seq; q++) {
+        size_t nb = hx__kv_seq_bytes(w->s, q);
+        if (!nb) continue;
+        hx__walk_move(w, HX_WALK_KV_ROWS, k, src, d, -1, nb); /* K */
+        hx__walk_move(w, HX_WALK_KV_ROWS, k, src, d, -1, nb); /* V */
     }
 }
 
 static void hx__walk_split(struct hx_walk *w, int64_t i, int64_t j, int d)
 {
-    hx__walk_emit(w, (struct hx_walk_step){
-                         .ev = HX_WALK_SPLIT, .index = w->stats.n_splits, .i = i, .j = j, .d = d});
-    w->stats.n_splits++;
+    struct hx_walk_step e = {.index = w->stats.n_splits++, .j = j};
+    hx__walk_emit(w, HX_WALK_SPLIT, i, d, &e);
     for (int64_t k = i; k < j; k++) {
         hx__walk_inputs(w, k, d);
         hx__coh_wrote(&w->coh, &w->g->nodes[k], d);
-        hx__walk_emit(w, (struct hx_walk_step){.ev = HX_WALK_NODE, .i = k, .d = d});
+        hx__walk_emit(w, HX_WALK_NODE, k, d, &(struct hx_walk_step){0});
     }
-    hx__walk_emit(w, (struct hx_walk_step){.ev = HX_WALK_RUN, .i = i, .j = j, .d = d});
+    e = (struct hx_walk_step){.j = j};
+    hx__walk_emit(w, HX_WALK_RUN, i, d, &e);
 }
 
 static void hx__walk_group(struct hx_walk *w, int64_t i, int64_t j)
 {
     const int32_t *assign = w->s->assign;
     int devs[HX_MAX_DEVICES], n_dev = hx__group_devices(w->s, w->g, i, devs), join = assign[i];
-    struct hx_walk_step e = {.i = i, .j = j, .d = join, .devs = devs, .n_dev = n_dev};
-    e.ev = HX_WALK_GROUP, e.index = w->stats.n_parallel;
-    hx__walk_emit(w, e);
-    w->stats.n_parallel++;
+    struct hx_walk_step e = {.index = w->stats.n_parallel++, .j = j, .devs = devs, .n_dev = n_dev};
     w->stats.n_splits += n_dev;
+    hx__walk_emit(w, HX_WALK_GROUP, i, join, &e);
     for (int64_t k = i; k < j; k++) {
         hx__walk_inputs(w, k, assign[k]);
-        hx__walk_emit(w, (struct hx_walk_step){.ev = HX_WALK_NODE, .i = k, .d = assign[k]});
+        hx__walk_emit(w, HX_WALK_NODE, k, assign[k], &(struct hx_walk_step){0});
     }
-    e.ev = HX_WALK_RUN, e.index = 0;
-    hx__walk_emit(w, e);
+    e.index = 0;
+    hx__walk_emit(w, HX_WALK_RUN, i, join, &e);
     for (int64_t k = i + 1; k < j; k++)
         if (assign[k] != join)
-            hx__walk_move(w, (struct hx_walk_step){.ev = HX_WALK_JOIN, .i = k, .d = join,
-                                                   .src = assign[k],
-                                                   .slot = w->g->nodes[k].dst.slot,
-                                                   .nb = hx__part_bytes(&w->g->nodes[k])});
+            hx__walk_move(w, HX_WALK_JOIN, k, assign[k], join, w->g->nodes[k].dst.slot,
+                          hx__part_bytes(&w->g->nodes[k]));
     hx__coh_wrote(&w->coh, &w->g->nodes[i], join);
 }
 
@@ -117,7 +120,42 @@ int hx__walk(const struct hx_sched *s, const struct hx_graph *g, hx_walk_cb *cb,
     return HX_OK;
 }
 
-/* ---- plan text ---------------------------------------------------------------------------------- */
+/* ---- the cost pass --------------------------------------------------------------------------- */
+
+/* Adds up, in the walk's order (the run's), the predictions of the cost model (sched-cost.c),
+ * so a plan's prediction is the same number whoever asks for it. */
+static void hx__cost_step(const struct hx_sched *s, const struct hx_graph *g,
+                          const struct hx_walk_step *e, void *user_data)
+{
+    double *us = user_data;
+    switch (e->ev) {
+    case HX_WALK_SLOT:
+    case HX_WALK_KV_ROWS:
+    case HX_WALK_JOIN: *us += hx__xfer_us(s, e->src, e->d, e->nb); break;
+    case HX_WALK_RUN:
+        *us += e->devs ? hx__group_us(s, g, e->i, e->devs, e->n_dev)
+                       : hx__split_us(s, g, e->i, e->j, e->d);
+        break;
+    default: break;
+    }
+}
+
+int hx__cost_walk(const struct hx_sched *s, const struct hx_graph *plan, double *us)
+{
+    *us = 0;
+    return hx__walk(s, plan, hx__cost_step, us, NULL);
+}
+
+int hx__plan_cost(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r, double *us)
+{
+    const struct hx_graph *xg;
+    int64_t n_off;
+    *us = 0;
+    int st = hx__place(s, g, r, &xg, &n_off);
+    return st ? st : hx__cost_walk(s, xg, us);
+}
+
+/* ---- plan text ------------------------------------------------------------------------------- */
 
 static const char *const hx__reason_text[] = {"policy",
                                               "fallback: preferred device does not support it",
@@ -178,8 +216,8 @@ static void hx__text_step(const struct hx_sched *s, const struct hx_graph *g,
     case HX_WALK_JOIN:
         hx__sb_printf(sb, "      join %s cols [%lld,%lld) %s -> %s  %zu bytes\n",
                       hx__slot_name((enum hx_slot)e->slot), (long long)nd->dst.col,
-                      (long long)(nd->dst.col + nd->dst.n_cols), hx__id(s, e->src),
-                      hx__id(s, e->d), e->nb);
+                      (long long)(nd->dst.col + nd->dst.n_cols), hx__id(s, e->src), hx__id(s, e->d),
+                      e->nb);
         break;
     default: break;
     }
@@ -204,8 +242,8 @@ int hx__sched_plan_text(struct hx_sched *s, const struct hx_graph *g, const char
             "phase %s (%lld rows, %lld with logits): rule %s; %lld ops, %lld splits, %lld parallel, "
             "%lld transfers, %zu bytes moved between devices, %lld ops off their policy device",
             phase, (long long)g->n_rows, (long long)g->n_logits, r->text, (long long)xg->n_nodes,
-            (long long)t.n_splits, (long long)t.n_parallel, (long long)t.n_transfers,
-            t.bytes_moved, (long long)t.n_fallback_ops);
+            (long long)t.n_splits, (long long)t.n_parallel, (long long)t.n_transfers, t.bytes_moved,
+            (long long)t.n_fallback_ops);
         if (s->have_costs) hx__sb_printf(sb, "; predicted %.1f us", us);
         hx__sb_printf(sb, "\n");
         if (s->why[ph].len) hx__sb_append(sb, s->why[ph].data, s->why[ph].len);
@@ -223,4 +261,3 @@ int hx__sched_plan_text(struct hx_sched *s, const struct hx_graph *g, const char
     hx__sb_free(&body);
     return st;
 }
-

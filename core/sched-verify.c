@@ -26,9 +26,9 @@ struct hx_vweight {
 };
 
 struct hx_verify {
-    bool on;                        /* checking; false once the reference failed */
-    const struct hx_mem_geom *mem;  /* the scheduler's sizes (borrowed) */
-    struct hx_sdev sd;              /* the reference: its own device instance */
+    bool on;                       /* checking; false once the reference failed */
+    const struct hx_mem_geom *mem; /* the scheduler's sizes (borrowed) */
+    struct hx_sdev sd;             /* the reference: its own device instance */
     struct hx_verify_op *ops[HX_PHASE_COUNT];
     int64_t cap[HX_PHASE_COUNT];
     struct hx_verify_report rep;
@@ -42,7 +42,7 @@ struct hx_verify {
     size_t x_cap, model_cap;
 };
 
-/* ---- lifecycle ------------------------------------------------------------------------------ */
+/* ---- lifecycle ------------------------------------------------------------------------------- */
 
 int hx__verify_new(const char *spec, const struct hx_device_config *cfg,
                    const struct hx_mem_geom *mem, struct hx_verify **out)
@@ -79,9 +79,15 @@ void hx__verify_free(struct hx_verify *v)
     hx__free(v);
 }
 
-bool hx__verify_on(const struct hx_verify *v) { return v && v->on; }
+bool hx__verify_on(const struct hx_verify *v)
+{
+    return v && v->on;
+}
 
-const char *hx__verify_ref(const struct hx_verify *v) { return v ? v->rep.ref : ""; }
+const char *hx__verify_ref(const struct hx_verify *v)
+{
+    return v ? v->rep.ref : "";
+}
 
 void hx__verify_run_done(struct hx_verify *v)
 {
@@ -94,7 +100,7 @@ const struct hx_verify_report *hx__verify_report(struct hx_verify *v)
     return &v->rep;
 }
 
-/* ---- checks --------------------------------------------------------------------------------- */
+/* ---- checks ---------------------------------------------------------------------------------- */
 
 double hx__verify_ratio(double nmse, double threshold)
 {
@@ -104,8 +110,8 @@ double hx__verify_ratio(double nmse, double threshold)
 
 static void hx__verify_stop(struct hx_verify *v, int st)
 {
-    HX_LOG_WARN("verify: the reference %s failed (%s: %s); no further ops are checked",
-                v->rep.ref, hx_status_name(st), v->sd.dev->last_error);
+    HX_LOG_WARN("verify: the reference %s failed (%s: %s); no further ops are checked", v->rep.ref,
+                hx_status_name(st), v->sd.dev->last_error);
     v->on = false;
     v->rep.ref_failed = true;
 }
@@ -253,13 +259,17 @@ static int hx__verify_mm_allowed(struct hx_verify *v, const struct hx_graph *g,
     int st = hx__verify_weight(v, w, num, &vw);
     if (st == HX_OK && nx > v->x_cap) {
         float *x = hx__realloc(v->x, nx * sizeof *x);
-        if (x) v->x = x, v->x_cap = nx;
-        else st = HX_E_NOMEM;
+        if (x)
+            v->x = x, v->x_cap = nx;
+        else
+            st = HX_E_NOMEM;
     }
     if (st == HX_OK && (size_t)(2 * nb) > v->model_cap) {
         double *md = hx__realloc(v->model, (size_t)(2 * nb) * sizeof *md);
-        if (md) v->model = md, v->model_cap = (size_t)(2 * nb);
-        else st = HX_E_NOMEM;
+        if (md)
+            v->model = md, v->model_cap = (size_t)(2 * nb);
+        else
+            st = HX_E_NOMEM;
     }
     if (st == HX_OK)
         st = hx__dev_buffer_read(v->sd.slot[in->slot], (size_t)in->row * sw * sizeof(float), v->x,
@@ -290,8 +300,7 @@ static int hx__verify_compare(struct hx_verify *v, const struct hx_graph *g, int
     size_t w = (size_t)g->slot_width[r->slot], n = (size_t)r->n_rows * w;
     size_t off = (size_t)r->row * w * sizeof(float);
     int st = hx__verify_bufs(v, n);
-    if (st == HX_OK)
-        st = hx__dev_buffer_read(target->slot[r->slot], off, v->a, n * sizeof(float));
+    if (st == HX_OK) st = hx__dev_buffer_read(target->slot[r->slot], off, v->a, n * sizeof(float));
     if (st) return st; /* the target's read failed: a target error */
     if ((st = hx__dev_buffer_read(v->sd.slot[r->slot], off, v->b, n * sizeof(float)))) {
         hx__verify_stop(v, st);

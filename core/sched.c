@@ -23,49 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "sched-impl.h"
 
-/* ---- devices ---------------------------------------------------------------------------- */
-
-static int hx__find_dev(struct hx_sched *s, const char *id)
-{
-    for (int i = 0; i < s->n_dev; i++)
-        if (!strcasecmp(s->dev[i].dev->id, id) || !strcasecmp(s->dev[i].dev->ops->name, id))
-            return i;
-    return -1;
-}
-
-int hx__open_sdev(struct hx_sched *s, const char *spec, const struct hx_device_config *cfg,
-                  int *idx)
-{
-    char real[64];
-    snprintf(real, sizeof real, "%s", spec);
-    if (!strcasecmp(spec, "gpu")) {
-        const char *g = hx__resolve_gpu();
-        if (!g)
-            return hx__set_error(HX_E_UNAVAILABLE,
-                                 "policy names 'gpu' but no GPU backend is usable here");
-        snprintf(real, sizeof real, "%s", g);
-    }
-    int have = hx__find_dev(s, real);
-    if (have >= 0) return *idx = have, HX_OK;
-    if (s->n_dev >= HX_MAX_DEVICES) return hx__set_error(HX_E_INVAL, "too many devices");
-    struct hx_device *d;
-    int st = hx__device_open(real, cfg, &d);
-    if (st) return st;
-    /* "vulkan" and "vulkan:0" may both resolve to one device: keep one. */
-    have = hx__find_dev(s, d->id);
-    if (have >= 0) {
-        hx__device_close(d);
-        return *idx = have, HX_OK;
-    }
-    s->dev[s->n_dev].dev = d;
-    *idx = s->n_dev++;
-    HX_LOG_INFO("sched: opened %s (%s)", d->id, d->info.name);
-    return HX_OK;
-}
+/* ---- devices --------------------------------------------------------------------------------- */
 
 /* Open a policy device; if it is absent and a fallback chain exists, substitute (logged). */
 static int hx__open_policy_dev(struct hx_sched *s, const char *spec,
@@ -101,7 +62,7 @@ static int hx__open_devices(struct hx_sched *s, const struct hx_device_config *c
     return HX_OK;
 }
 
-/* ---- the run loop --------------------------------------------------------------------------- */
+/* ---- the run loop ---------------------------------------------------------------------------- */
 
 static void hx__note_used(struct hx_sched *s)
 {
@@ -181,7 +142,7 @@ int hx__sched_run(struct hx_sched *s, const struct hx_graph *g, const int32_t *t
     return st;
 }
 
-/* ---- lifecycle ------------------------------------------------------------------------------------- */
+/* ---- lifecycle ------------------------------------------------------------------------------- */
 
 /* Prepare every weight the plan of phase ph places on each device, at load. */
 static int hx__prepare_for(struct hx_sched *s, const struct hx_graph *g0, enum hx_phase ph,
@@ -283,9 +244,15 @@ void hx__sched_free(struct hx_sched *s)
     hx__free(s);
 }
 
-const struct hx_sched_stats *hx__sched_stats(const struct hx_sched *s) { return &s->stats; }
+const struct hx_sched_stats *hx__sched_stats(const struct hx_sched *s)
+{
+    return &s->stats;
+}
 
-const char *hx__sched_devices_used(const struct hx_sched *s) { return s->used; }
+const char *hx__sched_devices_used(const struct hx_sched *s)
+{
+    return s->used;
+}
 
 const char *hx__sched_rule_text(const struct hx_sched *s, enum hx_phase phase)
 {
