@@ -45,6 +45,7 @@ static int hx__deadline(struct hx_sched *s, struct hx_device *dev, double t0, in
         dev, HX_E_TIMEOUT, "a split took %.0f ms, over the %.0f ms deadline (HX_SPLIT_TIMEOUT_MS)",
         us / 1e3, s->split_timeout_us / 1e3);
 }
+
 /* ---- splits ---------------------------------------------------------------------------------- */
 
 /* Nodes [i, j) on device d as one split. */

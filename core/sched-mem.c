@@ -19,8 +19,9 @@
  * chain, KV rows written on a non-host device are mirrored to the host, so when a device
  * fails the batch can be re-planned without it and re-run from the embedding: nothing is
  * zero-filled and the cache stays consistent (positions of the batch are simply rewritten).
- * The take/wrote primitives are the only writers of the bitmasks' rules, shared by the run
- * (hx__fetch_inputs) and the dry walk (sched-plan.c), which applies them to a copy.
+ * hx__coh_take_* and hx__coh_wrote state these rules once, for the run (hx__fetch_inputs,
+ * called by sched-exec.c) and for the dry walk (sched-plan.c, on a copy of the bitmasks);
+ * only the KV mirror here and the recovery in sched.c touch the bitmasks otherwise.
  */
 #include <stdio.h>
 #include <string.h>

@@ -8,7 +8,8 @@
  * a split or group starts, a slot or KV cache is moved, a node is placed, the step runs, a
  * part is joined. Nothing runs, no buffer is touched and no state of the scheduler changes, so
  * a pass can be made at any time (before the first run, between runs) and as often as wanted.
- * Its counts are the run's counts: what `engine plan` says moves is what a run moves.
+ * Its counts are those a run of the same batch from the same state makes (test-bench checks
+ * engine plan's bytes against engine bench's).
  */
 #include <stdio.h>
 #include <string.h>

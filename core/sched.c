@@ -3,17 +3,18 @@
  * sched-impl.h:
  *
  *   sched-place.c   rules per phase, the tensor-split expansion, the device of every node
- *   sched-cost.c    the cost model and the cost pass
- *   sched-mem.c     device memory (slots, KV caches, prepared weights) and coherence
- *   sched-exec.c    running a placed plan: splits, tensor-split groups, worker threads
- *   sched-plan.c    the dry walk over a plan, and the plan text
- *   sched-auto.c    measured auto and its profile cache
+ *   sched-cost.c    the cost model: predicted µs of nodes, splits, groups and moves
+ *   sched-mem.c     the devices, their memory (slots, KV caches, prepared weights), coherence
  *   sched-verify.c  verify: every op again on a reference device, compared
+ *   sched-exec.c    running a placed plan: splits, tensor-split groups, worker threads
+ *   sched-plan.c    the dry walk over a plan and its passes: the cost pass, the plan text
+ *   sched-auto.c    measured auto and its profile cache
  *
- * Here: opening the devices (the policy's, the --fallback chain, cpu always as the host, and
- * verify's reference as an instance of its own); making the rules (from the policy, or by
- * auto) and preparing at load every weight and KV cache the two phases' plans place on each
- * device; and hx__sched_run: place the batch's graph, run it, read the logits.
+ * Here: which devices to open (cpu always, as the host; the --fallback chain; the policy's,
+ * substituted from the chain when absent; verify's reference, as an instance of its own);
+ * making the rules (from the policy, or by auto); preparing at load every weight and KV cache
+ * the two phases' plans place on each device; and hx__sched_run: place the batch's graph, run
+ * it, read the logits.
  *
  * Recovery: when a device fails during a run (an error, or a split past HX_SPLIT_TIMEOUT_MS)
  * and a fallback chain exists, the device is marked unhealthy, every activation is forgotten,
