@@ -9,7 +9,8 @@
  * inserted before a split that reads a slot its device lacks), runs the splits through the
  * hx__dev_* wrappers, recovers from device failures by re-planning over the fallback chain,
  * and under `verify` re-runs every op on a reference device with the same inputs and compares.
- * docs/policies.md explains each policy.
+ * docs/policies.md explains each policy. The scheduler is core/sched*.c, in layers that share
+ * core/sched-impl.h (its opening comment lists them).
  */
 #pragma once
 
