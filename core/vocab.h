@@ -8,7 +8,7 @@
  * threads. Tokenizing allocates only per-call scratch memory.
  *
  * Files: vocab.c (loading, lookups, special-token partition, tokenize dispatch),
- * tokenize-bpe.c, tokenize-spm.c, pretok.c (regex engine + pre-tokenizer sets),
+ * tokenize-bpe.c, tokenize-spm.c, regex.c (the regex engine), pretok.c (pre-tokenizer sets),
  * detok.c (pieces, whole-string and streaming detokenization), chat.c (templates).
  */
 #pragma once
@@ -175,7 +175,7 @@ int hx__detok_flush(struct hx_detok *d, const char **piece, size_t *len);
 uint32_t hx__bpe_byte_to_cp(uint8_t b);
 int hx__bpe_cp_to_byte(uint32_t cp); /* -1 if cp is not in the map */
 
-/* ---- regex engine and pre-tokenizers (pretok.c) -------------------------------------------- */
+/* ---- regex engine (regex.c) and pre-tokenizers (pretok.c) ---------------------------------- */
 
 /*
  * Supported syntax (what the pre-tokenizer regexes use): literals, escapes \r \n \t \f \v
