@@ -3,6 +3,9 @@
 # or build the real tree): a banned call in core/ is caught with its file and line; the same
 # names inside comments and strings, in core/alloc.c and in app/ are not; a clean tree passes;
 # a misformatted file is counted, and fails only with --format-strict.
+# And scripts/check-docs.py: on planted docs it names each missing path, brace alternative,
+# page, heading and hx_ name, and not what lies outside the tree; then on the real tree, where
+# every path and name README.md and docs/ mention must exist.
 set -uo pipefail
 src="${HX_SOURCE:-$(cd "$(dirname "$0")/.." && pwd)}"
 tmp=$(mktemp -d)
@@ -82,6 +85,35 @@ if command -v clang-format >/dev/null 2>&1; then
 else
     check "missing clang-format is reported" 'grep -q "clang-format not installed" <<<"$out"'
 fi
+
+# ---- scripts/check-docs.py ------------------------------------------------------------------
+d="$tmp/docs-tree"
+mkdir -p "$d/scripts" "$d/core" "$d/docs"
+cp "$src/scripts/check-docs.py" "$d/scripts/"
+printf '/* a.c */\nint hx__thing(void);\nint hx_detok_push(void);\n' >"$d/core/a.c"
+cat >"$d/docs/x.md" <<'EOF'
+# Title
+
+`core/a.c` has `hx__thing()`; `hx_detok_*` and `core/*.c` match; see [the title](#title).
+Outside the tree: `../shared/docs/style.md`, `build/tests/test-x`, `$dir/core/none.c`.
+Stale: `core/a.{c,h}`, core/gone.c, `hx__gone`, [a page](nope.md), [a heading](#nothing).
+EOF
+out=$(python3 "$d/scripts/check-docs.py" "$d" 2>&1)
+rc=$?
+check "check-docs: stale mentions fail the run" '[ $rc -eq 1 ]'
+check "check-docs: a missing brace alternative" 'grep -q "^docs/x.md:5: no such path: core/a.h$" <<<"$out"'
+check "check-docs: a missing file" 'grep -q "^docs/x.md:5: no such path: core/gone.c$" <<<"$out"'
+check "check-docs: a missing name" 'grep -q "^docs/x.md:5: no such name: hx__gone$" <<<"$out"'
+check "check-docs: a missing page" 'grep -q "^docs/x.md:5: no such link: nope.md$" <<<"$out"'
+check "check-docs: a missing heading" 'grep -q "^docs/x.md:5: no such heading: #nothing$" <<<"$out"'
+check "check-docs: those five and nothing else ($out)" '[ "$(grep -c "^docs/" <<<"$out")" -eq 5 ]'
+sed -i '5d' "$d/docs/x.md"
+out=$(python3 "$d/scripts/check-docs.py" "$d" 2>&1)
+rc=$?
+check "check-docs: the fixed docs pass ($out)" '[ $rc -eq 0 ]'
+out=$(python3 "$src/scripts/check-docs.py" "$src" 2>&1)
+rc=$?
+check "check-docs: every path and name in README.md and docs/ exists: $out" '[ $rc -eq 0 ]'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
