@@ -157,6 +157,25 @@ ref512=$("$E" run -m "$S" -c $N_CTX -p "$(python3 -c 'print(" ".join(["the"] * 5
          --temp 0 2>/dev/null)
 text=$(json $tmp/long-0-511.json 'j["body"]["choices"][0]["text"]')
 check "prompt of 512 tokens: same text as engine run" '[ "$text" = "$ref512" ]'
+# every device present and a few split policies: a 701-token prompt in batches of 100 gives
+# the text `engine run` gives on the same device or policy with the same batches
+for dp in "--backend ref" "--backend vulkan" "--backend npu-sim" \
+          "--policy layer-split:cpu=0.5,ref=0.5" "--policy phase-split:ref,cpu"; do
+    dev=${dp#* }
+    case $dp in --backend*) "$E" devices 2>/dev/null | grep -q "^  $dev *available" || continue ;; esac
+    # shellcheck disable=SC2086
+    P=$(port); start "$S" "$P" --ctx $N_CTX --batch 100 $dp || { check "server $dp starts" false; continue; }
+    PID=$!
+    ask http://127.0.0.1:$P 700 4 "$tmp/dev.json"
+    # shellcheck disable=SC2086
+    want=$("$E" run -m "$S" -c $N_CTX --batch 100 $dp -p "$(python3 -c 'print(" ".join(["the"] * 700))')" \
+           -n 4 --temp 0 2>/dev/null)
+    got=$(json "$tmp/dev.json" '(j["status"], j["body"]["usage"]["prompt_tokens"])')
+    text=$(json "$tmp/dev.json" 'j["body"]["choices"][0]["text"]')
+    check "[$dp --batch 100] 701-token prompt: 200 ($got), the text of engine run" \
+        '[ "$got" = "200 701" ] && [ -n "$want" ] && [ "$text" = "$want" ]'
+    kill -TERM $PID; wait $PID
+done
 # decode steps split when --batch < --parallel: three greedy streams at once, each as engine run
 P=$(port); start "$S" "$P" --parallel 3 --batch 2 || { echo "server --batch 2 did not start"; exit 1; }
 PID=$!; U=127.0.0.1:$P
