@@ -12,8 +12,7 @@
 #include <unistd.h>
 
 #include "app.h"
-#include "hx-impl.h"
-#include "pool.h"
+#include "hx-internal.h"
 
 int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t pos0, int32_t seq,
                    hx_app_fed_fn after, void *user, const float **logits)

@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "app.h"
-#include "graph.h"
-#include "registry.h"
+#include "hx-internal.h"
 
 static void hx_devices_print_one(const struct hx_backend_entry *e, int i)
 {

@@ -25,9 +25,7 @@
 #include <sys/stat.h>
 
 #include "app.h"
-#include "gguf.h"
-#include "hx-impl.h"
-#include "pool.h"
+#include "hx-internal.h"
 
 enum hx_mk_kind { HX_MK_EMBD, HX_MK_NORM, HX_MK_MATRIX };
 

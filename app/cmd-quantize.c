@@ -22,9 +22,7 @@
 #include <sys/stat.h>
 
 #include "app.h"
-#include "gguf.h"
-#include "hx-impl.h"
-#include "pool.h"
+#include "hx-internal.h"
 
 /* ---- shared: file type ------------------------------------------------------------------- */
 

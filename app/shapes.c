@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "app.h"
-#include "hx-impl.h"
+#include "hx-internal.h"
 
 static const struct hx_app_shape hx_app_shapes[] = {
     /* name         embd layer head kv  dim   ff    ctx    vocab   rope  eps */

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bench-model.h"
-#include "registry.h"
+#include "hx-internal.h"
 
 /* A record's fields, shared by json and csv so both carry the same data. */
 enum hx_bm_kind { HX_BM_STR, HX_BM_NUM, HX_BM_NULL, HX_BM_LIST };

@@ -14,7 +14,7 @@
 #include "app.h"
 #include "bench-util.h"
 #include "hx-backend.h"
-#include "registry.h"
+#include "hx-internal.h"
 
 #define HX_BK_MAX 32
 /* Working set per case, spread over copies of the weight: twice the last-level cache, and at

@@ -16,7 +16,7 @@
 
 #include "app.h"
 #include "bench-util.h"
-#include "registry.h"
+#include "hx-internal.h"
 
 #define HX_BN_MAX 32
 #define HX_BN_STAGES 6
