@@ -80,8 +80,7 @@ static void hx_devices_npu_dev(const char *spec, const char *kernels_dir,
         return;
     }
     char *desc = malloc(8192);
-    if (desc && dev->ops->describe) {
-        dev->ops->describe(dev, desc, 8192);
+    if (desc && hx__dev_describe(dev, desc, 8192)) {
         printf("        ");
         for (const char *p = desc; *p; p++) printf(*p == '\n' ? "\n        " : "%c", *p);
         printf("\n");
@@ -93,7 +92,7 @@ static void hx_devices_npu_dev(const char *spec, const char *kernels_dir,
                                .n_out = g[i].n, .wtype = g[i].t};
         char q[64];
         snprintf(q, sizeof q, "hx.npu.cover:%lld:%lld", (long long)g[i].k, (long long)g[i].n);
-        const char *cv = dev->ops->get_extension ? dev->ops->get_extension(dev, q) : NULL;
+        const char *cv = hx__dev_extension(dev, q);
         printf("          %-8s %-5s %6lld -> %-6lld %s\n", hx_op_class_name(g[i].cls),
                hx_dtype_name(g[i].t), (long long)g[i].k, (long long)g[i].n,
                hx__dev_supports(dev, &d) ? (cv ? cv : "supported") : "not covered (runs elsewhere)");

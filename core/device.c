@@ -198,3 +198,16 @@ int hx__dev_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, do
     if (!dev->ops->estimate_cost) return HX_E_UNSUPPORTED;
     return dev->ops->estimate_cost(dev, op, us);
 }
+
+void *hx__dev_extension(struct hx_device *dev, const char *name)
+{
+    return dev->ops->get_extension ? dev->ops->get_extension(dev, name) : NULL;
+}
+
+bool hx__dev_describe(struct hx_device *dev, char *out, size_t len)
+{
+    if (len) out[0] = '\0';
+    if (!dev->ops->describe) return false;
+    dev->ops->describe(dev, out, len);
+    return true;
+}

@@ -39,6 +39,12 @@ bool hx__dev_supports(struct hx_device *dev, const struct hx_op_desc *op);
 int hx__dev_run(struct hx_device *dev, const struct hx_split *split);
 int hx__dev_synchronize(struct hx_device *dev);
 int hx__dev_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, double *us);
+/* A named extension of the device (hx-backend.h: get_extension), or NULL when the backend has
+ * no extensions or not that one. Callers check for NULL: an extension is never guaranteed. */
+void *hx__dev_extension(struct hx_device *dev, const char *name);
+/* The backend's extra text for the device into out (NUL-terminated, at most len bytes; "" when
+ * it has none). Returns whether the backend describes its devices at all. */
+bool hx__dev_describe(struct hx_device *dev, char *out, size_t len);
 
 /* Fault injection (HX_FAULT env or hx__fault_set): see core/fault.c. hx__fault_check says
  * what the named call on dev should do now (HX_FAULT_NONE: run normally); *delay_ms is how

@@ -338,6 +338,20 @@ struct hx_timing_stats {
     bool device_modelled;
 };
 
+/*
+ * get_extension(dev, "hx.npu.sim") (npu-sim devices): the simulator's process-wide controls,
+ * for the NPU benchmark. configure applies a knob spec, HX_NPU_SIM's grammar
+ * ("latency=model;compute=on;exec=lazy", docs/npu-backend.md), to every simulated device:
+ * HX_E_INVAL on a malformed spec, which changes nothing. write_kernels writes the simulator's
+ * synthetic kernels (manifest.json, placeholder xclbins, instruction streams) into dir, which
+ * it creates: HX_E_IO with err filled (at most len bytes), HX_E_UNSUPPORTED in a build
+ * without jansson.
+ */
+struct hx_npu_sim_ext {
+    int (*configure)(const char *spec);
+    int (*write_kernels)(const char *dir, char *err, size_t len);
+};
+
 #ifdef __cplusplus
 }
 #endif

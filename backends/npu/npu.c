@@ -42,10 +42,18 @@ static pthread_once_t hx_npu_xrt_once = PTHREAD_ONCE_INIT;
 static const char *const hx_npu_stage_names[HX_NPU_ST_COUNT + 1] = {
     "quantize", "copy", "sync A", "launch", "sync C", "dequantize", NULL};
 
+/* "hx.npu.sim": what the NPU benchmark may set on the simulator (hx-backend.h). */
+static const struct hx_npu_sim_ext hx_npu_sim_ext = {
+    .configure = hx__npu_sim_configure,
+    .write_kernels = hx__npu_write_synthetic_kernels,
+};
+
 static void *hx_npu_get_extension(struct hx_device *dev, const char *name)
 {
     struct hx_npu_dev *d = hx_npu_ctx(dev);
     if (!strcmp(name, "hx.timing")) return &d->timing;
+    if (!strcmp(name, "hx.npu.sim") && d->glue == &hx__npu_sim_glue)
+        return (void *)&hx_npu_sim_ext;
     if (!strcmp(name, "hx.npu.debug")) return &d->dbg;
     if (!strcmp(name, "hx.npu.stages")) return d->stage_us;
     if (!strcmp(name, "hx.npu.stage_names")) return (void *)hx_npu_stage_names;
