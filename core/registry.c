@@ -67,6 +67,11 @@ static bool hx__ops_valid(const struct hx_backend_ops *o, char *why, size_t n)
         snprintf(why, n, "ops table lacks a required entry");
         return false;
     }
+    if (!(o->caps & HX_BACKEND_ASYNC) != !o->synchronize) {
+        snprintf(why, n, o->synchronize ? "ops table has synchronize but not HX_BACKEND_ASYNC"
+                                        : "HX_BACKEND_ASYNC without synchronize");
+        return false;
+    }
     return true;
 }
 

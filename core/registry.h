@@ -38,6 +38,11 @@ void hx__dev_weight_release(struct hx_device *dev, void *handle);
 bool hx__dev_supports(struct hx_device *dev, const struct hx_op_desc *op);
 int hx__dev_run(struct hx_device *dev, const struct hx_split *split);
 int hx__dev_synchronize(struct hx_device *dev);
+/* The backend's run() may return before its work is done (HX_BACKEND_ASYNC): results are there
+ * only after hx__dev_synchronize. */
+bool hx__dev_async(const struct hx_device *dev);
+/* The backend predicts op times (estimate_cost); hx__dev_estimate_cost says "unknown" if not. */
+bool hx__dev_has_cost_model(const struct hx_device *dev);
 int hx__dev_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, double *us);
 /* A named extension of the device (hx-backend.h: get_extension), or NULL when the backend has
  * no extensions or not that one. Callers check for NULL: an extension is never guaranteed. */

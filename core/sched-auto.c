@@ -245,7 +245,7 @@ static int hx__prof_device(struct hx_sched *s, int d, const struct hx_graph *g)
     int64_t before = sd->prof.n;
     int st = HX_OK;
     const char *mode = getenv("HX_AUTO_COST");
-    bool model = mode && !strcmp(mode, "model") && sd->dev->ops->estimate_cost;
+    bool model = mode && !strcmp(mode, "model") && hx__dev_has_cost_model(sd->dev);
     for (int ph = 0; ph < HX_PHASE_COUNT && st == HX_OK && !model; ph++)
         st = hx__prof_graph(s, d, &g[ph]);
     if (st == HX_OK && !sd->prof.have_xfer && d != s->host) st = hx__prof_xfer(s, d);

@@ -252,17 +252,27 @@ struct hx_split {
 
 /* ---- the vtable --------------------------------------------------------------------------- */
 
-#define HX_BACKEND_ABI_VERSION 1
+/* 2: caps says what the core used to infer from an entry being NULL (asynchrony). */
+#define HX_BACKEND_ABI_VERSION 2
+
+/* What a backend can do, said rather than inferred (hx_backend_ops.caps). */
+enum hx_backend_cap {
+    /* run() may return before the split completes; synchronize() waits for it. Without this,
+     * run() returns with the results in place and synchronize is never called. */
+    HX_BACKEND_ASYNC = 1u << 0,
+};
 
 /*
  * Entries marked (optional) may be NULL; the default is written beside each. New entries are
  * only appended, bumping HX_BACKEND_ABI_VERSION. All entries returning int return hx_status.
+ * The core reads the table only in its wrappers (core/registry.c, core/device.c).
  */
 struct hx_backend_ops {
     uint32_t abi_version;    /* HX_BACKEND_ABI_VERSION */
     uint32_t struct_size;    /* sizeof(struct hx_backend_ops) */
     const char *name;        /* "cpu", "ref", "vulkan", "hip", "npu", "npu-sim" */
     size_t ctx_size;         /* bytes of per-device state the core allocates (zeroed) */
+    uint32_t caps;           /* enum hx_backend_cap bits */
 
     /* Side-effect free: is the runtime usable here? *score ranks defaults (higher wins; cpu
      * is 10). On HX_E_UNAVAILABLE, why[] says what is missing ("libvulkan.so.1 not found"). */
@@ -291,10 +301,11 @@ struct hx_backend_ops {
     /* Pure and cheap: can this device run the op as described? */
     bool (*supports)(struct hx_device *dev, const struct hx_op_desc *op);
 
-    /* Enqueue a split (may return before it completes). The split and every buffer it names
-     * stay valid until synchronize returns. */
+    /* Run a split. With HX_BACKEND_ASYNC it may return before the split completes, and the
+     * split and every buffer it names stay valid until synchronize returns. */
     int (*run)(struct hx_device *dev, const struct hx_split *split);
-    /* Wait for all enqueued work; returns the first error of it. (optional) HX_OK */
+    /* Wait for all enqueued work; returns the first error of it. Present exactly when caps
+     * has HX_BACKEND_ASYNC (the registry rejects a table where they disagree). */
     int (*synchronize)(struct hx_device *dev);
 
     /* (optional) predicted µs for the op on this device; default: HX_E_UNSUPPORTED (unknown) */

@@ -336,6 +336,7 @@ const struct hx_backend_ops hx_backend_hip_ops = {
     .struct_size = sizeof(struct hx_backend_ops),
     .name = "hip",
     .ctx_size = sizeof(struct hx_hip_ldev),
+    .caps = HX_BACKEND_ASYNC,
     .probe = hx_hip_probe,
     .device_count = hx_hip_device_count,
     .device_info = hx_hip_device_info,

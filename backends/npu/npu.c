@@ -278,7 +278,7 @@ static int hx_npu_xrt_init(struct hx_device *dev, const struct hx_device_config 
 
 #define HX_NPU_COMMON_OPS                                                                    \
     .abi_version = HX_BACKEND_ABI_VERSION, .struct_size = sizeof(struct hx_backend_ops),     \
-    .ctx_size = sizeof(struct hx_npu_dev), .fini = hx_npu_fini,                              \
+    .ctx_size = sizeof(struct hx_npu_dev), .caps = HX_BACKEND_ASYNC, .fini = hx_npu_fini,    \
     .buffer_alloc = hx__npu_buffer_alloc, .buffer_free = hx__npu_buffer_free,                \
     .buffer_write = hx__npu_buffer_write, .buffer_read = hx__npu_buffer_read,                \
     .weight_prepare = hx__npu_weight_prepare, .weight_release = hx__npu_weight_release,      \

@@ -627,6 +627,7 @@ const struct hx_backend_ops hx_backend_vulkan_ops = {
     .struct_size = sizeof(struct hx_backend_ops),
     .name = "vulkan",
     .ctx_size = sizeof(struct hx_vk_dev),
+    .caps = HX_BACKEND_ASYNC,
     .probe = hx_vk_probe,
     .device_count = hx_vk_device_count,
     .device_info = hx_vk_device_info,
