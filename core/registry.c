@@ -61,7 +61,7 @@ static bool hx__ops_valid(const struct hx_backend_ops *o, char *why, size_t n)
                  sizeof(struct hx_backend_ops));
         return false;
     }
-    if (!o->probe || !o->device_count || !o->device_info || !o->init || !o->buffer_alloc ||
+    if (!o->probe || !o->device_info || !o->init || !o->buffer_alloc ||
         !o->buffer_free || !o->buffer_write || !o->buffer_read || !o->weight_prepare ||
         !o->supports || !o->run) {
         snprintf(why, n, "ops table lacks a required entry");
@@ -85,7 +85,14 @@ static void hx__add_entry(const struct hx_backend_ops *o)
         HX_LOG_WARN("registry: backend '%s' rejected: %s", o->name, e->why);
         return;
     }
-    e->probe_status = o->probe(&e->score, e->why, sizeof e->why);
+    struct hx_backend_probe p;
+    memset(&p, 0, sizeof p);
+    e->probe_status = o->probe(&p);
+    e->score = p.score;
+    e->n_devices = e->probe_status == HX_OK && p.n_devices > 0 ? p.n_devices : 0;
+    _Static_assert(sizeof e->why == sizeof p.why, "probe why[] and entry why[] differ");
+    memcpy(e->why, p.why, sizeof e->why);
+    e->why[sizeof e->why - 1] = '\0';
 }
 
 static const struct hx_backend_ops *hx__builtin_find(const char *name, size_t len)
@@ -134,7 +141,7 @@ const struct hx_backend_entry *hx__registry_get(int i)
     return (i >= 0 && i < hx__n_entries) ? &hx__entries[i] : NULL;
 }
 
-const struct hx_backend_entry *hx_backend_find(const char *name)
+const struct hx_backend_entry *hx__backend_find(const char *name)
 {
     int n = hx__registry_count();
     const struct hx_backend_entry *best = NULL;
@@ -149,6 +156,14 @@ const struct hx_backend_entry *hx_backend_find(const char *name)
     return best;
 }
 
+int hx__backend_device_info(const struct hx_backend_entry *e, int idx, struct hx_device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    if (e->probe_status != HX_OK || idx < 0 || idx >= e->n_devices) return HX_E_NOTFOUND;
+    return e->ops->device_info(idx, out);
+}
+
 /* Pick a device index from the part after ':' — a number or a name substring. */
 static int hx__pick_device(const struct hx_backend_entry *e, const char *sel, int n, int *idx)
 {
@@ -156,8 +171,8 @@ static int hx__pick_device(const struct hx_backend_entry *e, const char *sel, in
         /* Default: the first non-CPU-kind device, else device 0 (lavapipe only when alone). */
         *idx = 0;
         for (int i = 0; i < n; i++) {
-            struct hx_device_info info = {.struct_size = sizeof info};
-            if (e->ops->device_info(i, &info) == HX_OK && info.kind != HX_DEVICE_CPU) {
+            struct hx_device_info info;
+            if (hx__backend_device_info(e, i, &info) == HX_OK && info.kind != HX_DEVICE_CPU) {
                 *idx = i;
                 break;
             }
@@ -174,8 +189,8 @@ static int hx__pick_device(const struct hx_backend_entry *e, const char *sel, in
         return HX_OK;
     }
     for (int i = 0; i < n; i++) {
-        struct hx_device_info info = {.struct_size = sizeof info};
-        if (e->ops->device_info(i, &info) == HX_OK && strcasestr(info.name, sel)) {
+        struct hx_device_info info;
+        if (hx__backend_device_info(e, i, &info) == HX_OK && strcasestr(info.name, sel)) {
             *idx = i;
             return HX_OK;
         }
@@ -192,7 +207,7 @@ int hx__device_open(const char *spec, const struct hx_device_config *cfg, struct
     if (len == 0 || len >= sizeof name) return hx__set_error(HX_E_INVAL, "bad device spec '%s'", spec);
     memcpy(name, spec, len);
     name[len] = '\0';
-    const struct hx_backend_entry *e = hx_backend_find(name);
+    const struct hx_backend_entry *e = hx__backend_find(name);
     if (!e) {
         struct hx_strbuf sb;
         hx__sb_init(&sb);
@@ -205,12 +220,10 @@ int hx__device_open(const char *spec, const struct hx_device_config *cfg, struct
     }
     if (e->probe_status != HX_OK)
         return hx__set_error(HX_E_UNAVAILABLE, "backend '%s' is unavailable: %s", name, e->why);
-    int n = 0;
-    char why[256] = "";
-    int st = e->ops->device_count(&n, why, sizeof why);
-    if (st != HX_OK || n <= 0)
+    int n = e->n_devices, st;
+    if (n <= 0)
         return hx__set_error(HX_E_UNAVAILABLE, "backend '%s' has no usable device: %s", name,
-                             why[0] ? why : hx_strerror(st));
+                             e->why[0] ? e->why : hx_strerror(HX_OK));
     int idx;
     if ((st = hx__pick_device(e, colon ? colon + 1 : NULL, n, &idx)) != HX_OK) return st;
 
@@ -219,10 +232,9 @@ int hx__device_open(const char *spec, const struct hx_device_config *cfg, struct
     dev->ops = e->ops;
     dev->index = idx;
     dev->healthy = true;
-    dev->info.struct_size = sizeof dev->info;
     if (n > 1 || colon) snprintf(dev->id, sizeof dev->id, "%s:%d", e->ops->name, idx);
     else snprintf(dev->id, sizeof dev->id, "%s", e->ops->name);
-    if ((st = e->ops->device_info(idx, &dev->info)) != HX_OK) goto fail;
+    if ((st = hx__backend_device_info(e, idx, &dev->info)) != HX_OK) goto fail;
     if (e->ops->ctx_size && !(dev->ctx = hx__calloc(1, e->ops->ctx_size))) {
         st = HX_E_NOMEM;
         goto fail;

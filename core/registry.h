@@ -7,18 +7,23 @@
 
 #include "hx-impl.h"
 
+/* A backend compiled in, with what its one probe found (hx-backend.h: struct hx_backend_probe). */
 struct hx_backend_entry {
     const struct hx_backend_ops *ops;
     int probe_status;        /* HX_OK or why not usable */
     int score;
-    char why[256];           /* reason when unavailable */
+    int n_devices;           /* 0 unless probe_status is HX_OK */
+    char why[256];           /* reason when unavailable or without devices; notes otherwise */
 };
 
 /* Backends in registry order (HX_BACKENDS env may reorder or disable). Probed once. */
 int hx__registry_count(void);
 const struct hx_backend_entry *hx__registry_get(int i);
 /* Case-insensitive lookup by backend name; NULL name = the highest-scoring usable backend. */
-const struct hx_backend_entry *hx_backend_find(const char *name);
+const struct hx_backend_entry *hx__backend_find(const char *name);
+/* Describe device idx of a backend without opening it: HX_E_NOTFOUND unless the backend is
+ * usable and 0 <= idx < n_devices. */
+int hx__backend_device_info(const struct hx_backend_entry *e, int idx, struct hx_device_info *out);
 
 /* Open a device by spec: "cpu", "ref", "vulkan" (its best device), "vulkan:1", "vulkan:NAME"
  * (substring of the device name), "npu-sim". HX_E_NOTFOUND / HX_E_UNAVAILABLE with a message

@@ -252,8 +252,16 @@ struct hx_split {
 
 /* ---- the vtable --------------------------------------------------------------------------- */
 
-/* 2: caps says what the core used to infer from an entry being NULL (asynchrony). */
-#define HX_BACKEND_ABI_VERSION 2
+/* 2: caps says what the core used to infer from an entry being NULL (asynchrony).
+ * 3: probe reports the devices too (device_count is gone); the core checks device indices. */
+#define HX_BACKEND_ABI_VERSION 3
+
+/* What a backend's probe found. The core zeroes it before the call and keeps it. */
+struct hx_backend_probe {
+    int score;        /* ranks defaults: higher wins (cpu is 10) */
+    int n_devices;    /* devices device_info and init accept: indices 0 .. n_devices - 1 */
+    char why[256];    /* what is missing (when unusable or without devices), or what was left out */
+};
 
 /* What a backend can do, said rather than inferred (hx_backend_ops.caps). */
 enum hx_backend_cap {
@@ -274,12 +282,14 @@ struct hx_backend_ops {
     size_t ctx_size;         /* bytes of per-device state the core allocates (zeroed) */
     uint32_t caps;           /* enum hx_backend_cap bits */
 
-    /* Side-effect free: is the runtime usable here? *score ranks defaults (higher wins; cpu
-     * is 10). On HX_E_UNAVAILABLE, why[] says what is missing ("libvulkan.so.1 not found"). */
-    int (*probe)(int *score, char *why, size_t why_len);
-    /* Number of devices (0 allowed, with why[] filled). */
-    int (*device_count)(int *n, char *why, size_t why_len);
-    /* Describe device idx without initializing it. */
+    /* Is the runtime usable here, and with how many devices? Called once per process, from
+     * one thread, before any other entry: the backend's one-time discovery (loading its
+     * library, creating an instance, listing devices) happens here, and nothing else that a
+     * caller could notice. HX_OK, or HX_E_UNAVAILABLE with why[] saying what is missing
+     * ("libvulkan.so.1 not found"). */
+    int (*probe)(struct hx_backend_probe *out);
+    /* Describe device idx (the core checks 0 <= idx < n_devices) without initializing it;
+     * out arrives zeroed, struct_size set. */
     int (*device_info)(int idx, struct hx_device_info *out);
 
     int (*init)(struct hx_device *dev, const struct hx_device_config *cfg);

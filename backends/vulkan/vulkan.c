@@ -2,11 +2,11 @@
  * vulkan.c — the Vulkan backend's ops table, run-time loading of libvulkan, the process-wide
  * instance and device enumeration, device init/fini.
  *
- * libvulkan.so.1 is dlopen'ed on first probe; if it or a usable device is missing the backend
- * reports why (probe / device_count) and the engine runs without it. The instance asks for
+ * libvulkan.so.1 is dlopen'ed by probe; if it or a usable device is missing the backend
+ * reports why (probe's why[]) and the engine runs without it. The instance asks for
  * Vulkan 1.3 where the loader has it (a device's core 1.3 features — the integer dot
- * product — are usable only then), else 1.2. Enumeration happens once (pthread_once) and is
- * kept for the process, ordered discrete GPU, integrated GPU, other, CPU (lavapipe), so
+ * product — are usable only then), else 1.2. Enumeration happens once (in probe, which the core
+ * calls once) and is kept for the process, ordered discrete GPU, integrated GPU, other, CPU (lavapipe), so
  * vulkan:0 is the best device: only devices with every required feature (Vulkan ≥ 1.2, 8- and
  * 16-bit storage buffers, subgroup basic + arithmetic in compute, subgroup size ≥ 4, 128
  * invocations per workgroup, R32G32B32A32_UINT uniform texel buffers, a compute queue) are
@@ -16,7 +16,6 @@
  * messenger counting errors are enabled (get_extension "hx.vk.validation_errors").
  */
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +36,6 @@ static struct {
     uint32_t validation_errors;
     uint32_t api_version; /* what the instance was created for: min(loader, 1.3) */
 } hx_vk_g;
-static pthread_once_t hx_vk_once = PTHREAD_ONCE_INIT;
 
 const char *hx__vk_result_name(VkResult r)
 {
@@ -441,31 +439,18 @@ static void hx_vk_global_init(void)
     }
 }
 
-static int hx_vk_probe(int *score, char *why, size_t why_len)
+static int hx_vk_probe(struct hx_backend_probe *out)
 {
-    pthread_once(&hx_vk_once, hx_vk_global_init);
-    *score = hx_vk_g.n_non_cpu > 0 ? 50 : 5;
-    if (why && why_len) snprintf(why, why_len, "%s", hx_vk_g.why);
+    hx_vk_global_init();
+    out->score = hx_vk_g.n_non_cpu > 0 ? 50 : 5;
+    out->n_devices = hx_vk_g.n_phys;
+    snprintf(out->why, sizeof out->why, "%s", hx_vk_g.why);
     return hx_vk_g.probe_status;
-}
-
-static int hx_vk_device_count(int *n, char *why, size_t why_len)
-{
-    pthread_once(&hx_vk_once, hx_vk_global_init);
-    *n = hx_vk_g.n_phys;
-    if (why && why_len) snprintf(why, why_len, "%s", hx_vk_g.why);
-    return hx_vk_g.probe_status == HX_OK || hx_vk_g.instance ? HX_OK : hx_vk_g.probe_status;
 }
 
 static int hx_vk_device_info(int idx, struct hx_device_info *out)
 {
-    pthread_once(&hx_vk_once, hx_vk_global_init);
-    const struct hx_vk_phys *p = hx__vk_phys(idx);
-    if (!p) return HX_E_NOTFOUND;
-    uint32_t ss = out->struct_size ? out->struct_size : (uint32_t)sizeof *out;
-    struct hx_device_info tmp = p->info;
-    memcpy(out, &tmp, HX_MIN(ss, sizeof tmp));
-    out->struct_size = ss;
+    *out = hx__vk_phys(idx)->info;
     return HX_OK;
 }
 
@@ -629,7 +614,6 @@ const struct hx_backend_ops hx_backend_vulkan_ops = {
     .ctx_size = sizeof(struct hx_vk_dev),
     .caps = HX_BACKEND_ASYNC,
     .probe = hx_vk_probe,
-    .device_count = hx_vk_device_count,
     .device_info = hx_vk_device_info,
     .init = hx_vk_init,
     .fini = hx_vk_fini,
