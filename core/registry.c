@@ -1,7 +1,8 @@
 /*
- * registry.c — the one table of backends compiled into this build (filled by CMake's
- * HX_HAVE_BACKEND_* definitions), probed once, ordered by HX_BACKENDS when set.
- * `cpu` and `ref` are always present.
+ * registry.c — the one table of backends compiled into this build, probed once, ordered by
+ * HX_BACKENDS when set. The table is generated: each backend folder's CMakeLists.txt names its
+ * ops table with hx_backend(), which lands in hx-backend-tables.h (build folder), so adding a
+ * backend changes nothing here. `cpu` and `ref` are always present.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -9,41 +10,17 @@
 #include <string.h>
 #include <strings.h>
 
+#include "hx-backend-tables.h"
 #include "registry.h"
 
-extern const struct hx_backend_ops hx_backend_cpu_ops;
-extern const struct hx_backend_ops hx_backend_ref_ops;
-#ifdef HX_HAVE_BACKEND_VULKAN
-extern const struct hx_backend_ops hx_backend_vulkan_ops;
-#endif
-#ifdef HX_HAVE_BACKEND_HIP
-extern const struct hx_backend_ops hx_backend_hip_ops;
-#endif
-#ifdef HX_HAVE_BACKEND_NPU
-extern const struct hx_backend_ops hx_backend_npu_ops;
-#endif
-#ifdef HX_HAVE_BACKEND_NPU_SIM
-extern const struct hx_backend_ops hx_backend_npu_sim_ops;
-#endif
+#define HX__DECLARE(ops) extern const struct hx_backend_ops ops;
+HX_BACKEND_TABLES(HX__DECLARE)
+#undef HX__DECLARE
 
-/* Strong references: they are what pulls each backend's objects out of libhxcore.a. A
- * backend's HX_HAVE_BACKEND_* is defined only when its CMake added its sources. */
-static const struct hx_backend_ops *const hx__builtin[] = {
-#ifdef HX_HAVE_BACKEND_NPU
-    &hx_backend_npu_ops,
-#endif
-#ifdef HX_HAVE_BACKEND_HIP
-    &hx_backend_hip_ops,
-#endif
-#ifdef HX_HAVE_BACKEND_VULKAN
-    &hx_backend_vulkan_ops,
-#endif
-    &hx_backend_cpu_ops,
-    &hx_backend_ref_ops,
-#ifdef HX_HAVE_BACKEND_NPU_SIM
-    &hx_backend_npu_sim_ops,
-#endif
-};
+/* Strong references: they are what pulls each backend's objects out of libhxcore.a. */
+#define HX__REFER(ops) &ops,
+static const struct hx_backend_ops *const hx__builtin[] = {HX_BACKEND_TABLES(HX__REFER)};
+#undef HX__REFER
 
 #define HX__MAX_BACKENDS 16
 static struct hx_backend_entry hx__entries[HX__MAX_BACKENDS];
@@ -120,9 +97,10 @@ static void hx__registry_init(void)
             }
             p += len + (p[len] == ',');
         }
+        const struct hx_backend_ops *cpu = hx__builtin_find("cpu", 3);
         bool have_cpu = false;
-        for (int i = 0; i < hx__n_entries; i++) have_cpu |= hx__entries[i].ops == &hx_backend_cpu_ops;
-        if (!have_cpu) hx__add_entry(&hx_backend_cpu_ops);
+        for (int i = 0; i < hx__n_entries; i++) have_cpu |= hx__entries[i].ops == cpu;
+        if (!have_cpu && cpu) hx__add_entry(cpu);
         return;
     }
     for (size_t i = 0; i < HX_ARRAY_LEN(hx__builtin); i++)
