@@ -38,15 +38,15 @@ static bool hx__ops_valid(const struct hx_backend_ops *o, char *why, size_t n)
                  sizeof(struct hx_backend_ops));
         return false;
     }
-    if (!o->probe || !o->device_info || !o->init || !o->buffer_alloc ||
-        !o->buffer_free || !o->buffer_write || !o->buffer_read || !o->weight_prepare ||
-        !o->supports || !o->run) {
+    if (!o->probe || !o->device_info || !o->init || !o->buffer_alloc || !o->buffer_free ||
+        !o->buffer_write || !o->buffer_read || !o->weight_prepare || !o->supports || !o->run) {
         snprintf(why, n, "ops table lacks a required entry");
         return false;
     }
     if (!(o->caps & HX_BACKEND_ASYNC) != !o->synchronize) {
-        snprintf(why, n, o->synchronize ? "ops table has synchronize but not HX_BACKEND_ASYNC"
-                                        : "HX_BACKEND_ASYNC without synchronize");
+        snprintf(why, n,
+                 o->synchronize ? "ops table has synchronize but not HX_BACKEND_ASYNC"
+                                : "HX_BACKEND_ASYNC without synchronize");
         return false;
     }
     return true;

@@ -42,7 +42,8 @@ static bool hx_bm_host_memory(const char *devices)
         if (colon) *colon = '\0', idx = colon[1] >= '0' && colon[1] <= '9' ? atoi(colon + 1) : 0;
         const struct hx_backend_entry *e = hx__backend_find(t);
         struct hx_device_info info;
-        if (!e || hx__backend_device_info(e, idx, &info) != HX_OK || !info.unified_memory) return false;
+        if (!e || hx__backend_device_info(e, idx, &info) != HX_OK || !info.unified_memory)
+            return false;
     }
     return true;
 }

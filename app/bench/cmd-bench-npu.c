@@ -215,7 +215,8 @@ int hx_cmd_bench_npu(int argc, char **argv)
         snprintf(spec, sizeof spec, "latency=%s;compute=%s;exec=%s", o.latency, o.compute, o.exec);
         int st = ext ? ext->configure(spec) : HX_E_UNSUPPORTED;
         if (st != HX_OK) {
-            hx_app_error("bench", "%s", ext ? hx_last_error() : "npu-sim has no simulator controls");
+            hx_app_error("bench", "%s",
+                         ext ? hx_last_error() : "npu-sim has no simulator controls");
             hx__device_close(dev);
             return ext ? 2 : 1;
         }

@@ -50,8 +50,7 @@ static void *hx_npu_get_extension(struct hx_device *dev, const char *name)
 {
     struct hx_npu_dev *d = hx_npu_ctx(dev);
     if (!strcmp(name, "hx.timing")) return &d->timing;
-    if (!strcmp(name, "hx.npu.sim") && d->glue == &hx__npu_sim_glue)
-        return (void *)&hx_npu_sim_ext;
+    if (!strcmp(name, "hx.npu.sim") && d->glue == &hx__npu_sim_glue) return (void *)&hx_npu_sim_ext;
     if (!strcmp(name, "hx.npu.debug")) return &d->dbg;
     if (!strcmp(name, "hx.npu.stages")) return d->stage_us;
     if (!strcmp(name, "hx.npu.stage_names")) return (void *)hx_npu_stage_names;
@@ -116,7 +115,7 @@ static void hx_npu_info(struct hx_device_info *out)
 
 static int hx_npu_sim_probe(struct hx_backend_probe *out)
 {
-    out->score = 1;   /* never the default: it is a simulator */
+    out->score = 1; /* never the default: it is a simulator */
     out->n_devices = 1;
     return HX_OK;
 }
@@ -245,9 +244,10 @@ static int hx_npu_xrt_device_info(int idx, struct hx_device_info *out)
 {
     (void)idx; /* 0, the only one */
     hx_npu_info(out);
-    snprintf(out->name, sizeof out->name, "%s", hx_npu_xrt.pci[0] ? hx_npu_xrt.pci : "AMD XDNA NPU");
-    snprintf(out->description, sizeof out->description, "XRT through %.180s, %s",
-             hx_npu_xrt.module, HX_NPU_ACCEL_NODE);
+    snprintf(out->name, sizeof out->name, "%s",
+             hx_npu_xrt.pci[0] ? hx_npu_xrt.pci : "AMD XDNA NPU");
+    snprintf(out->description, sizeof out->description, "XRT through %.180s, %s", hx_npu_xrt.module,
+             HX_NPU_ACCEL_NODE);
     return HX_OK;
 }
 
