@@ -190,7 +190,7 @@ static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
              hx__cpu_isa_name(hx__cpu_isa_best()), c->n_threads, hx__cpu_decode_streams(), pf, lut);
 }
 
-const struct hx_backend_ops hx_backend_cpu_ops = {
+const struct hx_backend_ops hx__backend_cpu_ops = {
     .abi_version = HX_BACKEND_ABI_VERSION,
     .struct_size = sizeof(struct hx_backend_ops),
     .name = "cpu",

@@ -219,7 +219,7 @@ static int hx_ref_run(struct hx_device *dev, const struct hx_split *sp)
     return HX_OK;
 }
 
-const struct hx_backend_ops hx_backend_ref_ops = {
+const struct hx_backend_ops hx__backend_ref_ops = {
     .abi_version = HX_BACKEND_ABI_VERSION,
     .struct_size = sizeof(struct hx_backend_ops),
     .name = "ref",

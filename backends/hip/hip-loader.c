@@ -1,5 +1,5 @@
 /*
- * hip-loader.c — the engine's `hip` backend (hx_backend_hip_ops): finds a HIP device module
+ * hip-loader.c — the engine's `hip` backend (hx__backend_hip_ops): finds a HIP device module
  * at run time, dlopens it, checks its ABI, and forwards every vtable entry to it. Plain C
  * with no GPU headers, so the engine builds, starts and runs where neither ROCm nor CUDA is
  * installed; `engine devices` then says why HIP is unavailable.
@@ -319,7 +319,7 @@ static void hx_hip_describe(struct hx_device *dev, char *out, size_t len)
     snprintf(out, len, "%s [%s]", text, base ? base + 1 : hx_hip_g.path);
 }
 
-const struct hx_backend_ops hx_backend_hip_ops = {
+const struct hx_backend_ops hx__backend_hip_ops = {
     .abi_version = HX_BACKEND_ABI_VERSION,
     .struct_size = sizeof(struct hx_backend_ops),
     .name = "hip",

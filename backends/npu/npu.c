@@ -269,7 +269,7 @@ static int hx_npu_xrt_init(struct hx_device *dev, const struct hx_device_config 
     .estimate_cost = hx__npu_estimate_cost, .get_extension = hx_npu_get_extension,           \
     .describe = hx_npu_describe
 
-const struct hx_backend_ops hx_backend_npu_sim_ops = {
+const struct hx_backend_ops hx__backend_npu_sim_ops = {
     HX_NPU_COMMON_OPS,
     .name = "npu-sim",
     .probe = hx_npu_sim_probe,
@@ -277,7 +277,7 @@ const struct hx_backend_ops hx_backend_npu_sim_ops = {
     .init = hx_npu_sim_init,
 };
 
-const struct hx_backend_ops hx_backend_npu_ops = {
+const struct hx_backend_ops hx__backend_npu_ops = {
     HX_NPU_COMMON_OPS,
     .name = "npu",
     .probe = hx_npu_xrt_probe,
