@@ -217,7 +217,9 @@ struct hx_split {
 /* ---- the vtable --------------------------------------------------------------------------- */
 
 /* 2: caps says what the core used to infer from an entry being NULL (asynchrony).
- * 3: probe reports the devices too (device_count is gone); the core checks device indices. */
+ * 3: probe reports the devices too (device_count is gone); the core checks device indices.
+ * Both changed the layout rather than appending, which is safe only because every table is
+ * compiled with the core: the registry rejects a table of another version. */
 #define HX_BACKEND_ABI_VERSION 3
 
 /* What a backend's probe found. The core zeroes it before the call and keeps it. */
