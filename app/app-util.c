@@ -12,8 +12,7 @@
 #include <unistd.h>
 
 #include "app.h"
-#include "hx-impl.h"
-#include "pool.h"
+#include "hx-internal.h"
 
 int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t pos0, int32_t seq,
                    hx_app_fed_fn after, void *user, const float **logits)
@@ -190,11 +189,11 @@ static void hx_app_rows_task(void *arg, int tid, int nth)
     struct hx_app_rows_job *j = arg;
     int64_t r0, r1;
     hx__pool_range(j->n_rows, tid, nth, &r0, &r1);
-    float *row = hx__malloc((size_t)(j->width > 0 ? j->width : 1) * sizeof *row);
+    float *row = hx_malloc((size_t)(j->width > 0 ? j->width : 1) * sizeof *row);
     int my = row ? HX_OK : HX_E_NOMEM;
     for (int64_t r = r0; r < r1 && !my && !atomic_load_explicit(&j->status, memory_order_relaxed); r++)
         my = j->fn(j->ctx, r, row);
-    hx__free(row);
+    hx_free(row);
     int ok = HX_OK;
     if (my) atomic_compare_exchange_strong(&j->status, &ok, my);
 }

@@ -9,13 +9,12 @@
 #include <string.h>
 
 #include "app.h"
-#include "graph.h"
-#include "registry.h"
+#include "hx-internal.h"
 
 static void hx_devices_print_one(const struct hx_backend_entry *e, int i)
 {
-    struct hx_device_info info = {.struct_size = sizeof info};
-    if (e->ops->device_info(i, &info) != HX_OK) {
+    struct hx_device_info info;
+    if (hx__backend_device_info(e, i, &info) != HX_OK) {
         printf("    [%d] (cannot describe)\n", i);
         return;
     }
@@ -81,8 +80,7 @@ static void hx_devices_npu_dev(const char *spec, const char *kernels_dir,
         return;
     }
     char *desc = malloc(8192);
-    if (desc && dev->ops->describe) {
-        dev->ops->describe(dev, desc, 8192);
+    if (desc && hx__dev_describe(dev, desc, 8192)) {
         printf("        ");
         for (const char *p = desc; *p; p++) printf(*p == '\n' ? "\n        " : "%c", *p);
         printf("\n");
@@ -94,7 +92,7 @@ static void hx_devices_npu_dev(const char *spec, const char *kernels_dir,
                                .n_out = g[i].n, .wtype = g[i].t};
         char q[64];
         snprintf(q, sizeof q, "hx.npu.cover:%lld:%lld", (long long)g[i].k, (long long)g[i].n);
-        const char *cv = dev->ops->get_extension ? dev->ops->get_extension(dev, q) : NULL;
+        const char *cv = hx__dev_extension(dev, q);
         printf("          %-8s %-5s %6lld -> %-6lld %s\n", hx_op_class_name(g[i].cls),
                hx_dtype_name(g[i].t), (long long)g[i].k, (long long)g[i].n,
                hx__dev_supports(dev, &d) ? (cv ? cv : "supported") : "not covered (runs elsewhere)");
@@ -113,8 +111,8 @@ static void hx_devices_npu_report(const char *kernels_dir, const char *model)
     }
     for (int b = 0; b < hx__registry_count(); b++) {
         const struct hx_backend_entry *e = hx__registry_get(b);
-        struct hx_device_info info = {.struct_size = sizeof info};
-        if (e->probe_status != HX_OK || e->ops->device_info(0, &info) != HX_OK || info.kind != HX_DEVICE_NPU)
+        struct hx_device_info info;
+        if (hx__backend_device_info(e, 0, &info) != HX_OK || info.kind != HX_DEVICE_NPU)
             continue;
         const char *env = getenv("HX_NPU_KERNELS");
         const char *dir = kernels_dir ? kernels_dir : env && *env ? env : NULL;
@@ -154,15 +152,13 @@ int hx_cmd_devices(int argc, char **argv)
             printf("  %-8s unavailable: %s\n", e->ops->name, e->why[0] ? e->why : hx_strerror(e->probe_status));
             continue;
         }
-        int nd = 0;
-        char why[256] = "";
-        int st = e->ops->device_count(&nd, why, sizeof why);
+        const int nd = e->n_devices;
         printf("  %-8s available (score %d), %d device%s%s%s\n", e->ops->name, e->score, nd, nd == 1 ? "" : "s",
-               (st != HX_OK || nd == 0) ? ": " : "", (st != HX_OK || nd == 0) ? (why[0] ? why : hx_strerror(st)) : "");
+               nd == 0 ? ": " : "", nd == 0 ? (e->why[0] ? e->why : hx_strerror(HX_OK)) : "");
         for (int i = 0; i < nd; i++) hx_devices_print_one(e, i);
     }
     hx_devices_npu_report(npu_kernels, model);
-    const struct hx_backend_entry *def = hx_backend_find(NULL);
+    const struct hx_backend_entry *def = hx__backend_find(NULL);
     printf("default backend: %s\n", def ? def->ops->name : "(none)");
     return 0;
 }

@@ -20,7 +20,7 @@
 
 #include "app.h"
 #include "cli.h"
-#include "scheduler.h"
+#include "hx-internal.h"
 
 struct hx_diff_opts {
     const char *ref, *format, *ops;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "app.h"
-#include "gguf.h"
+#include "hx-internal.h"
 #include "hx.h"
 
 static void hx_inspect_str(struct hx_gguf_str s, size_t max)

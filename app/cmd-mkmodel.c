@@ -25,9 +25,7 @@
 #include <sys/stat.h>
 
 #include "app.h"
-#include "gguf.h"
-#include "hx-impl.h"
-#include "pool.h"
+#include "hx-internal.h"
 
 enum hx_mk_kind { HX_MK_EMBD, HX_MK_NORM, HX_MK_MATRIX };
 
@@ -149,7 +147,7 @@ static int hx_mk_add(struct hx_mk_job *j, const char *name, enum hx_dtype type, 
 {
     if (j->n_t == j->cap_t) {
         size_t cap = j->cap_t ? 2 * j->cap_t : 64;
-        struct hx_mk_tensor *t = hx__realloc(j->t, cap * sizeof *t);
+        struct hx_mk_tensor *t = hx_realloc(j->t, cap * sizeof *t);
         if (!t) return HX_E_NOMEM;
         j->t = t, j->cap_t = cap;
     }
@@ -394,6 +392,6 @@ int hx_cmd_mkmodel(int argc, char **argv)
     if (!o.n_threads) o.n_threads = hx__pool_default_threads();
     struct hx_mk_job j = {.o = &o};
     rc = hx_mk_write(&j);
-    hx__free(j.t);
+    hx_free(j.t);
     return rc;
 }

@@ -22,9 +22,7 @@
 #include <sys/stat.h>
 
 #include "app.h"
-#include "gguf.h"
-#include "hx-impl.h"
-#include "pool.h"
+#include "hx-internal.h"
 
 /* ---- shared: file type ------------------------------------------------------------------- */
 
@@ -278,8 +276,8 @@ static int hx_quant_run(struct hx_quant_job *j)
     size_t in_b, out_b;
     int rc = 1;
     uint64_t n = j->g->n_tensors;
-    j->plan = hx__calloc(n ? n : 1, sizeof *j->plan);
-    j->out_bytes = hx__calloc(n ? n : 1, sizeof *j->out_bytes);
+    j->plan = hx_calloc(n ? n : 1, sizeof *j->plan);
+    j->out_bytes = hx_calloc(n ? n : 1, sizeof *j->out_bytes);
     if (!j->plan || !j->out_bytes || hx__gguf_writer_new(&w)) {
         hx_app_error("quantize", "out of memory");
         goto out;
@@ -302,8 +300,8 @@ static int hx_quant_run(struct hx_quant_job *j)
     rc = 0;
 out:
     hx__gguf_writer_free(w);
-    hx__free(j->plan);
-    hx__free(j->out_bytes);
+    hx_free(j->plan);
+    hx_free(j->out_bytes);
     return rc;
 }
 

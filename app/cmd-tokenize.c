@@ -9,9 +9,8 @@
 #include <string.h>
 
 #include "app.h"
-#include "gguf.h"
+#include "hx-internal.h"
 #include "hx.h"
-#include "vocab.h"
 
 static void hx_tok_usage(FILE *f)
 {

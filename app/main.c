@@ -1,6 +1,9 @@
 /*
- * main.c — `engine`: dispatch to a subcommand. Commands are referenced weakly so a build
- * without one (e.g. no libuv for `serve`) still links and says what is missing.
+ * main.c — `engine`: dispatch to a subcommand. Every command is always built except `serve`,
+ * whose libraries (libuv, http-parser, jansson) may be missing: app/server/CMakeLists.txt then
+ * leaves it out, the build does not define HX_HAVE_SERVE, and the command says "not built".
+ * No weak references: a command that is meant to be built and is not linked is a link error,
+ * not a silent "[not built]".
  */
 #include <errno.h>
 #include <math.h>
@@ -12,18 +15,11 @@
 #include "app.h"
 #include "hx.h"
 
-#pragma weak hx_cmd_inspect
-#pragma weak hx_cmd_devices
-#pragma weak hx_cmd_run
-#pragma weak hx_cmd_chat
-#pragma weak hx_cmd_tokenize
-#pragma weak hx_cmd_plan
-#pragma weak hx_cmd_bench
-#pragma weak hx_cmd_bench_kernels
-#pragma weak hx_cmd_diff
-#pragma weak hx_cmd_serve
-#pragma weak hx_cmd_quantize
-#pragma weak hx_cmd_mkmodel
+#ifdef HX_HAVE_SERVE
+#define HX_CMD_SERVE hx_cmd_serve
+#else
+#define HX_CMD_SERVE NULL
+#endif
 
 struct hx_app_cmd {
     const char *name;
@@ -34,7 +30,7 @@ struct hx_app_cmd {
 static const struct hx_app_cmd hx_app_cmds[] = {
     {"run", hx_cmd_run, "generate text: -m MODEL -p PROMPT [-n N] [--backend B] [--policy P]"},
     {"chat", hx_cmd_chat, "interactive multi-turn chat: -m MODEL"},
-    {"serve", hx_cmd_serve, "OpenAI-compatible HTTP server: -m MODEL [--port 8080]"},
+    {"serve", HX_CMD_SERVE, "OpenAI-compatible HTTP server: -m MODEL [--port 8080]"},
     {"bench", hx_cmd_bench, "benchmarks: -m MODEL (pp/tg), or --kernels (GEMV/GEMM)"},
     {"diff", hx_cmd_diff, "compare a backend or policy against the reference"},
     {"plan", hx_cmd_plan, "show which op runs on which device: -m MODEL [--policy P]"},

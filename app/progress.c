@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "app.h"
-#include "hx-impl.h"
+#include "hx-internal.h"
 
 static void hx_app_vline(const char *cmd, const char *fmt, va_list ap)
 {

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "app.h"
-#include "hx-impl.h"
 
 static const struct hx_app_shape hx_app_shapes[] = {
     /* name         embd layer head kv  dim   ff    ctx    vocab   rope  eps */
@@ -16,7 +15,7 @@ static const struct hx_app_shape hx_app_shapes[] = {
 
 const struct hx_app_shape *hx_app_shape_find(const char *name)
 {
-    for (size_t i = 0; name && i < HX_ARRAY_LEN(hx_app_shapes); i++)
+    for (size_t i = 0; name && i < sizeof hx_app_shapes / sizeof hx_app_shapes[0]; i++)
         if (!strcmp(name, hx_app_shapes[i].name)) return &hx_app_shapes[i];
     return NULL;
 }

@@ -138,14 +138,13 @@ int hx__dev_copy(struct hx_buffer *dst, size_t dst_off, struct hx_buffer *src, s
     if (fst) return fst;
     if (dst->dev == src->dev && dst->dev->ops->copy)
         return dst->dev->ops->copy(dst->dev, dst, dst_off, src, src_off, nbytes);
-    if (src->host && dst->host && src->dev->ops->synchronize == NULL &&
-        dst->dev->ops->synchronize == NULL) {
+    if (src->host && dst->host && !hx__dev_async(src->dev) && !hx__dev_async(dst->dev)) {
         memmove((char *)dst->host + dst_off, (char *)src->host + src_off, nbytes);
         return HX_OK;
     }
-    if (src->host && src->dev->ops->synchronize == NULL)
+    if (src->host && !hx__dev_async(src->dev))
         return hx__dev_buffer_write(dst, dst_off, (char *)src->host + src_off, nbytes);
-    if (dst->host && dst->dev->ops->synchronize == NULL)
+    if (dst->host && !hx__dev_async(dst->dev))
         return hx__dev_buffer_read(src, src_off, (char *)dst->host + dst_off, nbytes);
     void *tmp = hx__malloc(nbytes);
     if (!tmp) return HX_E_NOMEM;
@@ -180,21 +179,44 @@ int hx__dev_run(struct hx_device *dev, const struct hx_split *split)
     if (st == HX_OK) st = dev->ops->run(dev, split);
     if (st != HX_OK || !corrupt) return st;
     const struct hx_tensor_ref *t = &split->ops[split->n_ops - 1].dst;
-    if (!dev->ops->synchronize) return hx__corrupt_now(dev, t);
+    if (!hx__dev_async(dev)) return hx__corrupt_now(dev, t);
     hx__corrupt_later(dev, t);
     return HX_OK;
 }
 
 int hx__dev_synchronize(struct hx_device *dev)
 {
-    int st = dev->ops->synchronize ? dev->ops->synchronize(dev) : HX_OK;
+    int st = hx__dev_async(dev) ? dev->ops->synchronize(dev) : HX_OK;
     struct hx_tensor_ref t;
     if (hx__corrupt_take(dev, &t) && st == HX_OK) st = hx__corrupt_now(dev, &t);
     return st;
+}
+
+bool hx__dev_async(const struct hx_device *dev)
+{
+    return dev->ops->caps & HX_BACKEND_ASYNC;
+}
+
+bool hx__dev_has_cost_model(const struct hx_device *dev)
+{
+    return dev->ops->estimate_cost != NULL;
 }
 
 int hx__dev_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, double *us)
 {
     if (!dev->ops->estimate_cost) return HX_E_UNSUPPORTED;
     return dev->ops->estimate_cost(dev, op, us);
+}
+
+void *hx__dev_extension(struct hx_device *dev, const char *name)
+{
+    return dev->ops->get_extension ? dev->ops->get_extension(dev, name) : NULL;
+}
+
+bool hx__dev_describe(struct hx_device *dev, char *out, size_t len)
+{
+    if (len) out[0] = '\0';
+    if (!dev->ops->describe) return false;
+    dev->ops->describe(dev, out, len);
+    return true;
 }

@@ -64,12 +64,8 @@ const char *hx__resolve_gpu(void)
 {
     static const char *const order[] = {"hip", "vulkan"};
     for (size_t i = 0; i < HX_ARRAY_LEN(order); i++) {
-        const struct hx_backend_entry *e = hx_backend_find(order[i]);
-        if (!e || e->probe_status != HX_OK) continue;
-        int n = 0;
-        char why[64];
-        if (e->ops->device_count(&n, why, sizeof why) != HX_OK || n <= 0) continue;
-        return order[i];
+        const struct hx_backend_entry *e = hx__backend_find(order[i]);
+        if (e && e->n_devices > 0) return order[i];
     }
     return NULL;
 }
@@ -82,7 +78,7 @@ static int hx__check_dev(const char *spec)
     char name[64];
     size_t len = strcspn(spec, ":");
     snprintf(name, sizeof name, "%.*s", (int)HX_MIN(len, 63), spec);
-    if (hx_backend_find(name)) return HX_OK;
+    if (hx__backend_find(name)) return HX_OK;
     struct hx_strbuf sb;
     hx__sb_init(&sb);
     for (int i = 0; i < hx__registry_count(); i++)

@@ -1,7 +1,8 @@
 /*
- * registry.c — the one table of backends compiled into this build (filled by CMake's
- * HX_HAVE_BACKEND_* definitions), probed once, ordered by HX_BACKENDS when set.
- * `cpu` and `ref` are always present.
+ * registry.c — the one table of backends compiled into this build, probed once, ordered by
+ * HX_BACKENDS when set. The table is generated: each backend folder's CMakeLists.txt names its
+ * ops table with hx_backend(), which lands in hx-backend-tables.h (build folder), so adding a
+ * backend changes nothing here. `cpu` and `ref` are always present.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -9,41 +10,17 @@
 #include <string.h>
 #include <strings.h>
 
+#include "hx-backend-tables.h"
 #include "registry.h"
 
-extern const struct hx_backend_ops hx_backend_cpu_ops;
-extern const struct hx_backend_ops hx_backend_ref_ops;
-#ifdef HX_HAVE_BACKEND_VULKAN
-extern const struct hx_backend_ops hx_backend_vulkan_ops;
-#endif
-#ifdef HX_HAVE_BACKEND_HIP
-extern const struct hx_backend_ops hx_backend_hip_ops;
-#endif
-#ifdef HX_HAVE_BACKEND_NPU
-extern const struct hx_backend_ops hx_backend_npu_ops;
-#endif
-#ifdef HX_HAVE_BACKEND_NPU_SIM
-extern const struct hx_backend_ops hx_backend_npu_sim_ops;
-#endif
+#define HX__DECLARE(ops) extern const struct hx_backend_ops ops;
+HX_BACKEND_TABLES(HX__DECLARE)
+#undef HX__DECLARE
 
-/* Strong references: they are what pulls each backend's objects out of libhxcore.a. A
- * backend's HX_HAVE_BACKEND_* is defined only when its CMake added its sources. */
-static const struct hx_backend_ops *const hx__builtin[] = {
-#ifdef HX_HAVE_BACKEND_NPU
-    &hx_backend_npu_ops,
-#endif
-#ifdef HX_HAVE_BACKEND_HIP
-    &hx_backend_hip_ops,
-#endif
-#ifdef HX_HAVE_BACKEND_VULKAN
-    &hx_backend_vulkan_ops,
-#endif
-    &hx_backend_cpu_ops,
-    &hx_backend_ref_ops,
-#ifdef HX_HAVE_BACKEND_NPU_SIM
-    &hx_backend_npu_sim_ops,
-#endif
-};
+/* Strong references: they are what pulls each backend's objects out of libhxcore.a. */
+#define HX__REFER(ops) &ops,
+static const struct hx_backend_ops *const hx__builtin[] = {HX_BACKEND_TABLES(HX__REFER)};
+#undef HX__REFER
 
 #define HX__MAX_BACKENDS 16
 static struct hx_backend_entry hx__entries[HX__MAX_BACKENDS];
@@ -61,10 +38,15 @@ static bool hx__ops_valid(const struct hx_backend_ops *o, char *why, size_t n)
                  sizeof(struct hx_backend_ops));
         return false;
     }
-    if (!o->probe || !o->device_count || !o->device_info || !o->init || !o->buffer_alloc ||
-        !o->buffer_free || !o->buffer_write || !o->buffer_read || !o->weight_prepare ||
-        !o->supports || !o->run) {
+    if (!o->probe || !o->device_info || !o->init || !o->buffer_alloc || !o->buffer_free ||
+        !o->buffer_write || !o->buffer_read || !o->weight_prepare || !o->supports || !o->run) {
         snprintf(why, n, "ops table lacks a required entry");
+        return false;
+    }
+    if (!(o->caps & HX_BACKEND_ASYNC) != !o->synchronize) {
+        snprintf(why, n,
+                 o->synchronize ? "ops table has synchronize but not HX_BACKEND_ASYNC"
+                                : "HX_BACKEND_ASYNC without synchronize");
         return false;
     }
     return true;
@@ -80,7 +62,14 @@ static void hx__add_entry(const struct hx_backend_ops *o)
         HX_LOG_WARN("registry: backend '%s' rejected: %s", o->name, e->why);
         return;
     }
-    e->probe_status = o->probe(&e->score, e->why, sizeof e->why);
+    struct hx_backend_probe p;
+    memset(&p, 0, sizeof p);
+    e->probe_status = o->probe(&p);
+    e->score = p.score;
+    e->n_devices = e->probe_status == HX_OK && p.n_devices > 0 ? p.n_devices : 0;
+    _Static_assert(sizeof e->why == sizeof p.why, "probe why[] and entry why[] differ");
+    memcpy(e->why, p.why, sizeof e->why);
+    e->why[sizeof e->why - 1] = '\0';
 }
 
 static const struct hx_backend_ops *hx__builtin_find(const char *name, size_t len)
@@ -108,9 +97,10 @@ static void hx__registry_init(void)
             }
             p += len + (p[len] == ',');
         }
+        const struct hx_backend_ops *cpu = hx__builtin_find("cpu", 3);
         bool have_cpu = false;
-        for (int i = 0; i < hx__n_entries; i++) have_cpu |= hx__entries[i].ops == &hx_backend_cpu_ops;
-        if (!have_cpu) hx__add_entry(&hx_backend_cpu_ops);
+        for (int i = 0; i < hx__n_entries; i++) have_cpu |= hx__entries[i].ops == cpu;
+        if (!have_cpu && cpu) hx__add_entry(cpu);
         return;
     }
     for (size_t i = 0; i < HX_ARRAY_LEN(hx__builtin); i++)
@@ -129,7 +119,7 @@ const struct hx_backend_entry *hx__registry_get(int i)
     return (i >= 0 && i < hx__n_entries) ? &hx__entries[i] : NULL;
 }
 
-const struct hx_backend_entry *hx_backend_find(const char *name)
+const struct hx_backend_entry *hx__backend_find(const char *name)
 {
     int n = hx__registry_count();
     const struct hx_backend_entry *best = NULL;
@@ -144,6 +134,14 @@ const struct hx_backend_entry *hx_backend_find(const char *name)
     return best;
 }
 
+int hx__backend_device_info(const struct hx_backend_entry *e, int idx, struct hx_device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    if (e->probe_status != HX_OK || idx < 0 || idx >= e->n_devices) return HX_E_NOTFOUND;
+    return e->ops->device_info(idx, out);
+}
+
 /* Pick a device index from the part after ':' — a number or a name substring. */
 static int hx__pick_device(const struct hx_backend_entry *e, const char *sel, int n, int *idx)
 {
@@ -151,8 +149,8 @@ static int hx__pick_device(const struct hx_backend_entry *e, const char *sel, in
         /* Default: the first non-CPU-kind device, else device 0 (lavapipe only when alone). */
         *idx = 0;
         for (int i = 0; i < n; i++) {
-            struct hx_device_info info = {.struct_size = sizeof info};
-            if (e->ops->device_info(i, &info) == HX_OK && info.kind != HX_DEVICE_CPU) {
+            struct hx_device_info info;
+            if (hx__backend_device_info(e, i, &info) == HX_OK && info.kind != HX_DEVICE_CPU) {
                 *idx = i;
                 break;
             }
@@ -169,8 +167,8 @@ static int hx__pick_device(const struct hx_backend_entry *e, const char *sel, in
         return HX_OK;
     }
     for (int i = 0; i < n; i++) {
-        struct hx_device_info info = {.struct_size = sizeof info};
-        if (e->ops->device_info(i, &info) == HX_OK && strcasestr(info.name, sel)) {
+        struct hx_device_info info;
+        if (hx__backend_device_info(e, i, &info) == HX_OK && strcasestr(info.name, sel)) {
             *idx = i;
             return HX_OK;
         }
@@ -187,7 +185,7 @@ int hx__device_open(const char *spec, const struct hx_device_config *cfg, struct
     if (len == 0 || len >= sizeof name) return hx__set_error(HX_E_INVAL, "bad device spec '%s'", spec);
     memcpy(name, spec, len);
     name[len] = '\0';
-    const struct hx_backend_entry *e = hx_backend_find(name);
+    const struct hx_backend_entry *e = hx__backend_find(name);
     if (!e) {
         struct hx_strbuf sb;
         hx__sb_init(&sb);
@@ -200,12 +198,10 @@ int hx__device_open(const char *spec, const struct hx_device_config *cfg, struct
     }
     if (e->probe_status != HX_OK)
         return hx__set_error(HX_E_UNAVAILABLE, "backend '%s' is unavailable: %s", name, e->why);
-    int n = 0;
-    char why[256] = "";
-    int st = e->ops->device_count(&n, why, sizeof why);
-    if (st != HX_OK || n <= 0)
+    int n = e->n_devices, st;
+    if (n <= 0)
         return hx__set_error(HX_E_UNAVAILABLE, "backend '%s' has no usable device: %s", name,
-                             why[0] ? why : hx_strerror(st));
+                             e->why[0] ? e->why : hx_strerror(HX_OK));
     int idx;
     if ((st = hx__pick_device(e, colon ? colon + 1 : NULL, n, &idx)) != HX_OK) return st;
 
@@ -214,10 +210,9 @@ int hx__device_open(const char *spec, const struct hx_device_config *cfg, struct
     dev->ops = e->ops;
     dev->index = idx;
     dev->healthy = true;
-    dev->info.struct_size = sizeof dev->info;
     if (n > 1 || colon) snprintf(dev->id, sizeof dev->id, "%s:%d", e->ops->name, idx);
     else snprintf(dev->id, sizeof dev->id, "%s", e->ops->name);
-    if ((st = e->ops->device_info(idx, &dev->info)) != HX_OK) goto fail;
+    if ((st = hx__backend_device_info(e, idx, &dev->info)) != HX_OK) goto fail;
     if (e->ops->ctx_size && !(dev->ctx = hx__calloc(1, e->ops->ctx_size))) {
         st = HX_E_NOMEM;
         goto fail;

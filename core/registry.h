@@ -7,18 +7,23 @@
 
 #include "hx-impl.h"
 
+/* A backend compiled in, with what its one probe found (hx-backend.h: struct hx_backend_probe). */
 struct hx_backend_entry {
     const struct hx_backend_ops *ops;
     int probe_status;        /* HX_OK or why not usable */
     int score;
-    char why[256];           /* reason when unavailable */
+    int n_devices;           /* 0 unless probe_status is HX_OK */
+    char why[256];           /* reason when unavailable or without devices; notes otherwise */
 };
 
 /* Backends in registry order (HX_BACKENDS env may reorder or disable). Probed once. */
 int hx__registry_count(void);
 const struct hx_backend_entry *hx__registry_get(int i);
 /* Case-insensitive lookup by backend name; NULL name = the highest-scoring usable backend. */
-const struct hx_backend_entry *hx_backend_find(const char *name);
+const struct hx_backend_entry *hx__backend_find(const char *name);
+/* Describe device idx of a backend without opening it: HX_E_NOTFOUND unless the backend is
+ * usable and 0 <= idx < n_devices. */
+int hx__backend_device_info(const struct hx_backend_entry *e, int idx, struct hx_device_info *out);
 
 /* Open a device by spec: "cpu", "ref", "vulkan" (its best device), "vulkan:1", "vulkan:NAME"
  * (substring of the device name), "npu-sim". HX_E_NOTFOUND / HX_E_UNAVAILABLE with a message
@@ -38,7 +43,18 @@ void hx__dev_weight_release(struct hx_device *dev, void *handle);
 bool hx__dev_supports(struct hx_device *dev, const struct hx_op_desc *op);
 int hx__dev_run(struct hx_device *dev, const struct hx_split *split);
 int hx__dev_synchronize(struct hx_device *dev);
+/* The backend's run() may return before its work is done (HX_BACKEND_ASYNC): results are there
+ * only after hx__dev_synchronize. */
+bool hx__dev_async(const struct hx_device *dev);
+/* The backend predicts op times (estimate_cost); hx__dev_estimate_cost says "unknown" if not. */
+bool hx__dev_has_cost_model(const struct hx_device *dev);
 int hx__dev_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, double *us);
+/* A named extension of the device (hx-backend.h: get_extension), or NULL when the backend has
+ * no extensions or not that one. Callers check for NULL: an extension is never guaranteed. */
+void *hx__dev_extension(struct hx_device *dev, const char *name);
+/* The backend's extra text for the device into out (NUL-terminated, at most len bytes; "" when
+ * it has none). Returns whether the backend describes its devices at all. */
+bool hx__dev_describe(struct hx_device *dev, char *out, size_t len);
 
 /* Fault injection (HX_FAULT env or hx__fault_set): see core/fault.c. hx__fault_check says
  * what the named call on dev should do now (HX_FAULT_NONE: run normally); *delay_ms is how

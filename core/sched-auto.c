@@ -245,7 +245,7 @@ static int hx__prof_device(struct hx_sched *s, int d, const struct hx_graph *g)
     int64_t before = sd->prof.n;
     int st = HX_OK;
     const char *mode = getenv("HX_AUTO_COST");
-    bool model = mode && !strcmp(mode, "model") && sd->dev->ops->estimate_cost;
+    bool model = mode && !strcmp(mode, "model") && hx__dev_has_cost_model(sd->dev);
     for (int ph = 0; ph < HX_PHASE_COUNT && st == HX_OK && !model; ph++)
         st = hx__prof_graph(s, d, &g[ph]);
     if (st == HX_OK && !sd->prof.have_xfer && d != s->host) st = hx__prof_xfer(s, d);
@@ -273,16 +273,12 @@ static int hx__auto_devices(struct hx_sched *s, const struct hx_device_config *c
     if (s->policy.n_devs) return n;
     for (int i = 0; i < hx__registry_count() && n < HX_MAX_DEVICES; i++) {
         const struct hx_backend_entry *e = hx__registry_get(i);
-        int count = 0;
-        char why[64];
         if (!strcmp(e->ops->name, "cpu") || !strcmp(e->ops->name, "ref")) continue;
-        if (e->probe_status != HX_OK || e->ops->device_count(&count, why, sizeof why) != HX_OK)
-            continue;
-        for (int k = 0; k < count && n < HX_MAX_DEVICES; k++) {
-            struct hx_device_info info = {.struct_size = sizeof info};
+        for (int k = 0; k < e->n_devices && n < HX_MAX_DEVICES; k++) {
+            struct hx_device_info info;
             char spec[80];
             int idx;
-            if (e->ops->device_info(k, &info) != HX_OK || info.simulated) continue;
+            if (hx__backend_device_info(e, k, &info) != HX_OK || info.simulated) continue;
             snprintf(spec, sizeof spec, "%s:%d", e->ops->name, k);
             if (hx__open_sdev(s, spec, cfg, &idx) == HX_OK)
                 cand[n++] = idx;

@@ -74,7 +74,7 @@ double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, int64_t 
 {
     double t = 0;
     int n_sync = 0;
-    for (int u = 0; u < n_dev; u++) n_sync += !s->dev[devs[u]].dev->ops->synchronize;
+    for (int u = 0; u < n_dev; u++) n_sync += !hx__dev_async(s->dev[devs[u]].dev);
     for (int u = 0; u < n_dev; u++) {
         double launch = s->dev[devs[u]].prof.launch_us, tu = launch;
         for (int64_t k = i; k < i + g->nodes[i].n_parts; k++)

@@ -178,7 +178,7 @@ static int hx__run_jobs(struct hx_sched *s, struct hx_job *jobs, int n, int *fai
     int inline_job = -1;
     for (int k = 0; k < n; k++) {
         struct hx_worker *w;
-        if (jobs[k].dev->ops->synchronize)
+        if (hx__dev_async(jobs[k].dev))
             jobs[k].st = hx__dev_run(jobs[k].dev, &jobs[k].sp);
         else if (inline_job < 0)
             inline_job = k;
@@ -186,13 +186,13 @@ static int hx__run_jobs(struct hx_sched *s, struct hx_job *jobs, int n, int *fai
             jobs[k].on_worker = true, hx__worker_submit(w, &jobs[k]);
     }
     for (int k = 0; k < n; k++)
-        if (!jobs[k].dev->ops->synchronize && !jobs[k].on_worker) hx__job_main(&jobs[k]);
+        if (!hx__dev_async(jobs[k].dev) && !jobs[k].on_worker) hx__job_main(&jobs[k]);
     int first = HX_OK;
     *failed = -1;
     for (int k = 0; k < n; k++) {
         if (jobs[k].on_worker)
             hx__worker_wait(s->dev[jobs[k].d].worker);
-        else if (jobs[k].dev->ops->synchronize) {
+        else if (hx__dev_async(jobs[k].dev)) {
             int st2 = hx__dev_synchronize(jobs[k].dev);
             if (jobs[k].st == HX_OK) jobs[k].st = st2;
         }

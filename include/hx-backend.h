@@ -1,12 +1,12 @@
 /*
- * hx-backend.h — the backend-author API: weight types, device and buffer objects, op
- * descriptors, splits and the backend vtable.
+ * hx-backend.h — the backend-author API: device and buffer objects, weights, op descriptors,
+ * splits and the backend vtable. The weight types and their quantization are hx-dtype.h's.
  *
  * Object model: backend (a runtime: cpu, ref, vulkan, hip, npu, npu-sim) → device → buffer.
  * Each object is { ops, ctx, parent }; the core allocates a device's private state from the
- * backend's declared ctx_size. The core calls a backend only through its hx__dev_* wrappers
- * (core/device.c), which check arguments, apply the defaults of optional entries, log, and
- * are the fault-injection seam.
+ * backend's declared ctx_size. The core calls a backend only through its wrappers (probing
+ * and device_info: core/registry.c; everything else: hx__dev_*, core/device.c), which check
+ * arguments, apply the defaults of optional entries, log, and are the fault-injection seam.
  *
  * Placement is decided only by the scheduler in core/. A backend answers questions
  * (supports, estimate_cost) and runs the splits it is given.
@@ -21,48 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hx-dtype.h"
 #include "hx.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---- weight types ------------------------------------------------------------------------ */
-
-/* Types the engine computes with. Values are our own; hx_dtype_from_ggml maps GGUF ids. */
-enum hx_dtype {
-    HX_DTYPE_F32,
-    HX_DTYPE_F16,
-    HX_DTYPE_BF16,
-    HX_DTYPE_Q8_0,
-    HX_DTYPE_Q4_0,
-    HX_DTYPE_Q4_K,
-    HX_DTYPE_Q6_K,
-    HX_DTYPE_TQ1_0,
-    HX_DTYPE_TQ2_0,
-    HX_DTYPE_Q1_0,
-    HX_DTYPE_COUNT
-};
-
-HX_API const char *hx_dtype_name(enum hx_dtype t);       /* "Q8_0"; "?" if out of range */
-HX_API int hx_dtype_from_name(const char *name, enum hx_dtype *out); /* case-insensitive */
-HX_API int64_t hx_dtype_block_elems(enum hx_dtype t);    /* 1, 32, 128 or 256 */
-HX_API size_t hx_dtype_block_bytes(enum hx_dtype t);
-HX_API uint32_t hx_dtype_to_ggml(enum hx_dtype t);       /* GGUF/ggml type id */
-HX_API int hx_dtype_from_ggml(uint32_t ggml_type, enum hx_dtype *out); /* HX_E_UNSUPPORTED */
-/* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
-HX_API size_t hx_dtype_row_bytes(enum hx_dtype t, int64_t n);
-HX_API bool hx_dtype_is_quantized(enum hx_dtype t);
-
-/* Reference (de)quantization, bit-exact with formats.md §3. n must be a multiple of the
- * block size. Quantize returns HX_E_INVAL otherwise. */
-HX_API int hx_dequantize_row(enum hx_dtype t, const void *src, float *dst, int64_t n);
-HX_API int hx_quantize_row(enum hx_dtype t, const float *src, void *dst, int64_t n);
-
-HX_API float hx_fp16_to_fp32(uint16_t h);
-HX_API uint16_t hx_fp32_to_fp16(float f);   /* round to nearest even */
-HX_API float hx_bf16_to_fp32(uint16_t h);
-HX_API uint16_t hx_fp32_to_bf16(float f);   /* ggml's rounding, NaN quieted */
 
 /* ---- devices ------------------------------------------------------------------------------ */
 
@@ -252,24 +216,46 @@ struct hx_split {
 
 /* ---- the vtable --------------------------------------------------------------------------- */
 
-#define HX_BACKEND_ABI_VERSION 1
+/* 2: caps says what the core used to infer from an entry being NULL (asynchrony).
+ * 3: probe reports the devices too (device_count is gone); the core checks device indices.
+ * Both changed the layout rather than appending, which is safe only because every table is
+ * compiled with the core: the registry rejects a table of another version. */
+#define HX_BACKEND_ABI_VERSION 3
+
+/* What a backend's probe found. The core zeroes it before the call and keeps it. */
+struct hx_backend_probe {
+    int score;        /* ranks defaults: higher wins (cpu is 10) */
+    int n_devices;    /* devices device_info and init accept: indices 0 .. n_devices - 1 */
+    char why[256];    /* what is missing (when unusable or without devices), or what was left out */
+};
+
+/* What a backend can do, said rather than inferred (hx_backend_ops.caps). */
+enum hx_backend_cap {
+    /* run() may return before the split completes; synchronize() waits for it. Without this,
+     * run() returns with the results in place and synchronize is never called. */
+    HX_BACKEND_ASYNC = 1u << 0,
+};
 
 /*
  * Entries marked (optional) may be NULL; the default is written beside each. New entries are
  * only appended, bumping HX_BACKEND_ABI_VERSION. All entries returning int return hx_status.
+ * The core reads the table only in its wrappers (core/registry.c, core/device.c).
  */
 struct hx_backend_ops {
     uint32_t abi_version;    /* HX_BACKEND_ABI_VERSION */
     uint32_t struct_size;    /* sizeof(struct hx_backend_ops) */
     const char *name;        /* "cpu", "ref", "vulkan", "hip", "npu", "npu-sim" */
     size_t ctx_size;         /* bytes of per-device state the core allocates (zeroed) */
+    uint32_t caps;           /* enum hx_backend_cap bits */
 
-    /* Side-effect free: is the runtime usable here? *score ranks defaults (higher wins; cpu
-     * is 10). On HX_E_UNAVAILABLE, why[] says what is missing ("libvulkan.so.1 not found"). */
-    int (*probe)(int *score, char *why, size_t why_len);
-    /* Number of devices (0 allowed, with why[] filled). */
-    int (*device_count)(int *n, char *why, size_t why_len);
-    /* Describe device idx without initializing it. */
+    /* Is the runtime usable here, and with how many devices? Called once per process, from
+     * one thread, before any other entry: the backend's one-time discovery (loading its
+     * library, creating an instance, listing devices) happens here, and nothing else that a
+     * caller could notice. HX_OK, or HX_E_UNAVAILABLE with why[] saying what is missing
+     * ("libvulkan.so.1 not found"). */
+    int (*probe)(struct hx_backend_probe *out);
+    /* Describe device idx (the core checks 0 <= idx < n_devices) without initializing it;
+     * out arrives zeroed, struct_size set. */
     int (*device_info)(int idx, struct hx_device_info *out);
 
     int (*init)(struct hx_device *dev, const struct hx_device_config *cfg);
@@ -291,10 +277,11 @@ struct hx_backend_ops {
     /* Pure and cheap: can this device run the op as described? */
     bool (*supports)(struct hx_device *dev, const struct hx_op_desc *op);
 
-    /* Enqueue a split (may return before it completes). The split and every buffer it names
-     * stay valid until synchronize returns. */
+    /* Run a split. With HX_BACKEND_ASYNC it may return before the split completes, and the
+     * split and every buffer it names stay valid until synchronize returns. */
     int (*run)(struct hx_device *dev, const struct hx_split *split);
-    /* Wait for all enqueued work; returns the first error of it. (optional) HX_OK */
+    /* Wait for all enqueued work; returns the first error of it. Present exactly when caps
+     * has HX_BACKEND_ASYNC (the registry rejects a table where they disagree). */
     int (*synchronize)(struct hx_device *dev);
 
     /* (optional) predicted µs for the op on this device; default: HX_E_UNSUPPORTED (unknown) */
@@ -336,6 +323,20 @@ struct hx_timing_stats {
     double host_us;          /* host work: quantize, pack, copy, sync, dequantize */
     double device_us;        /* device execution (measured, or modelled if flagged) */
     bool device_modelled;
+};
+
+/*
+ * get_extension(dev, "hx.npu.sim") (npu-sim devices): the simulator's process-wide controls,
+ * for the NPU benchmark. configure applies a knob spec, HX_NPU_SIM's grammar
+ * ("latency=model;compute=on;exec=lazy", docs/npu-backend.md), to every simulated device:
+ * HX_E_INVAL on a malformed spec, which changes nothing. write_kernels writes the simulator's
+ * synthetic kernels (manifest.json, placeholder xclbins, instruction streams) into dir, which
+ * it creates: HX_E_IO with err filled (at most len bytes), HX_E_UNSUPPORTED in a build
+ * without jansson.
+ */
+struct hx_npu_sim_ext {
+    int (*configure)(const char *spec);
+    int (*write_kernels)(const char *dir, char *err, size_t len);
 };
 
 #ifdef __cplusplus

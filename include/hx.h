@@ -2,8 +2,9 @@
  * hx.h — the application API of hx, a heterogeneous dispatch engine for LLM inference.
  *
  * Used by the `engine` program, the HTTP server and embedders. Backend authors use
- * hx-backend.h instead. Objects are opaque; descriptors are plain data and start with
- * `uint32_t struct_size` so they can grow (set it to sizeof the struct you pass).
+ * hx-backend.h instead; weight types and their quantization are in hx-dtype.h. Objects are
+ * opaque; descriptors are plain data and start with `uint32_t struct_size` so they can grow
+ * (set it to sizeof the struct you pass).
  *
  * Errors: every fallible function returns an int that is HX_OK (0) or a negative
  * `enum hx_status`; results come back through out-parameters, set to NULL/0 on failure.

@@ -9,15 +9,19 @@
 #   3. banned calls in core/ and backends/ (style.md §9, like curl's checksrc): printf,
 #      fprintf, malloc, calloc, realloc, free, exit, abort, strcpy, atoi. Library code goes
 #      through hx_malloc/hx_free and HX_LOG_*; core/alloc.c (the allocator hooks) and
-#      core/log.c (the default log sink and the assert handler) are the only exceptions.
+#      core/log.c (the default log sink and the assert handler) are the only exceptions;
+#   4. the engine program's one way into the core: no file in app/ includes a path into core/
+#      ("../core/registry.h"). The build keeps core/ off app/'s include path; what app/ may
+#      use of the core is core/internal/hx-internal.h.
 #
 # Usage: scripts/lint.sh [--no-build] [--format-strict] [--files] [-j N]
-#   --no-build       skip 1 (formatting and banned calls only; a few seconds)
+#   --no-build       skip 1 (formatting, banned calls and app/'s includes; a few seconds)
 #   --format-strict  formatting differences fail the run (default: reported only, because
 #                    the tree predates .clang-format)
 #   --files          list every file clang-format would change
 #   -j N             ninja jobs (default 1: the build machines are shared)
-# Exit status: 0 clean, 1 if a build, the banned-call check, or (strict) formatting failed.
+# Exit status: 0 clean, 1 if a build, the banned-call or include check, or (strict) formatting
+# failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +33,7 @@ while [ $# -gt 0 ]; do
     --files) list=1 ;;
     -j) jobs="${2:?-j needs a number}"; shift ;;
     -j*) jobs="${1#-j}" ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "lint: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -121,6 +125,18 @@ if [ -n "$hits" ]; then
     fail=1
 else
     note "banned calls: none in core/ and backends/"
+fi
+
+# ---- 4. app/ reaches core/ only through core/internal/hx-internal.h -------------------------
+leaks=$(c_sources | grep -E '^app/' | while read -r f; do
+    grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*core/' "$f" | sed "s|^|$f:|"
+done)
+if [ -n "$leaks" ]; then
+    note "app/ includes core/ by path (what it needs of the core goes in core/internal/hx-internal.h):"
+    printf '%s\n' "$leaks" | sed 's/^/  /'
+    fail=1
+else
+    note "app/ reaches core/ only through core/internal/hx-internal.h"
 fi
 
 if [ "$fail" = 0 ]; then note "OK"; else note "FAILED"; fi

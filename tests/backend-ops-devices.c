@@ -198,9 +198,9 @@ void hx_t_open_devices(const struct hx_device_config *cfg)
             hx_t_skipped++;
             continue;
         }
-        int nd = 0;
-        char why[256] = "";
-        if (e->ops->device_count(&nd, why, sizeof why) != HX_OK || nd == 0) {
+        const int nd = e->n_devices;
+        const char *why = e->why;
+        if (nd == 0) {
             printf("SKIP backend %s: no devices%s%s\n", name, why[0] ? ": " : "", why);
             hx_t_skipped++;
             continue;

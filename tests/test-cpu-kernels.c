@@ -66,11 +66,11 @@ static int act_qb(enum hx_dtype t)
 }
 
 /* The registry refers to backend tables weakly; a strong reference links cpu.c in. */
-extern const struct hx_backend_ops hx_backend_cpu_ops;
+extern const struct hx_backend_ops hx__backend_cpu_ops;
 
 static struct hx_device *open_cpu(int threads)
 {
-    if (strcmp(hx_backend_cpu_ops.name, "cpu") != 0) return NULL;
+    if (strcmp(hx__backend_cpu_ops.name, "cpu") != 0) return NULL;
     struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = threads};
     struct hx_device *dev = NULL;
     if (hx__device_open("cpu", &cfg, &dev) != HX_OK) fprintf(stderr, "  open cpu: %s\n", hx_last_error());

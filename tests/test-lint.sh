@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test-lint.sh — scripts/lint.sh checked on planted inputs in a scratch tree (it does not lint
 # or build the real tree): a banned call in core/ is caught with its file and line; the same
-# names inside comments and strings, in core/alloc.c and in app/ are not; a clean tree passes;
+# names inside comments and strings, in core/alloc.c and in app/ are not; a file in app/ that
+# includes a path into core/ is caught too, hx-internal.h is not; a clean tree passes;
 # a misformatted file is counted, and fails only with --format-strict.
 # And scripts/check-docs.py: on planted docs it names each missing path, brace alternative,
 # page, heading and hx_ name, and not what lies outside the tree; then on the real tree, where
@@ -48,6 +49,10 @@ int main(void)
     return 0;
 }
 EOF
+cat >"$tmp/app/leak.c" <<'EOF'
+#include "../core/registry.h"
+#include "hx-internal.h"
+EOF
 cat >"$tmp/backends/x/bad.c" <<'EOF'
 #include <stdlib.h>
 
@@ -65,8 +70,14 @@ check "banned call named with file and line" 'grep -q "backends/x/bad.c:5: char 
 check "comments and strings are not calls" '! grep -q "core/good.c" <<<"$out"'
 check "core/alloc.c is exempt" '! grep -q "core/alloc.c" <<<"$out"'
 check "app/ may print" '! grep -q "app/main.c" <<<"$out"'
+check "app/ including core/ by path is named" 'grep -q "app/leak.c:1:#include \"../core/registry.h\"" <<<"$out"'
+check "but not hx-internal.h" '! grep -q "app/leak.c:2" <<<"$out"'
 
 rm "$tmp/backends/x/bad.c"
+out=$(bash "$tmp/scripts/lint.sh" --no-build 2>&1)
+rc=$?
+check "app/ including core/ by path alone fails the run" '[ $rc -ne 0 ]'
+rm "$tmp/app/leak.c"
 out=$(bash "$tmp/scripts/lint.sh" --no-build 2>&1)
 rc=$?
 check "clean tree passes ($out)" '[ $rc -eq 0 ]'

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "hx-backend.h"
+#include "hx-dtype.h"
 
 static int hx_t_bytes_eq(const uint8_t *got, const uint8_t *want, size_t n)
 {

@@ -61,7 +61,7 @@ static float *hx_t_act(int64_t n)
 static const char *hx_t_vk_missing(void)
 {
     static char why[300];
-    const struct hx_backend_entry *e = hx_backend_find("vulkan");
+    const struct hx_backend_entry *e = hx__backend_find("vulkan");
     if (!e) return "the Vulkan backend is not compiled in";
     if (e->probe_status != HX_OK) {
         snprintf(why, sizeof why, "vulkan unavailable: %s", e->why);
@@ -240,15 +240,14 @@ TEST(devices)
 {
     const char *why = hx_t_vk_missing();
     if (why) SKIP("%s", why);
-    const struct hx_backend_entry *e = hx_backend_find("vulkan");
-    int n = 0;
-    char reason[256];
-    ASSERT_OK(e->ops->device_count(&n, reason, sizeof reason));
+    const struct hx_backend_entry *e = hx__backend_find("vulkan");
+    const int n = e->n_devices;
+    const char *reason = e->why;
     ASSERT_TRUE(n > 0);
     int first_gpu = -1;
     for (int i = 0; i < n; i++) {
-        struct hx_device_info info = {.struct_size = sizeof info};
-        ASSERT_OK(e->ops->device_info(i, &info));
+        struct hx_device_info info;
+        ASSERT_OK(hx__backend_device_info(e, i, &info));
         fprintf(stderr, "  [%d] %s (%s): %s\n", i, info.name, hx_device_kind_name(info.kind),
                 info.description);
         ASSERT_TRUE(info.name[0] != '\0');

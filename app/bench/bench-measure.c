@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "bench-model.h"
-#include "gguf.h"
+#include "hx-internal.h"
 
 /* Bytes one generated token reads: every tensor once, except that the token embedding costs one
  * row, unless there is no output.weight and the embedding is also the head (then all of it). */

@@ -8,8 +8,7 @@
 #include <sys/stat.h>
 
 #include "bench-model.h"
-#include "pool.h"
-#include "scheduler.h"
+#include "hx-internal.h"
 
 void hx_bm_usage(void)
 {

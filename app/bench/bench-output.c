@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bench-model.h"
-#include "registry.h"
+#include "hx-internal.h"
 
 /* A record's fields, shared by json and csv so both carry the same data. */
 enum hx_bm_kind { HX_BM_STR, HX_BM_NUM, HX_BM_NULL, HX_BM_LIST };
@@ -40,9 +40,10 @@ static bool hx_bm_host_memory(const char *devices)
         char *colon = strchr(t, ':');
         int idx = 0;
         if (colon) *colon = '\0', idx = colon[1] >= '0' && colon[1] <= '9' ? atoi(colon + 1) : 0;
-        const struct hx_backend_entry *e = hx_backend_find(t);
-        struct hx_device_info info = {.struct_size = sizeof info};
-        if (!e || e->ops->device_info(idx, &info) != HX_OK || !info.unified_memory) return false;
+        const struct hx_backend_entry *e = hx__backend_find(t);
+        struct hx_device_info info;
+        if (!e || hx__backend_device_info(e, idx, &info) != HX_OK || !info.unified_memory)
+            return false;
     }
     return true;
 }

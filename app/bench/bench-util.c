@@ -33,7 +33,7 @@
 
 #include "app.h"
 #include "bench-util.h"
-#include "pool.h"
+#include "hx-internal.h"
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HX_APP_X86 1

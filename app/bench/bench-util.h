@@ -109,3 +109,6 @@ int hx_app_shape_list(const char *s, int64_t k_max, int64_t n_max, int64_t (*out
 
 /* `engine bench -m MODEL ...` (app/bench/cmd-bench-model.c); app/bench/cmd-bench.c routes to it. */
 int hx_cmd_bench_model(int argc, char **argv);
+/* `engine bench --kernels --backend npu-sim|npu ...` (app/bench/cmd-bench-npu.c);
+ * cmd-bench-kernels.c routes to it. */
+int hx_cmd_bench_npu(int argc, char **argv);

@@ -14,7 +14,7 @@
 #include "app.h"
 #include "bench-util.h"
 #include "hx-backend.h"
-#include "registry.h"
+#include "hx-internal.h"
 
 #define HX_BK_MAX 32
 /* Working set per case, spread over copies of the weight: twice the last-level cache, and at
@@ -239,8 +239,7 @@ static int hx_bk_case(struct hx_device *dev, const struct hx_bk_opts *o, enum hx
     double *samples = malloc(sizeof(double) * (size_t)o->reps);
     if (!handles || !samples) { st = HX_E_NOMEM; goto done; }
     if ((st = hx_bk_prepare(dev, &b, handles))) goto done;
-    struct hx_timing_stats *ts = dev->ops->get_extension ?
-        dev->ops->get_extension(dev, "hx.timing") : NULL;
+    struct hx_timing_stats *ts = hx__dev_extension(dev, "hx.timing");
     /* calls per sample: a full rotation through the copies for small calls */
     int per = (m == 1) ? b.copies : 1;
     int cur = 0;
@@ -411,17 +410,10 @@ static int hx_bk_run_compare(struct hx_device *dev, const struct hx_bk_opts *o, 
     return rc;
 }
 
-/* The registry refers to backend tables weakly; keep the default backend linked in. */
-extern const struct hx_backend_ops hx_backend_cpu_ops;
-const struct hx_backend_ops *const hx__bench_keep_cpu = &hx_backend_cpu_ops;
-
-/* cmd-bench-npu.c: host overhead per stage (weak: a build without the NPU backend lacks it) */
-int hx_cmd_bench_npu(int argc, char **argv) __attribute__((weak));
-
 int hx_cmd_bench_kernels(int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i++)
-        if (hx_cmd_bench_npu && !strcmp(argv[i], "--backend") && !strncmp(argv[i + 1], "npu", 3))
+        if (!strcmp(argv[i], "--backend") && !strncmp(argv[i + 1], "npu", 3))
             return hx_cmd_bench_npu(argc, argv);
     struct hx_bk_opts o;
     int pr = hx_bk_parse(argc, argv, &o);
@@ -445,8 +437,8 @@ int hx_cmd_bench_kernels(int argc, char **argv)
     struct hx_app_bw probe = {0};
     double bw = o.bw_gbs;
     struct hx_app_bw_buf *pb = NULL;
-    char desc[512] = "";
-    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    char desc[512];
+    hx__dev_describe(dev, desc, sizeof desc);
     if (o.n_cmp) { /* the plain read between the calls; no probe figure */
         pb = hx_app_bw_open(o.threads, o.set_bytes);
         const int rc = hx_bk_run_compare(dev, &o, pb, desc);

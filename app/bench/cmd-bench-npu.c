@@ -5,7 +5,9 @@
  * and "hx.npu.stages" counters, reported apart from device time. On npu-sim the device time is
  * the latency model's, labelled "modelled"; the wall time includes the simulator's CPU
  * emulation of the kernel and is not NPU performance. (The NPU part of `engine devices` is in
- * app/cmd-devices.c.)
+ * app/cmd-devices.c.) It reaches the NPU backend only through its devices' extensions
+ * (hx__dev_extension): those counters, "hx.npu.cover:K:N", and "hx.npu.sim" for the
+ * simulator's knobs and its synthetic kernels (--write-kernels).
  *
  * Benchmarks never assert; the ≤ 50 µs target for the M = 1 1024→4096 and 1024→6144 shapes
  * is printed as met or not.
@@ -16,19 +18,10 @@
 
 #include "app.h"
 #include "bench-util.h"
-#include "registry.h"
+#include "hx-internal.h"
 
 #define HX_BN_MAX 32
 #define HX_BN_STAGES 6
-
-/* From backends/npu (npu-impl.h), weak so an engine built without the NPU backend links. */
-int hx__npu_sim_configure(const char *spec);
-int hx__npu_write_synthetic_kernels(const char *dir, char *err, size_t n);
-#pragma weak hx__npu_sim_configure
-#pragma weak hx__npu_write_synthetic_kernels
-
-/* Called from cmd-bench-kernels.c. */
-int hx_cmd_bench_npu(int argc, char **argv);
 
 struct hx_bn_opts {
     const char *backend, *kernels, *fmt, *latency, *compute, *exec, *write_dir;
@@ -100,8 +93,8 @@ static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t
 {
     /* prefill shapes emulate ~128x more products on the simulator: fewer repetitions */
     const int reps = m == 1 ? o->reps : (o->reps / 4 > 3 ? o->reps / 4 : 3);
-    struct hx_timing_stats *ts = dev->ops->get_extension(dev, "hx.timing");
-    const double *stages = dev->ops->get_extension(dev, "hx.npu.stages");
+    struct hx_timing_stats *ts = hx__dev_extension(dev, "hx.timing");
+    const double *stages = hx__dev_extension(dev, "hx.npu.stages");
     if (!ts || !stages) return HX_E_UNSUPPORTED;
     size_t wbytes = 0;
     void *wdata = hx_app_random_weight(o->type, k, n, &hx_bn_rng, &wbytes);
@@ -148,7 +141,7 @@ static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t
         res->wall_us = wall / reps;
         char q[64];
         snprintf(q, sizeof q, "hx.npu.cover:%lld:%lld", (long long)k, (long long)n);
-        const char *cv = dev->ops->get_extension(dev, q);
+        const char *cv = hx__dev_extension(dev, q);
         snprintf(res->kernel, sizeof res->kernel, "%.*s", cv ? (int)strcspn(cv, ":") : 1, cv ? cv : "?");
     }
     if (op.weight_handle) hx__dev_weight_release(dev, op.weight_handle);
@@ -156,6 +149,28 @@ static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t
     hx__dev_buffer_free(dst);
     free(wdata), free(x), free(host);
     return st;
+}
+
+/* --write-kernels DIR: the simulator writes its synthetic kernels (through an npu-sim device,
+ * the only way the engine program reaches the NPU backend: its extension "hx.npu.sim"). */
+static int hx_bn_write_kernels(const char *dir)
+{
+    struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = 1};
+    struct hx_device *dev = NULL;
+    if (hx__device_open("npu-sim", &cfg, &dev) != HX_OK) {
+        hx_app_error("bench", "%s", hx_last_error());
+        return 1;
+    }
+    const struct hx_npu_sim_ext *ext = hx__dev_extension(dev, "hx.npu.sim");
+    char err[512] = "npu-sim has no simulator controls";
+    int st = ext ? ext->write_kernels(dir, err, sizeof err) : HX_E_UNSUPPORTED;
+    hx__device_close(dev);
+    if (st != HX_OK) {
+        hx_app_error("bench", "%s", err);
+        return 1;
+    }
+    printf("wrote the simulator's synthetic kernels to %s\n", dir);
+    return 0;
 }
 
 static void hx_bn_print(const struct hx_bn_opts *o, bool first, int64_t k, int64_t n, int64_t m,
@@ -186,37 +201,29 @@ int hx_cmd_bench_npu(int argc, char **argv)
         hx_bn_usage();
         return pr > 0 ? 0 : 2;
     }
-    if (!hx__npu_sim_configure || !hx__npu_write_synthetic_kernels) {
-        hx_app_error("bench", "this engine was built without the NPU backend");
-        return 1;
-    }
-    if (o.write_dir) {
-        char err[512];
-        if (hx__npu_write_synthetic_kernels(o.write_dir, err, sizeof err) != HX_OK) {
-            hx_app_error("bench", "%s", err);
-            return 1;
-        }
-        printf("wrote the simulator's synthetic kernels to %s\n", o.write_dir);
-        return 0;
-    }
+    if (o.write_dir) return hx_bn_write_kernels(o.write_dir);
     bool sim = !strcmp(o.backend, "npu-sim");
-    if (sim) {
-        char spec[96];
-        snprintf(spec, sizeof spec, "latency=%s;compute=%s;exec=%s", o.latency, o.compute, o.exec);
-        if (hx__npu_sim_configure(spec) != HX_OK) {
-            hx_app_error("bench", "%s", hx_last_error());
-            return 2;
-        }
-    }
     struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = 1, .kernels_dir = o.kernels};
     struct hx_device *dev = NULL;
     if (hx__device_open(o.backend, &cfg, &dev) != HX_OK) {
         hx_app_error("bench", "%s", hx_last_error());
         return 1;
     }
+    if (sim) {
+        const struct hx_npu_sim_ext *ext = hx__dev_extension(dev, "hx.npu.sim");
+        char spec[96];
+        snprintf(spec, sizeof spec, "latency=%s;compute=%s;exec=%s", o.latency, o.compute, o.exec);
+        int st = ext ? ext->configure(spec) : HX_E_UNSUPPORTED;
+        if (st != HX_OK) {
+            hx_app_error("bench", "%s",
+                         ext ? hx_last_error() : "npu-sim has no simulator controls");
+            hx__device_close(dev);
+            return ext ? 2 : 1;
+        }
+    }
     bool md = !strcmp(o.fmt, "md");
-    char desc[256] = "";
-    if (dev->ops->describe) dev->ops->describe(dev, desc, sizeof desc);
+    char desc[256];
+    hx__dev_describe(dev, desc, sizeof desc);
     desc[strcspn(desc, "\n")] = '\0';
     if (md) {
         printf("# NPU host overhead: %s (%s), %s weights\n\n%s\n\n", dev->id, dev->info.name,

@@ -65,13 +65,13 @@ static void hx_srv_finish(void)
     uv_close((uv_handle_t *)&hx_srv_main.sigint, NULL);
     uv_close((uv_handle_t *)&hx_srv_main.sigterm, NULL);
     uv_close((uv_handle_t *)&hx_srv_main.grace, NULL);
-    hx__srv_sched_stop(); /* joins the worker; closes the async handle */
+    hx__srv_worker_stop(); /* joins the worker; closes the async handle */
 }
 
 static void hx_srv_cancel_all(void)
 {
     for (struct hx_srv_conn *c = hx__srv_http_first(); c; c = c->next)
-        if (c->job) hx__srv_sched_cancel(c->job);
+        if (c->job) hx__srv_worker_cancel(c->job);
 }
 
 static void hx_srv_maybe_finish(void)
@@ -108,9 +108,9 @@ static void hx_srv_on_event(struct hx_srv_event *ev, void *user_data)
     (void)user_data;
     if (ev->type == HX_SRV_EV_LOADED) {
         hx__srv_cfg.loading = false;
-        fprintf(stderr, "engine serve: model loaded (%s; %s)\n", hx__srv_sched_model_id(),
+        fprintf(stderr, "engine serve: model loaded (%s; %s)\n", hx__srv_worker_model_id(),
                 ev->text ? ev->text : "?");
-        const char *chat = hx__srv_sched_chat_error();
+        const char *chat = hx__srv_worker_chat_error();
         if (chat)
             fprintf(stderr,
                     "engine serve: /v1/chat/completions will answer 501: %s (start the server "
@@ -135,7 +135,7 @@ static void hx_srv_on_event(struct hx_srv_event *ev, void *user_data)
 }
 
 struct hx_srv_args {
-    struct hx_srv_sched_params sp;
+    struct hx_srv_worker_params worker;
     struct hx_srv_http_opts http;
 };
 
@@ -150,7 +150,7 @@ static bool hx_srv_num_arg(const char *flag, const char *v, int64_t lo, int64_t 
 /* What the engine can judge without the model: the policy, backend and fallback names and the
  * chat template's name. Checked before the listener opens, so a mistyped option is a usage
  * error (exit 2) instead of a server that is up and answers every request wrongly. */
-static int hx_srv_check_engine_args(const struct hx_srv_sched_params *p)
+static int hx_srv_check_engine_args(const struct hx_srv_worker_params *p)
 {
     if (hx_policy_validate(p->policy, p->backend, p->fallback) != HX_OK) {
         hx_app_error("serve", "%s", hx_last_error());
@@ -191,20 +191,20 @@ static int hx_srv_parse_args(int argc, char **argv, struct hx_srv_args *a)
         i++;                                                                                 \
         continue;                                                                            \
     }
-        HX_SRV_STR("-m", a->sp.model_path)
-        HX_SRV_STR("--model", a->sp.model_path)
+        HX_SRV_STR("-m", a->worker.model_path)
+        HX_SRV_STR("--model", a->worker.model_path)
         HX_SRV_STR("--host", a->http.host)
-        HX_SRV_STR("--backend", a->sp.backend)
-        HX_SRV_STR("--policy", a->sp.policy)
-        HX_SRV_STR("--fallback", a->sp.fallback)
+        HX_SRV_STR("--backend", a->worker.backend)
+        HX_SRV_STR("--policy", a->worker.policy)
+        HX_SRV_STR("--fallback", a->worker.fallback)
         HX_SRV_STR("--api-key", hx__srv_cfg.api_key)
-        HX_SRV_STR("--chat-template", a->sp.chat_template)
+        HX_SRV_STR("--chat-template", a->worker.chat_template)
         HX_SRV_INT("--port", 0, 65535, a->http.port)
-        HX_SRV_INT("--parallel", 1, 256, a->sp.n_parallel)
+        HX_SRV_INT("--parallel", 1, 256, a->worker.n_parallel)
         HX_SRV_INT("--queue", 0, 100000, hx__srv_cfg.n_queue)
-        HX_SRV_INT("--ctx", 0, INT32_MAX, a->sp.n_ctx)
-        HX_SRV_INT("--batch", 1, 65536, a->sp.n_batch)
-        HX_SRV_INT("--threads", 0, 1024, a->sp.n_threads)
+        HX_SRV_INT("--ctx", 0, INT32_MAX, a->worker.n_ctx)
+        HX_SRV_INT("--batch", 1, 65536, a->worker.n_batch)
+        HX_SRV_INT("--threads", 0, 1024, a->worker.n_threads)
         HX_SRV_INT("--timeout", 1, 3600, a->http.request_timeout_s)
         HX_SRV_INT("--idle-timeout", 1, 86400, a->http.idle_timeout_s)
         HX_SRV_INT("--grace", 0, 3600, hx_srv_main.grace_s)
@@ -217,7 +217,7 @@ static int hx_srv_parse_args(int argc, char **argv, struct hx_srv_args *a)
         hx_app_error("serve", "%s needs a value", f);
         return 2;
     }
-    if (!a->sp.model_path) {
+    if (!a->worker.model_path) {
         hx_app_error("serve", "-m MODEL is required");
         return 2;
     }
@@ -225,7 +225,7 @@ static int hx_srv_parse_args(int argc, char **argv, struct hx_srv_args *a)
         hx_app_error("serve", "--api-key must not be empty");
         return 2;
     }
-    return hx_srv_check_engine_args(&a->sp);
+    return hx_srv_check_engine_args(&a->worker);
 }
 
 static int hx_srv_run(struct hx_srv_args *a)
@@ -246,14 +246,14 @@ static int hx_srv_run(struct hx_srv_args *a)
         return 1;
     }
     fprintf(stderr, "engine serve: listening on http://%s:%d (loading %s)\n", a->http.host, port,
-            a->sp.model_path);
+            a->worker.model_path);
     uv_signal_init(loop, &hx_srv_main.sigint);
     uv_signal_init(loop, &hx_srv_main.sigterm);
     uv_timer_init(loop, &hx_srv_main.grace);
     uv_signal_start(&hx_srv_main.sigint, hx_srv_signal_cb, SIGINT);
     uv_signal_start(&hx_srv_main.sigterm, hx_srv_signal_cb, SIGTERM);
     hx__srv_cfg.loading = true;
-    if (hx__srv_sched_start(loop, &a->sp, hx_srv_on_event, NULL) != HX_OK) {
+    if (hx__srv_worker_start(loop, &a->worker, hx_srv_on_event, NULL) != HX_OK) {
         hx_app_error("serve", "cannot start the worker thread");
         hx_srv_main.exit_code = 1;
         hx_srv_finish();
@@ -268,7 +268,7 @@ int hx_cmd_serve(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "--self-test")) return hx__srv_selftest() ? 1 : 0;
     struct hx_srv_args a = {
-        .sp = {.n_parallel = 4},
+        .worker = {.n_parallel = 4},
         .http = {.host = "127.0.0.1", .port = 8080, .request_timeout_s = 10, .idle_timeout_s = 30,
                  .keepalive_s = 3},
     };
@@ -281,15 +281,15 @@ int hx_cmd_serve(int argc, char **argv)
     }
     if (st) return st;
     struct stat sb;
-    FILE *mf = fopen(a.sp.model_path, "rb");
-    if (!mf || (stat(a.sp.model_path, &sb) == 0 && S_ISDIR(sb.st_mode))) {
-        hx_app_error("serve", "cannot open the model '%s': %s", a.sp.model_path,
+    FILE *mf = fopen(a.worker.model_path, "rb");
+    if (!mf || (stat(a.worker.model_path, &sb) == 0 && S_ISDIR(sb.st_mode))) {
+        hx_app_error("serve", "cannot open the model '%s': %s", a.worker.model_path,
                      mf ? "it is a directory" : strerror(errno));
         if (mf) fclose(mf);
         return 1;
     }
     fclose(mf);
-    hx__srv_cfg.n_parallel = (int)a.sp.n_parallel;
+    hx__srv_cfg.n_parallel = (int)a.worker.n_parallel;
     hx__srv_cfg.keepalive_s = a.http.keepalive_s;
     return hx_srv_run(&a);
 }

@@ -187,7 +187,7 @@ static void hx_srv_head(struct hx_srv_buf *b, struct hx_srv_conn *c, int status,
     hx__srv_buf_printf(b,
                        "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nx-hx-devices: %s\r\n"
                        "x-request-id: %llu\r\nConnection: %s\r\n",
-                       status, hx__srv_status_text(status), content_type, hx__srv_sched_devices(),
+                       status, hx__srv_status_text(status), content_type, hx__srv_worker_devices(),
                        (unsigned long long)c->req_id, c->keep_alive ? "keep-alive" : "close");
     if (extra) hx__srv_buf_puts(b, extra);
 }

@@ -3,7 +3,7 @@
  *
  * Loop thread only (no locks): requests by route and status, prompt/completion token totals,
  * the last request's prompt and generation tokens/s, a time-to-first-token histogram, cancelled
- * generations. Queue depth, active slots and per-device busy time come from the scheduler at
+ * generations. Queue depth, active slots and per-device busy time come from the worker at
  * render time, requests in flight from routes.c.
  */
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
  * prompt.c — what the worker does with a validated request before it waits for a KV slot:
  * render the chat messages with the template, tokenize the prompt with the model's vocabulary
- * and check the prompt and max_tokens against the context. No libuv and no scheduler state,
+ * and check the prompt and max_tokens against the context. No libuv and no worker state,
  * so tests/fuzz/fuzz-request.c drives exactly the code a hostile client reaches.
  */
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
  * prompt.h — the request's prompt as the worker prepares it (prompt.c): chat template,
- * tokenization, context checks. Shared by sched.c and tests/fuzz/fuzz-request.c.
+ * tokenization, context checks. Shared by worker.c and tests/fuzz/fuzz-request.c.
  */
 #pragma once
 

@@ -4,7 +4,7 @@
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
  * GET /metrics. Order of checks for the generation routes: method (405), API key (401),
  * model loaded (503), body parse and validation (400), model name (404), capacity
- * (503 + Retry-After), then the job goes to the scheduler. Scheduler events are matched to
+ * (503 + Retry-After), then the job goes to the worker. Worker events are matched to
  * their connection through the job's owner pointer, which is cleared when the connection
  * closes (the job is cancelled and its terminal event just frees it). Loop thread only.
  */
@@ -88,17 +88,17 @@ static void hx_srv_health(struct hx_srv_conn *c)
 
 static void hx_srv_models(struct hx_srv_conn *c)
 {
-    json_t *m = json_pack("{sssssIss}", "id", hx__srv_sched_model_id(), "object", "model",
+    json_t *m = json_pack("{sssssIss}", "id", hx__srv_worker_model_id(), "object", "model",
                           "created", (json_int_t)time(NULL), "owned_by", "hx");
-    json_object_set_new(m, "meta", json_pack("{sI}", "n_ctx", (json_int_t)hx__srv_sched_n_ctx()));
+    json_object_set_new(m, "meta", json_pack("{sI}", "n_ctx", (json_int_t)hx__srv_worker_n_ctx()));
     hx_srv_json(c, 200, json_pack("{sss[o]}", "object", "list", "data", m));
 }
 
 static void hx_srv_metrics(struct hx_srv_conn *c)
 {
     int64_t queued = 0, active = 0;
-    hx__srv_sched_counts(&queued, &active);
-    char *dev = hx__srv_sched_device_lines();
+    hx__srv_worker_counts(&queued, &active);
+    char *dev = hx__srv_worker_device_lines();
     char *text =
         hx__srv_metrics_render(queued, active, hx__srv_cfg.in_flight, hx__srv_cfg.loading, dev);
     free(dev);
@@ -123,19 +123,19 @@ static void hx_srv_generate(struct hx_srv_conn *c, enum hx_srv_kind kind)
         hx__srv_respond_error(c, 400, msg, param, NULL, NULL);
         return;
     }
-    if (req.model && strcmp(req.model, hx__srv_sched_model_id())) {
+    if (req.model && strcmp(req.model, hx__srv_worker_model_id())) {
         snprintf(msg, sizeof msg, "the model '%.200s' does not exist; this server has '%.200s'",
-                 req.model, hx__srv_sched_model_id());
+                 req.model, hx__srv_worker_model_id());
         hx__srv_gen_req_free(&req);
         hx__srv_respond_error(c, 404, msg, "model", "model_not_found", NULL);
         return;
     }
     /* no usable chat template: the server's configuration is at fault, not the request */
-    if (kind == HX_SRV_CHAT && hx__srv_sched_chat_error()) {
+    if (kind == HX_SRV_CHAT && hx__srv_worker_chat_error()) {
         snprintf(msg, sizeof msg,
                  "this server cannot render chats for its model: %.300s; use /v1/completions, or "
                  "restart the server with --chat-template NAME",
-                 hx__srv_sched_chat_error());
+                 hx__srv_worker_chat_error());
         hx__srv_gen_req_free(&req);
         hx__srv_respond_error(c, 501, msg, NULL, "chat_template_unavailable", NULL);
         return;
@@ -154,7 +154,7 @@ static void hx_srv_generate(struct hx_srv_conn *c, enum hx_srv_kind kind)
     c->return_ids = req.return_token_ids;
     c->created = (int64_t)time(NULL);
     hx_srv_make_id(c, kind == HX_SRV_CHAT ? "chatcmpl-" : "cmpl-");
-    c->job = hx__srv_sched_submit(&req, c);
+    c->job = hx__srv_worker_submit(&req, c);
     if (!c->job) {
         hx__srv_gen_req_free(&req);
         hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
@@ -204,16 +204,16 @@ void hx__srv_route(struct hx_srv_conn *c)
     else hx_srv_generate(c, (enum hx_srv_kind)r->kind);
 }
 
-/* ---- scheduler events --------------------------------------------------------------------------- */
+/* ---- worker events ------------------------------------------------------------------------------ */
 
 static void hx_srv_result_of(struct hx_srv_conn *c, const struct hx_srv_event *ev,
                              struct hx_srv_result *r)
 {
     memset(r, 0, sizeof *r);
     r->id = c->id;
-    r->model = hx__srv_sched_model_id();
-    r->devices = hx__srv_sched_devices();
-    r->policy = hx__srv_sched_policy();
+    r->model = hx__srv_worker_model_id();
+    r->devices = hx__srv_worker_devices();
+    r->policy = hx__srv_worker_policy();
     r->created = c->created;
     r->finish_reason = ev && ev->finish_reason ? ev->finish_reason : "stop";
     r->prompt_tokens = c->prompt_tokens;
@@ -380,7 +380,7 @@ void hx__srv_route_conn_closed(struct hx_srv_conn *c, const struct hx_srv_access
     else if (a) hx__srv_access_log(a); /* out of memory: log now, with the tokens known now */
     hx__srv_job_set_access(c->job, copy);
     hx__srv_job_set_owner(c->job, NULL);
-    hx__srv_sched_cancel(c->job);
+    hx__srv_worker_cancel(c->job);
     c->job = NULL;
 }
 

@@ -1,9 +1,9 @@
 /*
  * server.h — declarations shared by the files of `engine serve` (app/server/).
  *
- * Threads: everything here runs on the libuv loop thread except the scheduler's worker
- * (sched.c), which owns the hx_model/hx_context and talks to the loop only through
- * hx__srv_sched_* (a locked queue in each direction plus uv_async_send). The pure helpers
+ * Threads: everything here runs on the libuv loop thread except the inference worker
+ * (worker.c), which owns the hx_model/hx_context and talks to the loop only through
+ * hx__srv_worker_* (a locked queue in each direction plus uv_async_send). The pure helpers
  * (request parser, JSON shapes, SSE framing, stop strings, metrics text) touch no libuv
  * handle and are unit-tested by `engine serve --self-test` and fuzzed by tests/fuzz/fuzz-http.c.
  *
@@ -146,11 +146,11 @@ void hx__srv_metrics_tokens(int64_t prompt, int64_t completion, double prompt_tp
                             double gen_tps);
 void hx__srv_metrics_ttft(double seconds);
 void hx__srv_metrics_cancelled(void); /* a generation cancelled (client gone, shutdown) */
-/* Prometheus text; devices_text: pre-rendered per-device lines from the scheduler. */
+/* Prometheus text; devices_text: pre-rendered per-device lines from the worker. */
 char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, int64_t in_flight,
                              bool loading, const char *device_lines);
 
-/* ---- scheduler (sched.c) -------------------------------------------------------------------- */
+/* ---- the inference worker (worker.c) -------------------------------------------------------- */
 
 struct hx_srv_job;
 
@@ -181,7 +181,7 @@ struct hx_srv_event {
     char devices[64];
 };
 
-struct hx_srv_sched_params {
+struct hx_srv_worker_params {
     const char *model_path, *backend, *policy, *fallback, *chat_template;
     int n_parallel, n_threads;
     int64_t n_ctx, n_batch; /* 0: the engine's defaults */
@@ -191,28 +191,28 @@ struct hx_srv_sched_params {
 typedef void (*hx_srv_event_cb)(struct hx_srv_event *ev, void *user_data);
 
 struct uv_loop_s;
-int hx__srv_sched_start(struct uv_loop_s *loop, const struct hx_srv_sched_params *p,
-                        hx_srv_event_cb cb, void *user_data);
+int hx__srv_worker_start(struct uv_loop_s *loop, const struct hx_srv_worker_params *p,
+                         hx_srv_event_cb cb, void *user_data);
 /* Submit a parsed request (ownership of req moves to the job). Returns the job; terminal
  * events (ERROR or DONE) arrive exactly once, after which the loop frees it with
  * hx__srv_job_free. */
-struct hx_srv_job *hx__srv_sched_submit(struct hx_srv_gen_req *req, void *owner);
-void hx__srv_sched_cancel(struct hx_srv_job *job); /* loop thread; DONE("cancelled") follows */
+struct hx_srv_job *hx__srv_worker_submit(struct hx_srv_gen_req *req, void *owner);
+void hx__srv_worker_cancel(struct hx_srv_job *job); /* loop thread; DONE("cancelled") follows */
 void hx__srv_job_free(struct hx_srv_job *job);
 void *hx__srv_job_owner(struct hx_srv_job *job);
 void hx__srv_job_set_owner(struct hx_srv_job *job, void *owner);
 const struct hx_srv_gen_req *hx__srv_job_req(const struct hx_srv_job *job);
-void hx__srv_sched_stop(void); /* join the worker, free model and context */
-void hx__srv_sched_counts(int64_t *queued, int64_t *active);
-char *hx__srv_sched_device_lines(void); /* Prometheus lines, malloc'ed */
-const char *hx__srv_sched_model_id(void);
-const char *hx__srv_sched_policy(void);
+void hx__srv_worker_stop(void); /* join the worker, free model and context */
+void hx__srv_worker_counts(int64_t *queued, int64_t *active);
+char *hx__srv_worker_device_lines(void); /* Prometheus lines, malloc'ed */
+const char *hx__srv_worker_model_id(void);
+const char *hx__srv_worker_policy(void);
 /* Set once loaded: why the model's own chat template cannot be used (no --chat-template and
  * none detected), or NULL. Chat requests then answer 501. */
-const char *hx__srv_sched_chat_error(void);
-const char *hx__srv_sched_devices(void); /* last devices string (loop-side copy) */
-void hx__srv_sched_note_devices(const char *devices);
-int64_t hx__srv_sched_n_ctx(void);
+const char *hx__srv_worker_chat_error(void);
+const char *hx__srv_worker_devices(void); /* last devices string (loop-side copy) */
+void hx__srv_worker_note_devices(const char *devices);
+int64_t hx__srv_worker_n_ctx(void);
 
 /* One access-log line's facts (http.c prints it and counts it in hx_requests_total). A request
  * whose client went away while its generation ran is logged when the generation's terminal

@@ -24,23 +24,16 @@ struct hx_cpu_dev {
     size_t attn_per, attn_threads;
 };
 
-static int hx_cpu_probe(int *score, char *why, size_t why_len)
+static int hx_cpu_probe(struct hx_backend_probe *out)
 {
-    *score = 10;
-    if (why_len) why[0] = '\0';
-    return HX_OK;
-}
-
-static int hx_cpu_device_count(int *n, char *why, size_t why_len)
-{
-    *n = 1;
-    if (why_len) why[0] = '\0';
+    out->score = 10;
+    out->n_devices = 1;
     return HX_OK;
 }
 
 static int hx_cpu_device_info(int idx, struct hx_device_info *out)
 {
-    if (idx != 0) return HX_E_NOTFOUND;
+    (void)idx; /* 0, the only one */
     char name[64], desc[256];
     hx__cpu_name(name, sizeof name);
     const enum hx_cpu_isa best = hx__cpu_isa_best();
@@ -197,13 +190,12 @@ static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
              hx__cpu_isa_name(hx__cpu_isa_best()), c->n_threads, hx__cpu_decode_streams(), pf, lut);
 }
 
-const struct hx_backend_ops hx_backend_cpu_ops = {
+const struct hx_backend_ops hx__backend_cpu_ops = {
     .abi_version = HX_BACKEND_ABI_VERSION,
     .struct_size = sizeof(struct hx_backend_ops),
     .name = "cpu",
     .ctx_size = sizeof(struct hx_cpu_dev),
     .probe = hx_cpu_probe,
-    .device_count = hx_cpu_device_count,
     .device_info = hx_cpu_device_info,
     .init = hx_cpu_init,
     .fini = hx_cpu_fini,

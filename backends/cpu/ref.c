@@ -24,24 +24,18 @@ static int hx_ref_grow(float **p, int64_t *cap, int64_t n)
     return HX_OK;
 }
 
-static int hx_ref_probe(int *score, char *why, size_t why_len)
+static int hx_ref_probe(struct hx_backend_probe *out)
 {
-    (void)why, (void)why_len;
-    *score = 1; /* never the default */
-    return HX_OK;
-}
-
-static int hx_ref_device_count(int *n, char *why, size_t why_len)
-{
-    (void)why, (void)why_len;
-    *n = 1;
+    out->score = 1; /* never the default */
+    out->n_devices = 1;
     return HX_OK;
 }
 
 static int hx_ref_device_info(int idx, struct hx_device_info *out)
 {
+    (void)idx; /* 0, the only one */
     hx__host_device_info("ref", "reference: scalar C, dequantize then compute (the oracle)", out);
-    return idx == 0 ? HX_OK : HX_E_NOTFOUND;
+    return HX_OK;
 }
 
 static int hx_ref_init(struct hx_device *dev, const struct hx_device_config *cfg)
@@ -225,13 +219,12 @@ static int hx_ref_run(struct hx_device *dev, const struct hx_split *sp)
     return HX_OK;
 }
 
-const struct hx_backend_ops hx_backend_ref_ops = {
+const struct hx_backend_ops hx__backend_ref_ops = {
     .abi_version = HX_BACKEND_ABI_VERSION,
     .struct_size = sizeof(struct hx_backend_ops),
     .name = "ref",
     .ctx_size = sizeof(struct hx_ref_dev),
     .probe = hx_ref_probe,
-    .device_count = hx_ref_device_count,
     .device_info = hx_ref_device_info,
     .init = hx_ref_init,
     .fini = hx_ref_fini,

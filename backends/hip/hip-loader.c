@@ -1,5 +1,5 @@
 /*
- * hip-loader.c — the engine's `hip` backend (hx_backend_hip_ops): finds a HIP device module
+ * hip-loader.c — the engine's `hip` backend (hx__backend_hip_ops): finds a HIP device module
  * at run time, dlopens it, checks its ABI, and forwards every vtable entry to it. Plain C
  * with no GPU headers, so the engine builds, starts and runs where neither ROCm nor CUDA is
  * installed; `engine devices` then says why HIP is unavailable.
@@ -15,7 +15,6 @@
  */
 #include <dlfcn.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +40,6 @@ static struct {
     int status;
     char why[256];
 } hx_hip_g;
-static pthread_once_t hx_hip_once = PTHREAD_ONCE_INIT;
 
 static const struct hx_hip_host hx_hip_host_fns = {
     .struct_size = sizeof(struct hx_hip_host),
@@ -191,27 +189,18 @@ static void hx_hip_global_init(void)
     }
 }
 
-static int hx_hip_probe(int *score, char *why, size_t why_len)
+static int hx_hip_probe(struct hx_backend_probe *out)
 {
-    pthread_once(&hx_hip_once, hx_hip_global_init);
+    hx_hip_global_init();
     /* Native kernels beat Vulkan (50) on the same GPU; the emulator is never the default. */
-    *score = hx_hip_g.m && hx_hip_g.m->simulated ? 2 : 60;
-    if (why && why_len) snprintf(why, why_len, "%s", hx_hip_g.why);
+    out->score = hx_hip_g.m && hx_hip_g.m->simulated ? 2 : 60;
+    out->n_devices = hx_hip_g.n_dev;
+    snprintf(out->why, sizeof out->why, "%s", hx_hip_g.why);
     return hx_hip_g.status;
-}
-
-static int hx_hip_device_count(int *n, char *why, size_t why_len)
-{
-    pthread_once(&hx_hip_once, hx_hip_global_init);
-    *n = hx_hip_g.n_dev;
-    if (why && why_len) snprintf(why, why_len, "%s", hx_hip_g.why);
-    return HX_OK;
 }
 
 static int hx_hip_device_info(int idx, struct hx_device_info *out)
 {
-    pthread_once(&hx_hip_once, hx_hip_global_init);
-    if (!hx_hip_g.m || idx < 0 || idx >= hx_hip_g.n_dev) return HX_E_NOTFOUND;
     char err[HX_HIP_ERR] = "";
     int st = hx_hip_g.m->device_info(idx, out, err, sizeof err);
     if (st != HX_OK) HX_LOG_WARN("hip: device %d: %s", idx, err);
@@ -226,7 +215,6 @@ static int hx_hip_fail(struct hx_device *dev, int st, const char *err)
 static int hx_hip_init(struct hx_device *dev, const struct hx_device_config *cfg)
 {
     (void)cfg;
-    pthread_once(&hx_hip_once, hx_hip_global_init);
     if (!hx_hip_g.m) return hx_device_set_error(dev, HX_E_UNAVAILABLE, "%s", hx_hip_g.why);
     char err[HX_HIP_ERR] = "";
     int st = hx_hip_g.m->init(dev->index, &hx_hip_ld(dev)->mdev, err, sizeof err);
@@ -331,13 +319,13 @@ static void hx_hip_describe(struct hx_device *dev, char *out, size_t len)
     snprintf(out, len, "%s [%s]", text, base ? base + 1 : hx_hip_g.path);
 }
 
-const struct hx_backend_ops hx_backend_hip_ops = {
+const struct hx_backend_ops hx__backend_hip_ops = {
     .abi_version = HX_BACKEND_ABI_VERSION,
     .struct_size = sizeof(struct hx_backend_ops),
     .name = "hip",
     .ctx_size = sizeof(struct hx_hip_ldev),
+    .caps = HX_BACKEND_ASYNC,
     .probe = hx_hip_probe,
-    .device_count = hx_hip_device_count,
     .device_info = hx_hip_device_info,
     .init = hx_hip_init,
     .fini = hx_hip_fini,

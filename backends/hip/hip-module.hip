@@ -237,7 +237,7 @@ static void hx_hip_enumerate(struct hx_hip_enum *en)
 static const struct hx_hip_enum *hx_hip_devices(void)
 {
     static struct hx_hip_enum en;
-    static bool done = false; /* the loader calls in under its own once-lock */
+    static bool done = false; /* first called from the loader's probe, which runs once */
     if (!done) hx_hip_enumerate(&en), done = true;
     return &en;
 }

@@ -9,12 +9,11 @@
  *            present; its built-in kernels cover the Qwen3-0.6B GEMMs and, by tiling, any
  *            shape. Its timings are never NPU performance (info.simulated).
  *
- * Both share npu-mem.c and npu-gemm.c; only the glue differs. Probing is side-effect free
- * apart from loading the XRT module once (pthread_once), and only where /dev/accel/accel0
- * exists.
+ * Both share npu-mem.c and npu-gemm.c; only the glue differs. Probing (once: the core calls
+ * probe once) is side-effect free apart from loading the XRT module, and only where
+ * /dev/accel/accel0 exists.
  */
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,17 +34,23 @@ static struct {
     int gen;
     const struct hx_npu_glue_ops *glue;
 } hx_npu_xrt;
-static pthread_once_t hx_npu_xrt_once = PTHREAD_ONCE_INIT;
 
 /* ---- shared entries ------------------------------------------------------------------------- */
 
 static const char *const hx_npu_stage_names[HX_NPU_ST_COUNT + 1] = {
     "quantize", "copy", "sync A", "launch", "sync C", "dequantize", NULL};
 
+/* "hx.npu.sim": what the NPU benchmark may set on the simulator (hx-backend.h). */
+static const struct hx_npu_sim_ext hx_npu_sim_ext = {
+    .configure = hx__npu_sim_configure,
+    .write_kernels = hx__npu_write_synthetic_kernels,
+};
+
 static void *hx_npu_get_extension(struct hx_device *dev, const char *name)
 {
     struct hx_npu_dev *d = hx_npu_ctx(dev);
     if (!strcmp(name, "hx.timing")) return &d->timing;
+    if (!strcmp(name, "hx.npu.sim") && d->glue == &hx__npu_sim_glue) return (void *)&hx_npu_sim_ext;
     if (!strcmp(name, "hx.npu.debug")) return &d->dbg;
     if (!strcmp(name, "hx.npu.stages")) return d->stage_us;
     if (!strcmp(name, "hx.npu.stage_names")) return (void *)hx_npu_stage_names;
@@ -98,33 +103,32 @@ static void hx_npu_fini(struct hx_device *dev)
 
 /* ---- npu-sim ------------------------------------------------------------------------------ */
 
-static int hx_npu_sim_probe(int *score, char *why, size_t why_len)
+/* What both NPU backends' devices are: int8 GEMMs on host-visible memory. */
+static void hx_npu_info(struct hx_device_info *out)
 {
-    *score = 1;   /* never the default: it is a simulator */
-    if (why_len) why[0] = '\0';
-    return HX_OK;
+    out->kind = HX_DEVICE_NPU;
+    out->alignment_bytes = 64;
+    out->unified_memory = true;
+    out->weight_types = (1u << HX_DTYPE_COUNT) - 1u;
+    out->numerics = HX_NUMERICS_INT8_ROW;
 }
 
-static int hx_npu_sim_device_count(int *n, char *why, size_t why_len)
+static int hx_npu_sim_probe(struct hx_backend_probe *out)
 {
-    *n = 1;
-    if (why_len) why[0] = '\0';
+    out->score = 1; /* never the default: it is a simulator */
+    out->n_devices = 1;
     return HX_OK;
 }
 
 static int hx_npu_sim_device_info(int idx, struct hx_device_info *out)
 {
-    if (idx != 0) return HX_E_NOTFOUND;
-    uint32_t ss = out->struct_size ? out->struct_size : (uint32_t)sizeof *out;
-    struct hx_device_info info = {.struct_size = ss, .kind = HX_DEVICE_NPU, .alignment_bytes = 64,
-                                  .unified_memory = true, .simulated = true,
-                                  .weight_types = (1u << HX_DTYPE_COUNT) - 1u,
-                                  .numerics = HX_NUMERICS_INT8_ROW};
-    snprintf(info.name, sizeof info.name, "npu-sim");
-    snprintf(info.description, sizeof info.description,
+    (void)idx; /* 0, the only one */
+    hx_npu_info(out);
+    out->simulated = true;
+    snprintf(out->name, sizeof out->name, "npu-sim");
+    snprintf(out->description, sizeof out->description,
              "kernel-contract simulator of an XDNA NPU: the XRT host path (int8 x int8 -> int32 "
              "GEMM) against CPU-emulated kernels; timings are not NPU performance");
-    memcpy(out, &info, HX_MIN(ss, sizeof info));
     return HX_OK;
 }
 
@@ -205,7 +209,7 @@ static void hx_npu_load_module(void)
 }
 #endif
 
-static void hx_npu_xrt_probe_once(void)
+static void hx_npu_xrt_discover(void)
 {
     hx_npu_xrt.status = HX_E_UNAVAILABLE;
     bool node = access(HX_NPU_ACCEL_NODE, F_OK) == 0;
@@ -227,41 +231,28 @@ static void hx_npu_xrt_probe_once(void)
         hx_npu_xrt.status = HX_OK;
 }
 
-static int hx_npu_xrt_probe(int *score, char *why, size_t why_len)
+static int hx_npu_xrt_probe(struct hx_backend_probe *out)
 {
-    pthread_once(&hx_npu_xrt_once, hx_npu_xrt_probe_once);
-    *score = 40;
-    if (why_len) snprintf(why, why_len, "%s", hx_npu_xrt.why);
+    hx_npu_xrt_discover();
+    out->score = 40;
+    out->n_devices = hx_npu_xrt.status == HX_OK ? 1 : 0;
+    snprintf(out->why, sizeof out->why, "%.*s", (int)sizeof out->why - 1, hx_npu_xrt.why);
     return hx_npu_xrt.status;
-}
-
-static int hx_npu_xrt_device_count(int *n, char *why, size_t why_len)
-{
-    pthread_once(&hx_npu_xrt_once, hx_npu_xrt_probe_once);
-    *n = hx_npu_xrt.status == HX_OK ? 1 : 0;
-    if (why_len) snprintf(why, why_len, "%s", hx_npu_xrt.why);
-    return HX_OK;
 }
 
 static int hx_npu_xrt_device_info(int idx, struct hx_device_info *out)
 {
-    pthread_once(&hx_npu_xrt_once, hx_npu_xrt_probe_once);
-    if (idx != 0 || hx_npu_xrt.status != HX_OK) return HX_E_NOTFOUND;
-    uint32_t ss = out->struct_size ? out->struct_size : (uint32_t)sizeof *out;
-    struct hx_device_info info = {.struct_size = ss, .kind = HX_DEVICE_NPU, .alignment_bytes = 64,
-                                  .unified_memory = true,
-                                  .weight_types = (1u << HX_DTYPE_COUNT) - 1u,
-                                  .numerics = HX_NUMERICS_INT8_ROW};
-    snprintf(info.name, sizeof info.name, "%s", hx_npu_xrt.pci[0] ? hx_npu_xrt.pci : "AMD XDNA NPU");
-    snprintf(info.description, sizeof info.description, "XRT through %.180s, %s", hx_npu_xrt.module,
+    (void)idx; /* 0, the only one */
+    hx_npu_info(out);
+    snprintf(out->name, sizeof out->name, "%s",
+             hx_npu_xrt.pci[0] ? hx_npu_xrt.pci : "AMD XDNA NPU");
+    snprintf(out->description, sizeof out->description, "XRT through %.180s, %s", hx_npu_xrt.module,
              HX_NPU_ACCEL_NODE);
-    memcpy(out, &info, HX_MIN(ss, sizeof info));
     return HX_OK;
 }
 
 static int hx_npu_xrt_init(struct hx_device *dev, const struct hx_device_config *cfg)
 {
-    pthread_once(&hx_npu_xrt_once, hx_npu_xrt_probe_once);
     if (!hx_npu_xrt.glue) return hx_device_set_error(dev, HX_E_UNAVAILABLE, "%s", hx_npu_xrt.why);
     return hx__npu_dev_init(dev, hx_npu_xrt.glue, cfg, false);
 }
@@ -270,7 +261,7 @@ static int hx_npu_xrt_init(struct hx_device *dev, const struct hx_device_config 
 
 #define HX_NPU_COMMON_OPS                                                                    \
     .abi_version = HX_BACKEND_ABI_VERSION, .struct_size = sizeof(struct hx_backend_ops),     \
-    .ctx_size = sizeof(struct hx_npu_dev), .fini = hx_npu_fini,                              \
+    .ctx_size = sizeof(struct hx_npu_dev), .caps = HX_BACKEND_ASYNC, .fini = hx_npu_fini,    \
     .buffer_alloc = hx__npu_buffer_alloc, .buffer_free = hx__npu_buffer_free,                \
     .buffer_write = hx__npu_buffer_write, .buffer_read = hx__npu_buffer_read,                \
     .weight_prepare = hx__npu_weight_prepare, .weight_release = hx__npu_weight_release,      \
@@ -278,20 +269,18 @@ static int hx_npu_xrt_init(struct hx_device *dev, const struct hx_device_config 
     .estimate_cost = hx__npu_estimate_cost, .get_extension = hx_npu_get_extension,           \
     .describe = hx_npu_describe
 
-const struct hx_backend_ops hx_backend_npu_sim_ops = {
+const struct hx_backend_ops hx__backend_npu_sim_ops = {
     HX_NPU_COMMON_OPS,
     .name = "npu-sim",
     .probe = hx_npu_sim_probe,
-    .device_count = hx_npu_sim_device_count,
     .device_info = hx_npu_sim_device_info,
     .init = hx_npu_sim_init,
 };
 
-const struct hx_backend_ops hx_backend_npu_ops = {
+const struct hx_backend_ops hx__backend_npu_ops = {
     HX_NPU_COMMON_OPS,
     .name = "npu",
     .probe = hx_npu_xrt_probe,
-    .device_count = hx_npu_xrt_device_count,
     .device_info = hx_npu_xrt_device_info,
     .init = hx_npu_xrt_init,
 };

@@ -3,7 +3,7 @@
  *
  * libvulkan is loaded at run time (dlopen "libvulkan.so.1" + vkGetInstanceProcAddr), so the
  * engine starts without a Vulkan loader; every entry point the backend uses is in
- * HX_VK_FUNCS and reached through hx_vk_fn. One process-wide instance (vulkan.c) enumerates
+ * HX_VK_FUNCS and reached through hx__vk_fn. One process-wide instance (vulkan.c) enumerates
  * the physical devices once; a device's state (struct hx_vk_dev) is the hx_device ctx.
  *
  * Execution model: one command buffer per device, recorded for a whole split (dispatches
@@ -88,7 +88,7 @@ struct hx_vk_fns {
     HX_VK_INSTANCE_FUNCS(HX_VK_FN_FIELD)
 #undef HX_VK_FN_FIELD
 };
-extern struct hx_vk_fns hx_vk_fn;
+extern struct hx_vk_fns hx__vk_fn;
 
 #define HX_VK_MAX_DEVICES 16
 #define HX_VK_BINDINGS 5       /* storage buffers 0..4 */

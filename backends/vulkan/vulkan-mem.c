@@ -28,7 +28,7 @@ struct hx_vk_lazy {
 static size_t hx_vk_heap_size(struct hx_vk_dev *d, uint32_t type)
 {
     VkPhysicalDeviceMemoryProperties mp;
-    hx_vk_fn.vkGetPhysicalDeviceMemoryProperties(d->phys->pd, &mp);
+    hx__vk_fn.vkGetPhysicalDeviceMemoryProperties(d->phys->pd, &mp);
     return (size_t)mp.memoryHeaps[mp.memoryTypes[type].heapIndex].size;
 }
 
@@ -51,13 +51,13 @@ int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx
                  (d->phys->max_texels ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0),
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
-    VkResult r = hx_vk_fn.vkCreateBuffer(d->dev, &bci, NULL, &out->buf);
+    VkResult r = hx__vk_fn.vkCreateBuffer(d->dev, &bci, NULL, &out->buf);
     if (r != VK_SUCCESS) {
         out->buf = VK_NULL_HANDLE;
         return hx__vk_fail(dev, r, "vkCreateBuffer");
     }
     VkMemoryRequirements req;
-    hx_vk_fn.vkGetBufferMemoryRequirements(d->dev, out->buf, &req);
+    hx__vk_fn.vkGetBufferMemoryRequirements(d->dev, out->buf, &req);
     uint32_t type = host ? d->mt_host : d->mt_device;
     if (!(req.memoryTypeBits & (1u << type))) {
         hx__vk_buf_destroy(d, out);
@@ -69,7 +69,7 @@ int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx
         .allocationSize = req.size,
         .memoryTypeIndex = type,
     };
-    r = hx_vk_fn.vkAllocateMemory(d->dev, &mai, NULL, &out->mem);
+    r = hx__vk_fn.vkAllocateMemory(d->dev, &mai, NULL, &out->mem);
     if (r != VK_SUCCESS) {
         out->mem = VK_NULL_HANDLE;
         hx__vk_buf_destroy(d, out);
@@ -79,12 +79,12 @@ int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx
                                    what, (size_t)req.size, hx__vk_result_name(r), (int)r,
                                    hx_vk_heap_size(d, type));
     }
-    if ((r = hx_vk_fn.vkBindBufferMemory(d->dev, out->buf, out->mem, 0)) != VK_SUCCESS) {
+    if ((r = hx__vk_fn.vkBindBufferMemory(d->dev, out->buf, out->mem, 0)) != VK_SUCCESS) {
         hx__vk_buf_destroy(d, out);
         return hx__vk_fail(dev, r, "vkBindBufferMemory");
     }
     if (host || d->uma) {
-        if ((r = hx_vk_fn.vkMapMemory(d->dev, out->mem, 0, VK_WHOLE_SIZE, 0, &out->map)) !=
+        if ((r = hx__vk_fn.vkMapMemory(d->dev, out->mem, 0, VK_WHOLE_SIZE, 0, &out->map)) !=
             VK_SUCCESS) {
             hx__vk_buf_destroy(d, out);
             return hx__vk_fail(dev, r, "vkMapMemory");
@@ -96,8 +96,8 @@ int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx
 
 void hx__vk_buf_destroy(struct hx_vk_dev *d, struct hx_vk_buf *b)
 {
-    if (b->buf) hx_vk_fn.vkDestroyBuffer(d->dev, b->buf, NULL);
-    if (b->mem) hx_vk_fn.vkFreeMemory(d->dev, b->mem, NULL); /* unmaps implicitly */
+    if (b->buf) hx__vk_fn.vkDestroyBuffer(d->dev, b->buf, NULL);
+    if (b->mem) hx__vk_fn.vkFreeMemory(d->dev, b->mem, NULL); /* unmaps implicitly */
     memset(b, 0, sizeof *b);
 }
 
@@ -144,7 +144,7 @@ static int hx_vk_copy_now(struct hx_device *dev, VkBuffer dst, size_t dst_off, V
     int st = hx__vk_begin(dev);
     if (st) return st;
     VkBufferCopy c = {.srcOffset = src_off, .dstOffset = dst_off, .size = nbytes};
-    hx_vk_fn.vkCmdCopyBuffer(d->cb, src, dst, 1, &c);
+    hx__vk_fn.vkCmdCopyBuffer(d->cb, src, dst, 1, &c);
     if ((st = hx__vk_submit(dev))) return st;
     return hx__vk_wait(dev);
 }
@@ -253,7 +253,7 @@ void hx__vk_weight_release(struct hx_device *dev, void *handle)
     hx__vk_idle_if_lost(dev);
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     for (int64_t i = 0; i < h->n_views; i++)
-        if (h->views[i]) hx_vk_fn.vkDestroyBufferView(d->dev, h->views[i], NULL);
+        if (h->views[i]) hx__vk_fn.vkDestroyBufferView(d->dev, h->views[i], NULL);
     hx__free(h->views);
     hx__vk_buf_destroy(d, &h->b);
     hx__free(h);
@@ -307,7 +307,7 @@ int hx__vk_scratch_reserve(struct hx_device *dev, size_t nbytes)
     if (!nbytes || (d->scratch.buf && d->scratch.nbytes >= nbytes)) return HX_OK;
     int st = hx__vk_wait(dev);
     if (st) return st;
-    if (d->scratch_view) hx_vk_fn.vkDestroyBufferView(d->dev, d->scratch_view, NULL);
+    if (d->scratch_view) hx__vk_fn.vkDestroyBufferView(d->dev, d->scratch_view, NULL);
     d->scratch_view = VK_NULL_HANDLE;
     hx__vk_buf_destroy(d, &d->scratch);
     /* round up so a growing batch does not reallocate every split */
@@ -332,7 +332,7 @@ int hx__vk_view_create(struct hx_device *dev, VkBuffer buf, size_t off, size_t n
         .offset = off,
         .range = nbytes & ~(size_t)15,
     };
-    VkResult r = hx_vk_fn.vkCreateBufferView(d->dev, &ci, NULL, out);
+    VkResult r = hx__vk_fn.vkCreateBufferView(d->dev, &ci, NULL, out);
     if (r != VK_SUCCESS) {
         *out = VK_NULL_HANDLE;
         return hx__vk_fail(dev, r, "vkCreateBufferView");

@@ -36,7 +36,7 @@ int hx__vk_pipeline_init(struct hx_device *dev)
         .bindingCount = HX_VK_BINDINGS + HX_VK_TEX_BINDINGS,
         .pBindings = b,
     };
-    VkResult r = hx_vk_fn.vkCreateDescriptorSetLayout(d->dev, &lci, NULL, &d->dsl);
+    VkResult r = hx__vk_fn.vkCreateDescriptorSetLayout(d->dev, &lci, NULL, &d->dsl);
     if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreateDescriptorSetLayout");
     VkPushConstantRange pcr = {
         .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = HX_VK_PUSH_BYTES};
@@ -47,7 +47,7 @@ int hx__vk_pipeline_init(struct hx_device *dev)
         .pushConstantRangeCount = 1,
         .pPushConstantRanges = &pcr,
     };
-    r = hx_vk_fn.vkCreatePipelineLayout(d->dev, &pci, NULL, &d->layout);
+    r = hx__vk_fn.vkCreatePipelineLayout(d->dev, &pci, NULL, &d->layout);
     if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreatePipelineLayout");
     return HX_OK;
 }
@@ -57,14 +57,14 @@ void hx__vk_pipeline_fini(struct hx_device *dev)
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     for (int i = 0; i < HX_SHADER_COUNT; i++)
         for (int k = 0; k < 2; k++)
-            if (d->pipes[i][k]) hx_vk_fn.vkDestroyPipeline(d->dev, d->pipes[i][k], NULL);
+            if (d->pipes[i][k]) hx__vk_fn.vkDestroyPipeline(d->dev, d->pipes[i][k], NULL);
     for (int i = 0; i < d->n_dpools; i++)
-        hx_vk_fn.vkDestroyDescriptorPool(d->dev, d->dpools[i], NULL);
+        hx__vk_fn.vkDestroyDescriptorPool(d->dev, d->dpools[i], NULL);
     hx__free(d->dpools);
     d->dpools = NULL;
     d->n_dpools = 0;
-    if (d->layout) hx_vk_fn.vkDestroyPipelineLayout(d->dev, d->layout, NULL);
-    if (d->dsl) hx_vk_fn.vkDestroyDescriptorSetLayout(d->dev, d->dsl, NULL);
+    if (d->layout) hx__vk_fn.vkDestroyPipelineLayout(d->dev, d->layout, NULL);
+    if (d->dsl) hx__vk_fn.vkDestroyDescriptorSetLayout(d->dev, d->dsl, NULL);
 }
 
 /* Workgroup size per shader: 128 for the long reductions (norm), 64 otherwise; never more
@@ -86,14 +86,14 @@ static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, int a
         *out = d->pipes[id][alt];
         return HX_OK;
     }
-    const struct hx_shader *sh = &hx_shaders[id];
+    const struct hx_shader *sh = &hx__shaders[id];
     VkShaderModuleCreateInfo mci = {
         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
         .codeSize = sh->nwords * 4,
         .pCode = sh->words,
     };
     VkShaderModule mod;
-    VkResult r = hx_vk_fn.vkCreateShaderModule(d->dev, &mci, NULL, &mod);
+    VkResult r = hx__vk_fn.vkCreateShaderModule(d->dev, &mci, NULL, &mod);
     if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreateShaderModule");
     uint32_t wg = hx__vk_wg(dev, id), vals[5];
     memcpy(vals, d->spec[id], sizeof vals);
@@ -119,8 +119,9 @@ static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, int a
             },
         .layout = d->layout,
     };
-    r = hx_vk_fn.vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL, &d->pipes[id][alt]);
-    hx_vk_fn.vkDestroyShaderModule(d->dev, mod, NULL);
+    r = hx__vk_fn.vkCreateComputePipelines(d->dev, VK_NULL_HANDLE, 1, &ci, NULL,
+                                           &d->pipes[id][alt]);
+    hx__vk_fn.vkDestroyShaderModule(d->dev, mod, NULL);
     if (r != VK_SUCCESS) {
         d->pipes[id][alt] = VK_NULL_HANDLE;
         char what[96];
@@ -156,7 +157,7 @@ static int hx_vk_alloc_set(struct hx_device *dev, VkDescriptorSet *out)
                 .pPoolSizes = ps,
             };
             VkResult r =
-                hx_vk_fn.vkCreateDescriptorPool(d->dev, &pci, NULL, &d->dpools[d->n_dpools]);
+                hx__vk_fn.vkCreateDescriptorPool(d->dev, &pci, NULL, &d->dpools[d->n_dpools]);
             if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreateDescriptorPool");
             d->cur_dpool = d->n_dpools++;
         }
@@ -168,7 +169,7 @@ static int hx_vk_alloc_set(struct hx_device *dev, VkDescriptorSet *out)
         .descriptorSetCount = 1,
         .pSetLayouts = &d->dsl,
     };
-    VkResult r = hx_vk_fn.vkAllocateDescriptorSets(d->dev, &ai, out);
+    VkResult r = hx__vk_fn.vkAllocateDescriptorSets(d->dev, &ai, out);
     if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkAllocateDescriptorSets");
     d->cur_sets++;
     return HX_OK;
@@ -236,13 +237,13 @@ int hx__vk_dispatch_ex(struct hx_device *dev, enum hx_shader_id id, bool one_row
             .pTexelBufferView = &views[i],
         };
     }
-    hx_vk_fn.vkUpdateDescriptorSets(d->dev, HX_VK_BINDINGS + HX_VK_TEX_BINDINGS, wr, 0, NULL);
-    hx_vk_fn.vkCmdBindPipeline(d->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-    hx_vk_fn.vkCmdBindDescriptorSets(d->cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set,
-                                     0, NULL);
-    hx_vk_fn.vkCmdPushConstants(d->cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                                (uint32_t)push_bytes, push);
-    hx_vk_fn.vkCmdDispatch(d->cb, gx, gy, gz);
+    hx__vk_fn.vkUpdateDescriptorSets(d->dev, HX_VK_BINDINGS + HX_VK_TEX_BINDINGS, wr, 0, NULL);
+    hx__vk_fn.vkCmdBindPipeline(d->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+    hx__vk_fn.vkCmdBindDescriptorSets(d->cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set,
+                                      0, NULL);
+    hx__vk_fn.vkCmdPushConstants(d->cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                                 (uint32_t)push_bytes, push);
+    hx__vk_fn.vkCmdDispatch(d->cb, gx, gy, gz);
     d->timing.n_calls++;
     return HX_OK;
 }
@@ -255,7 +256,7 @@ void hx__vk_barrier(struct hx_vk_dev *d)
         .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
     };
-    hx_vk_fn.vkCmdPipelineBarrier(
+    hx__vk_fn.vkCmdPipelineBarrier(
         d->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL,
         0, NULL);
@@ -277,7 +278,7 @@ int hx__vk_wait(struct hx_device *dev)
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     if (!d->pending) return d->lost ? HX_E_DEVICE : HX_OK;
     double t0 = hx__time_us();
-    VkResult r = hx_vk_fn.vkWaitForFences(d->dev, 1, &d->fence, VK_TRUE, UINT64_C(60000000000));
+    VkResult r = hx__vk_fn.vkWaitForFences(d->dev, 1, &d->fence, VK_TRUE, UINT64_C(60000000000));
     if (r != VK_SUCCESS) {
         /* a hang or a lost device: the work may still be running, so nothing it uses may be
          * freed before vkDeviceWaitIdle (hx__vk_idle_if_lost); every later call fails */
@@ -295,7 +296,7 @@ void hx__vk_idle_if_lost(struct hx_device *dev)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     if (d->lost && d->pending) {
-        hx_vk_fn.vkDeviceWaitIdle(d->dev);
+        hx__vk_fn.vkDeviceWaitIdle(d->dev);
         d->pending = false;
     }
 }
@@ -308,17 +309,17 @@ int hx__vk_begin(struct hx_device *dev)
     if (st) return st;
     VkResult r;
     for (int i = 0; i < d->n_dpools; i++)
-        if ((r = hx_vk_fn.vkResetDescriptorPool(d->dev, d->dpools[i], 0)) != VK_SUCCESS)
+        if ((r = hx__vk_fn.vkResetDescriptorPool(d->dev, d->dpools[i], 0)) != VK_SUCCESS)
             return hx__vk_fail(dev, r, "vkResetDescriptorPool");
     d->cur_dpool = 0;
     d->cur_sets = 0;
-    if ((r = hx_vk_fn.vkResetCommandBuffer(d->cb, 0)) != VK_SUCCESS)
+    if ((r = hx__vk_fn.vkResetCommandBuffer(d->cb, 0)) != VK_SUCCESS)
         return hx__vk_fail(dev, r, "vkResetCommandBuffer");
     VkCommandBufferBeginInfo bi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
     };
-    if ((r = hx_vk_fn.vkBeginCommandBuffer(d->cb, &bi)) != VK_SUCCESS)
+    if ((r = hx__vk_fn.vkBeginCommandBuffer(d->cb, &bi)) != VK_SUCCESS)
         return hx__vk_fail(dev, r, "vkBeginCommandBuffer");
     return HX_OK;
 }
@@ -326,9 +327,9 @@ int hx__vk_begin(struct hx_device *dev)
 int hx__vk_submit(struct hx_device *dev)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
-    VkResult r = hx_vk_fn.vkEndCommandBuffer(d->cb);
+    VkResult r = hx__vk_fn.vkEndCommandBuffer(d->cb);
     if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkEndCommandBuffer");
-    if ((r = hx_vk_fn.vkResetFences(d->dev, 1, &d->fence)) != VK_SUCCESS)
+    if ((r = hx__vk_fn.vkResetFences(d->dev, 1, &d->fence)) != VK_SUCCESS)
         return hx__vk_fail(dev, r, "vkResetFences");
     VkSubmitInfo si = {
         .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
@@ -336,7 +337,7 @@ int hx__vk_submit(struct hx_device *dev)
         .pCommandBuffers = &d->cb,
     };
     d->submit_us = hx__time_us();
-    if ((r = hx_vk_fn.vkQueueSubmit(d->queue, 1, &si, d->fence)) != VK_SUCCESS)
+    if ((r = hx__vk_fn.vkQueueSubmit(d->queue, 1, &si, d->fence)) != VK_SUCCESS)
         return hx__vk_fail(dev, r, "vkQueueSubmit");
     d->pending = true;
     return HX_OK;

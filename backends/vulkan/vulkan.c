@@ -2,11 +2,11 @@
  * vulkan.c — the Vulkan backend's ops table, run-time loading of libvulkan, the process-wide
  * instance and device enumeration, device init/fini.
  *
- * libvulkan.so.1 is dlopen'ed on first probe; if it or a usable device is missing the backend
- * reports why (probe / device_count) and the engine runs without it. The instance asks for
+ * libvulkan.so.1 is dlopen'ed by probe; if it or a usable device is missing the backend
+ * reports why (probe's why[]) and the engine runs without it. The instance asks for
  * Vulkan 1.3 where the loader has it (a device's core 1.3 features — the integer dot
- * product — are usable only then), else 1.2. Enumeration happens once (pthread_once) and is
- * kept for the process, ordered discrete GPU, integrated GPU, other, CPU (lavapipe), so
+ * product — are usable only then), else 1.2. Enumeration happens once (in probe, which the core
+ * calls once) and is kept for the process, ordered discrete GPU, integrated GPU, other, CPU (lavapipe), so
  * vulkan:0 is the best device: only devices with every required feature (Vulkan ≥ 1.2, 8- and
  * 16-bit storage buffers, subgroup basic + arithmetic in compute, subgroup size ≥ 4, 128
  * invocations per workgroup, R32G32B32A32_UINT uniform texel buffers, a compute queue) are
@@ -16,14 +16,13 @@
  * messenger counting errors are enabled (get_extension "hx.vk.validation_errors").
  */
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "vulkan-impl.h"
 
-struct hx_vk_fns hx_vk_fn;
+struct hx_vk_fns hx__vk_fn;
 
 static struct {
     void *lib;
@@ -37,7 +36,6 @@ static struct {
     uint32_t validation_errors;
     uint32_t api_version; /* what the instance was created for: min(loader, 1.3) */
 } hx_vk_g;
-static pthread_once_t hx_vk_once = PTHREAD_ONCE_INIT;
 
 const char *hx__vk_result_name(VkResult r)
 {
@@ -99,10 +97,10 @@ const struct hx_vk_phys *hx__vk_phys(int idx)
 static bool hx_vk_has_layer(const char *name)
 {
     uint32_t n = 0;
-    if (hx_vk_fn.vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || !n) return false;
+    if (hx__vk_fn.vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || !n) return false;
     VkLayerProperties *p = hx__calloc(n, sizeof *p);
     bool found = false;
-    if (p && hx_vk_fn.vkEnumerateInstanceLayerProperties(&n, p) == VK_SUCCESS)
+    if (p && hx__vk_fn.vkEnumerateInstanceLayerProperties(&n, p) == VK_SUCCESS)
         for (uint32_t i = 0; i < n; i++) found |= strcmp(p[i].layerName, name) == 0;
     hx__free(p);
     return found;
@@ -111,11 +109,11 @@ static bool hx_vk_has_layer(const char *name)
 static bool hx_vk_dev_has_ext(VkPhysicalDevice pd, const char *name)
 {
     uint32_t n = 0;
-    if (hx_vk_fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS)
+    if (hx__vk_fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS)
         return false;
     VkExtensionProperties *p = hx__calloc(n ? n : 1, sizeof *p);
     bool found = false;
-    if (p && hx_vk_fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, p) == VK_SUCCESS)
+    if (p && hx__vk_fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n, p) == VK_SUCCESS)
         for (uint32_t i = 0; i < n; i++) found |= strcmp(p[i].extensionName, name) == 0;
     hx__free(p);
     return found;
@@ -130,20 +128,20 @@ static int hx_vk_load(void)
                  lib && *lib ? lib : "libvulkan.so.1");
         return HX_E_UNAVAILABLE;
     }
-    hx_vk_fn.vkGetInstanceProcAddr =
+    hx__vk_fn.vkGetInstanceProcAddr =
         (PFN_vkGetInstanceProcAddr)dlsym(hx_vk_g.lib, "vkGetInstanceProcAddr");
-    if (!hx_vk_fn.vkGetInstanceProcAddr) {
+    if (!hx__vk_fn.vkGetInstanceProcAddr) {
         snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "libvulkan lacks vkGetInstanceProcAddr");
         return HX_E_UNAVAILABLE;
     }
-#define HX_VK_GLOBAL(name) hx_vk_fn.name = (PFN_##name)hx_vk_fn.vkGetInstanceProcAddr(NULL, #name)
+#define HX_VK_GLOBAL(name) hx__vk_fn.name = (PFN_##name)hx__vk_fn.vkGetInstanceProcAddr(NULL, #name)
     HX_VK_GLOBAL(vkCreateInstance);
     HX_VK_GLOBAL(vkEnumerateInstanceVersion);
     HX_VK_GLOBAL(vkEnumerateInstanceLayerProperties);
     HX_VK_GLOBAL(vkEnumerateInstanceExtensionProperties);
 #undef HX_VK_GLOBAL
-    if (!hx_vk_fn.vkCreateInstance || !hx_vk_fn.vkEnumerateInstanceVersion ||
-        !hx_vk_fn.vkEnumerateInstanceLayerProperties) {
+    if (!hx__vk_fn.vkCreateInstance || !hx__vk_fn.vkEnumerateInstanceVersion ||
+        !hx__vk_fn.vkEnumerateInstanceLayerProperties) {
         snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "Vulkan loader older than 1.1");
         return HX_E_UNAVAILABLE;
     }
@@ -153,7 +151,7 @@ static int hx_vk_load(void)
 static int hx_vk_create_instance(void)
 {
     uint32_t ver = 0;
-    hx_vk_fn.vkEnumerateInstanceVersion(&ver);
+    hx__vk_fn.vkEnumerateInstanceVersion(&ver);
     if (ver < VK_API_VERSION_1_2) {
         snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "Vulkan instance version %u.%u < 1.2",
                  VK_API_VERSION_MAJOR(ver), VK_API_VERSION_MINOR(ver));
@@ -196,7 +194,7 @@ static int hx_vk_create_instance(void)
         .enabledExtensionCount = n_exts,
         .ppEnabledExtensionNames = exts,
     };
-    VkResult r = hx_vk_fn.vkCreateInstance(&ci, NULL, &hx_vk_g.instance);
+    VkResult r = hx__vk_fn.vkCreateInstance(&ci, NULL, &hx_vk_g.instance);
     if (r != VK_SUCCESS) {
         snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "vkCreateInstance failed: %s (%d)",
                  hx__vk_result_name(r), (int)r);
@@ -204,20 +202,20 @@ static int hx_vk_create_instance(void)
         return HX_E_UNAVAILABLE;
     }
 #define HX_VK_LOAD(name)                                                                           \
-    hx_vk_fn.name = (PFN_##name)hx_vk_fn.vkGetInstanceProcAddr(hx_vk_g.instance, #name);           \
-    if (!hx_vk_fn.name) {                                                                          \
+    hx__vk_fn.name = (PFN_##name)hx__vk_fn.vkGetInstanceProcAddr(hx_vk_g.instance, #name);         \
+    if (!hx__vk_fn.name) {                                                                         \
         snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "Vulkan entry point %s missing", #name);         \
         return HX_E_UNAVAILABLE;                                                                   \
     }
     HX_VK_INSTANCE_FUNCS(HX_VK_LOAD)
 #undef HX_VK_LOAD
     if (validate) {
-        hx_vk_fn.vkCreateDebugUtilsMessengerEXT =
-            (PFN_vkCreateDebugUtilsMessengerEXT)hx_vk_fn.vkGetInstanceProcAddr(
+        hx__vk_fn.vkCreateDebugUtilsMessengerEXT =
+            (PFN_vkCreateDebugUtilsMessengerEXT)hx__vk_fn.vkGetInstanceProcAddr(
                 hx_vk_g.instance, "vkCreateDebugUtilsMessengerEXT");
-        if (hx_vk_fn.vkCreateDebugUtilsMessengerEXT)
-            hx_vk_fn.vkCreateDebugUtilsMessengerEXT(hx_vk_g.instance, &dbg, NULL,
-                                                    &hx_vk_g.messenger);
+        if (hx__vk_fn.vkCreateDebugUtilsMessengerEXT)
+            hx__vk_fn.vkCreateDebugUtilsMessengerEXT(hx_vk_g.instance, &dbg, NULL,
+                                                     &hx_vk_g.messenger);
         HX_LOG_INFO("vulkan: validation layer enabled");
     }
     return HX_OK;
@@ -252,7 +250,7 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &sg};
     VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                          .pNext = &m3};
-    hx_vk_fn.vkGetPhysicalDeviceProperties2(pd, &props);
+    hx__vk_fn.vkGetPhysicalDeviceProperties2(pd, &props);
     const VkPhysicalDeviceProperties *pr = &props.properties;
     memset(p, 0, sizeof *p);
     p->pd = pd;
@@ -281,7 +279,7 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     VkPhysicalDeviceShaderIntegerDotProductFeatures fdot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
     if (dot_core || p->int_dot_ext) f12.pNext = &fdot;
-    hx_vk_fn.vkGetPhysicalDeviceFeatures2(pd, &f);
+    hx__vk_fn.vkGetPhysicalDeviceFeatures2(pd, &f);
     p->int8 = f12.shaderInt8;
     p->fp16 = f12.shaderFloat16;
     p->int_dot = (dot_core || p->int_dot_ext) && fdot.shaderIntegerDotProduct;
@@ -290,12 +288,12 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
         VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                           .pNext = &pdot};
-        hx_vk_fn.vkGetPhysicalDeviceProperties2(pd, &pp);
+        hx__vk_fn.vkGetPhysicalDeviceProperties2(pd, &pp);
         p->int_dot_fast = pdot.integerDotProduct4x8BitPackedSignedAccelerated;
     }
     p->max_wg_invocations = pr->limits.maxComputeWorkGroupInvocations;
     VkFormatProperties fp;
-    hx_vk_fn.vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_UINT, &fp);
+    hx__vk_fn.vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_UINT, &fp);
     p->texel_align = HX_MAX(pr->limits.minTexelBufferOffsetAlignment, 16);
     p->max_texels = (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT)
                         ? pr->limits.maxTexelBufferElements
@@ -307,7 +305,7 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     p->max_alloc = m3.maxMemoryAllocationSize;
 
     VkPhysicalDeviceMemoryProperties mp;
-    hx_vk_fn.vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    hx__vk_fn.vkGetPhysicalDeviceMemoryProperties(pd, &mp);
     size_t total = 0;
     char heaps[96] = "";
     size_t hl = 0;
@@ -356,10 +354,10 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     if (p->max_range < (1u << 24)) return "maxStorageBufferRange < 16 MiB";
 
     uint32_t nq = 0;
-    hx_vk_fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, NULL);
+    hx__vk_fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, NULL);
     VkQueueFamilyProperties qf[16];
     if (nq > 16) nq = 16;
-    hx_vk_fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, qf);
+    hx__vk_fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, qf);
     int best = -1;
     for (uint32_t i = 0; i < nq; i++) {
         if (!(qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
@@ -377,7 +375,7 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
 static int hx_vk_rank(const struct hx_vk_phys *p)
 {
     VkPhysicalDeviceProperties pr;
-    hx_vk_fn.vkGetPhysicalDeviceProperties(p->pd, &pr);
+    hx__vk_fn.vkGetPhysicalDeviceProperties(p->pd, &pr);
     switch (pr.deviceType) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
     case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
@@ -401,11 +399,11 @@ static void hx_vk_order(void)
 static void hx_vk_enumerate(void)
 {
     uint32_t n = 0;
-    VkResult r = hx_vk_fn.vkEnumeratePhysicalDevices(hx_vk_g.instance, &n, NULL);
+    VkResult r = hx__vk_fn.vkEnumeratePhysicalDevices(hx_vk_g.instance, &n, NULL);
     VkPhysicalDevice pds[HX_VK_MAX_DEVICES];
     if (n > HX_VK_MAX_DEVICES) n = HX_VK_MAX_DEVICES;
     if (r == VK_SUCCESS || r == VK_INCOMPLETE)
-        r = hx_vk_fn.vkEnumeratePhysicalDevices(hx_vk_g.instance, &n, pds);
+        r = hx__vk_fn.vkEnumeratePhysicalDevices(hx_vk_g.instance, &n, pds);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
         snprintf(hx_vk_g.why, sizeof hx_vk_g.why, "vkEnumeratePhysicalDevices failed: %s (%d)",
                  hx__vk_result_name(r), (int)r);
@@ -441,31 +439,18 @@ static void hx_vk_global_init(void)
     }
 }
 
-static int hx_vk_probe(int *score, char *why, size_t why_len)
+static int hx_vk_probe(struct hx_backend_probe *out)
 {
-    pthread_once(&hx_vk_once, hx_vk_global_init);
-    *score = hx_vk_g.n_non_cpu > 0 ? 50 : 5;
-    if (why && why_len) snprintf(why, why_len, "%s", hx_vk_g.why);
+    hx_vk_global_init();
+    out->score = hx_vk_g.n_non_cpu > 0 ? 50 : 5;
+    out->n_devices = hx_vk_g.n_phys;
+    snprintf(out->why, sizeof out->why, "%s", hx_vk_g.why);
     return hx_vk_g.probe_status;
-}
-
-static int hx_vk_device_count(int *n, char *why, size_t why_len)
-{
-    pthread_once(&hx_vk_once, hx_vk_global_init);
-    *n = hx_vk_g.n_phys;
-    if (why && why_len) snprintf(why, why_len, "%s", hx_vk_g.why);
-    return hx_vk_g.probe_status == HX_OK || hx_vk_g.instance ? HX_OK : hx_vk_g.probe_status;
 }
 
 static int hx_vk_device_info(int idx, struct hx_device_info *out)
 {
-    pthread_once(&hx_vk_once, hx_vk_global_init);
-    const struct hx_vk_phys *p = hx__vk_phys(idx);
-    if (!p) return HX_E_NOTFOUND;
-    uint32_t ss = out->struct_size ? out->struct_size : (uint32_t)sizeof *out;
-    struct hx_device_info tmp = p->info;
-    memcpy(out, &tmp, HX_MIN(ss, sizeof tmp));
-    out->struct_size = ss;
+    *out = hx__vk_phys(idx)->info;
     return HX_OK;
 }
 
@@ -521,15 +506,15 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .enabledExtensionCount = p->int_dot && p->int_dot_ext ? 1u : 0u,
         .ppEnabledExtensionNames = exts,
     };
-    VkResult r = hx_vk_fn.vkCreateDevice(p->pd, &dci, NULL, &d->dev);
+    VkResult r = hx__vk_fn.vkCreateDevice(p->pd, &dci, NULL, &d->dev);
     if (r != VK_SUCCESS) {
         d->dev = VK_NULL_HANDLE;
         return hx__vk_fail(dev, r, "vkCreateDevice");
     }
-    hx_vk_fn.vkGetDeviceQueue(d->dev, p->queue_family, 0, &d->queue);
+    hx__vk_fn.vkGetDeviceQueue(d->dev, p->queue_family, 0, &d->queue);
 
     VkPhysicalDeviceMemoryProperties mp;
-    hx_vk_fn.vkGetPhysicalDeviceMemoryProperties(p->pd, &mp);
+    hx__vk_fn.vkGetPhysicalDeviceMemoryProperties(p->pd, &mp);
     const VkMemoryPropertyFlags hv =
         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     d->uma = p->info.unified_memory;
@@ -552,7 +537,7 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
         .queueFamilyIndex = p->queue_family,
     };
-    if ((r = hx_vk_fn.vkCreateCommandPool(d->dev, &cpi, NULL, &d->cmd_pool)) != VK_SUCCESS) {
+    if ((r = hx__vk_fn.vkCreateCommandPool(d->dev, &cpi, NULL, &d->cmd_pool)) != VK_SUCCESS) {
         st = hx__vk_fail(dev, r, "vkCreateCommandPool");
         goto fail;
     }
@@ -562,12 +547,12 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
         .commandBufferCount = 1,
     };
-    if ((r = hx_vk_fn.vkAllocateCommandBuffers(d->dev, &cai, &d->cb)) != VK_SUCCESS) {
+    if ((r = hx__vk_fn.vkAllocateCommandBuffers(d->dev, &cai, &d->cb)) != VK_SUCCESS) {
         st = hx__vk_fail(dev, r, "vkAllocateCommandBuffers");
         goto fail;
     }
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    if ((r = hx_vk_fn.vkCreateFence(d->dev, &fci, NULL, &d->fence)) != VK_SUCCESS) {
+    if ((r = hx__vk_fn.vkCreateFence(d->dev, &fci, NULL, &d->fence)) != VK_SUCCESS) {
         st = hx__vk_fail(dev, r, "vkCreateFence");
         goto fail;
     }
@@ -588,20 +573,20 @@ static void hx_vk_fini(struct hx_device *dev)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     if (!d || !d->dev) return;
-    hx_vk_fn.vkDeviceWaitIdle(d->dev);
+    hx__vk_fn.vkDeviceWaitIdle(d->dev);
     hx__vk_lazy_free(dev);
     hx__vk_buf_destroy(d, &d->meta);
-    if (d->dummy_view) hx_vk_fn.vkDestroyBufferView(d->dev, d->dummy_view, NULL);
+    if (d->dummy_view) hx__vk_fn.vkDestroyBufferView(d->dev, d->dummy_view, NULL);
     d->dummy_view = VK_NULL_HANDLE;
     hx__vk_buf_destroy(d, &d->dummy);
     hx__vk_buf_destroy(d, &d->staging);
-    if (d->scratch_view) hx_vk_fn.vkDestroyBufferView(d->dev, d->scratch_view, NULL);
+    if (d->scratch_view) hx__vk_fn.vkDestroyBufferView(d->dev, d->scratch_view, NULL);
     d->scratch_view = VK_NULL_HANDLE;
     hx__vk_buf_destroy(d, &d->scratch);
     hx__vk_pipeline_fini(dev);
-    if (d->fence) hx_vk_fn.vkDestroyFence(d->dev, d->fence, NULL);
-    if (d->cmd_pool) hx_vk_fn.vkDestroyCommandPool(d->dev, d->cmd_pool, NULL);
-    hx_vk_fn.vkDestroyDevice(d->dev, NULL);
+    if (d->fence) hx__vk_fn.vkDestroyFence(d->dev, d->fence, NULL);
+    if (d->cmd_pool) hx__vk_fn.vkDestroyCommandPool(d->dev, d->cmd_pool, NULL);
+    hx__vk_fn.vkDestroyDevice(d->dev, NULL);
     d->dev = VK_NULL_HANDLE;
 }
 
@@ -622,13 +607,13 @@ static void hx_vk_describe(struct hx_device *dev, char *out, size_t len)
              hx__vk_int8_name(d->int8), hx_vk_g.why[0] ? "; not used: " : "", hx_vk_g.why);
 }
 
-const struct hx_backend_ops hx_backend_vulkan_ops = {
+const struct hx_backend_ops hx__backend_vulkan_ops = {
     .abi_version = HX_BACKEND_ABI_VERSION,
     .struct_size = sizeof(struct hx_backend_ops),
     .name = "vulkan",
     .ctx_size = sizeof(struct hx_vk_dev),
+    .caps = HX_BACKEND_ASYNC,
     .probe = hx_vk_probe,
-    .device_count = hx_vk_device_count,
     .device_info = hx_vk_device_info,
     .init = hx_vk_init,
     .fini = hx_vk_fini,

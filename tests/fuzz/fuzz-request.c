@@ -225,7 +225,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* the server stops here; go on anyway so that requests naming any model reach the rest */
     }
 
-    /* sched.c: the job's prompt, before it waits for a slot */
+    /* worker.c: the job's prompt, before it waits for a slot */
     hx_token *ids = NULL;
     int64_t n = 0;
     const char *code = NULL;

@@ -1,5 +1,5 @@
 /*
- * sched.c — the inference worker: one thread that loads the model, owns the one hx_context
+ * worker.c — the inference worker: one thread that loads the model, owns the one hx_context
  * (n_seq = --parallel KV slots) and runs continuous batching over it.
  *
  * Each step: take newly submitted jobs (tokenize, validate, then wait for a slot); drop
@@ -79,7 +79,7 @@ static struct {
     int rr; /* prefill round-robin start */
     uint64_t seed_state;
     /* set once before LOADED, read by the loop after it */
-    struct hx_srv_sched_params p;
+    struct hx_srv_worker_params p;
     char model_id[256], policy[128];
     char chat_error[512]; /* non-empty: no --chat-template and the model's own is unusable */
     struct hx_srv_event *load_ev; /* allocated by start */
@@ -613,8 +613,8 @@ static void hx_srv_model_id_from_path(const char *path)
     hx_srv_s.model_id[n] = '\0';
 }
 
-int hx__srv_sched_start(uv_loop_t *loop, const struct hx_srv_sched_params *p, hx_srv_event_cb cb,
-                        void *user_data)
+int hx__srv_worker_start(uv_loop_t *loop, const struct hx_srv_worker_params *p,
+                         hx_srv_event_cb cb, void *user_data)
 {
     hx_srv_s.loop = loop;
     hx_srv_s.cb = cb;
@@ -634,7 +634,7 @@ int hx__srv_sched_start(uv_loop_t *loop, const struct hx_srv_sched_params *p, hx
     return HX_OK;
 }
 
-struct hx_srv_job *hx__srv_sched_submit(struct hx_srv_gen_req *req, void *owner)
+struct hx_srv_job *hx__srv_worker_submit(struct hx_srv_gen_req *req, void *owner)
 {
     struct hx_srv_job *job = calloc(1, sizeof *job);
     if (job) job->term = calloc(1, sizeof *job->term);
@@ -658,7 +658,7 @@ struct hx_srv_job *hx__srv_sched_submit(struct hx_srv_gen_req *req, void *owner)
     return job;
 }
 
-void hx__srv_sched_cancel(struct hx_srv_job *job)
+void hx__srv_worker_cancel(struct hx_srv_job *job)
 {
     atomic_store(&job->cancel, 1);
     uv_mutex_lock(&hx_srv_s.mu);
@@ -686,7 +686,7 @@ void hx__srv_job_set_access(struct hx_srv_job *job, struct hx_srv_access *a)
 struct hx_srv_access *hx__srv_job_access(struct hx_srv_job *job) { return job->access; }
 const struct hx_srv_gen_req *hx__srv_job_req(const struct hx_srv_job *job) { return &job->req; }
 
-void hx__srv_sched_stop(void)
+void hx__srv_worker_stop(void)
 {
     if (hx_srv_s.thread_started) {
         uv_mutex_lock(&hx_srv_s.mu);
@@ -713,7 +713,7 @@ void hx__srv_sched_stop(void)
     hx_srv_s.slots = NULL;
 }
 
-void hx__srv_sched_counts(int64_t *queued, int64_t *active)
+void hx__srv_worker_counts(int64_t *queued, int64_t *active)
 {
     uv_mutex_lock(&hx_srv_s.mu);
     int64_t in = 0;
@@ -723,7 +723,7 @@ void hx__srv_sched_counts(int64_t *queued, int64_t *active)
     uv_mutex_unlock(&hx_srv_s.mu);
 }
 
-char *hx__srv_sched_device_lines(void)
+char *hx__srv_worker_device_lines(void)
 {
     struct hx_srv_buf b = {0};
     hx__srv_buf_append(&b, "", 0);
@@ -735,15 +735,15 @@ char *hx__srv_sched_device_lines(void)
     return b.data;
 }
 
-const char *hx__srv_sched_model_id(void) { return hx_srv_s.model_id; }
-const char *hx__srv_sched_policy(void) { return hx_srv_s.policy; }
-const char *hx__srv_sched_chat_error(void)
+const char *hx__srv_worker_model_id(void) { return hx_srv_s.model_id; }
+const char *hx__srv_worker_policy(void) { return hx_srv_s.policy; }
+const char *hx__srv_worker_chat_error(void)
 {
     return hx_srv_s.chat_error[0] ? hx_srv_s.chat_error : NULL;
 }
-const char *hx__srv_sched_devices(void) { return hx_srv_s.devices[0] ? hx_srv_s.devices : "cpu"; }
-void hx__srv_sched_note_devices(const char *devices)
+const char *hx__srv_worker_devices(void) { return hx_srv_s.devices[0] ? hx_srv_s.devices : "cpu"; }
+void hx__srv_worker_note_devices(const char *devices)
 {
     snprintf(hx_srv_s.devices, sizeof hx_srv_s.devices, "%s", devices);
 }
-int64_t hx__srv_sched_n_ctx(void) { return hx_srv_s.n_ctx; }
+int64_t hx__srv_worker_n_ctx(void) { return hx_srv_s.n_ctx; }
