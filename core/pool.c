@@ -294,7 +294,7 @@ void hx__pool_chunks(int64_t n, int64_t grain, int nth, hx_pool_chunk_fn fn, voi
         return;
     }
     if ((n + grain - 1) / grain < nth) nth = (int)((n + grain - 1) / grain);
-    double t0 = hx_pool_now_us();
+    const double t0 = hx_pool_now_us();
     if (t0 < atomic_load_explicit(&hx_pool.solo_until, memory_order_relaxed)) {
         fn(ctx, 0, n, 0, true); /* solo: the workers were late too often of late */
         return;
@@ -309,7 +309,6 @@ void hx__pool_chunks(int64_t n, int64_t grain, int nth, hx_pool_chunk_fn fn, voi
         hx__pool_range(n, i, nth, &r0, &r1);
         atomic_store_explicit(&hx_pool.seat[i].share, HX_POOL_SHARE(r0, r1), memory_order_relaxed);
     }
-    t0 = hx_pool_now_us();
     for (int i = 0; i < nth - 1; i++) {
         struct hx_pool_slot *s = &hx_pool.slot[i];
         hx_pool_signal(&s->state, HX_POOL_STATE(gen, HX_POOL_POSTED), &s->sleeps);
