@@ -267,3 +267,25 @@ const struct hx_cpu_kernels *hx__cpu_kernels(enum hx_cpu_isa isa)
     default: return &hx__cpu_kernels_scalar;
     }
 }
+
+/* Chunks of the x16 matmuls (cpu-matmul.c, docs/cpu.md "Threads"): a decode chunk is long
+ * enough to stream (well past the kernels' 8-16 KiB prefetch distance), a prefill chunk's tiles
+ * stay in L2 while the activation rows pass over them, and both are short enough that the
+ * threads' shares can be rebalanced when one of them is descheduled. */
+void hx__cpu_chunk_bytes(size_t *decode, size_t *prefill)
+{
+    long d = 64, p = 256; /* KiB */
+    const char *env = getenv("HX_CPU_CHUNK_KIB");
+    if (env && *env) {
+        char *end;
+        const long a = strtol(env, &end, 10);
+        if (end != env && a > 0 && a < (1L << 30)) d = a;
+        if (*end == ':') {
+            const char *b0 = end + 1;
+            const long b = strtol(b0, &end, 10);
+            if (end != b0 && b > 0 && b < (1L << 30)) p = b;
+        }
+    }
+    *decode = (size_t)d << 10;
+    *prefill = (size_t)p << 10;
+}
