@@ -3,13 +3,14 @@
  *
  * Seats: seat 0 is the caller, seat w + 1 is worker w (a worker always takes the same seat, so
  * per-tid scratch is per thread). Each seat owns one cache line holding its share of the items
- * as one 64-bit word, lo | hi << 32. The owner claims [lo, lo + grain) from the front with a
- * CAS on its own line (no other core touches it unless stealing); a thief takes the back half,
+ * as one 64-bit word, lo | hi << 32, and for a worker its slot. The owner claims [lo, lo +
+ * grain) from the front with a CAS on its own line (no other core touches it unless stealing);
+ * a thief takes the back half,
  * [mid, hi), with a CAS on the victim's word and makes it its own share. Items are claimed once
  * by construction, and work ends when every share is empty and every thread that entered has
  * left.
  *
- * Workers: each has a slot whose 32-bit state is gen << 2 | phase. The caller posts work with
+ * Workers: a worker's slot is a 32-bit state, gen << 2 | phase. The caller posts work with
  * (gen, POSTED); the worker enters with a CAS to (gen, ENTERED), works, and stores (gen,
  * EXITED). When its own seat finds nothing left, the caller calls off each worker that has not
  * entered yet with a CAS from (gen, POSTED) to (gen, IDLE) and waits for the others to store
@@ -23,6 +24,9 @@
  * the waiter sees the change or the other side sees the flag and wakes it. A sleeping waiter
  * leaves its core to the thread it waits for, which on a busy machine is what lets that thread
  * run at all.
+ *
+ * Solo mode: see HX_POOL_LATE_US below. The caller reads the clock once per piece of work, and
+ * twice more only when a worker was called off or had not left when the caller was done.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -69,15 +73,15 @@ enum { HX_POOL_IDLE, HX_POOL_POSTED, HX_POOL_ENTERED, HX_POOL_EXITED };
 #define HX_POOL_STATE(gen, phase) ((uint32_t)(gen) << 2 | (uint32_t)(phase))
 #define HX_POOL_PHASE(s) ((s)&3u)
 
-struct hx_pool_slot {
-    _Atomic uint32_t state;  /* gen << 2 | phase */
+/* A seat: its share of the items and, for a worker's seat, the worker's slot, on one cache line
+ * (a thread that runs out of work reads the other's share, and the caller then looks at that
+ * worker's state: one line transfer, not two). */
+struct hx_pool_seat {
+    _Atomic uint64_t share;  /* lo | hi << 32: the items this seat has yet to claim */
+    _Atomic uint32_t state;  /* gen << 2 | phase (workers' seats) */
     _Atomic uint32_t sleeps; /* the worker sleeps on state (waiting for work) */
     _Atomic uint32_t joins;  /* the caller sleeps on state (waiting for EXITED) */
     int seat;
-} __attribute__((aligned(64)));
-
-struct hx_pool_seat {
-    _Atomic uint64_t share; /* lo | hi << 32: the items this seat has yet to claim */
 } __attribute__((aligned(64)));
 
 static struct {
@@ -86,6 +90,7 @@ static struct {
     uint32_t gen;
     double spin_us, join_spin_us;
     /* solo mode (under run_mu, but solo_until is read without it) */
+    _Atomic bool solo; /* solo_until is worth a look */
     _Atomic double solo_until;
     double solo_len;
     uint32_t late_bits;  /* 1 per late piece of work, newest in bit 0 */
@@ -96,8 +101,7 @@ static struct {
     void *ctx;
     uint64_t grain;
     int nth;
-    struct hx_pool_seat seat[HX_POOL_MAX + 1];
-    struct hx_pool_slot slot[HX_POOL_MAX];
+    struct hx_pool_seat seat[HX_POOL_MAX + 1]; /* 0: the caller; w + 1: worker w */
 } hx_pool = {.run_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local bool hx_pool_inside; /* this thread is running pool work */
@@ -128,22 +132,30 @@ static void hx_pool_futex_wake(_Atomic uint32_t *w)
 #endif
 }
 
-/* Waits while *w == v: spins for spin_us, then sleeps with *flag set. Returns the new value. */
+/* Waits while *w == v: spins for spin_us, then sleeps with *flag set. Returns the new value.
+ * Only time spent spinning counts: a gap between two looks at the clock longer than
+ * HX_POOL_GAP_US is time the thread was descheduled, and a worker that slept through its
+ * budget that way would otherwise go to sleep the moment it ran again. Asleep, it needs a
+ * futex wake for the next work, and a woken thread on a busy machine is often placed on its
+ * waker's core (measured: decode GEMVs at one thread's speed, bench-pool). */
+#define HX_POOL_GAP_US 20.0
 static uint32_t hx_pool_wait(_Atomic uint32_t *w, uint32_t v, _Atomic uint32_t *flag,
                              double spin_us)
 {
     unsigned spins = 0;
-    double t0 = 0.0;
+    double last = 0.0, spent = 0.0;
     uint32_t x;
     while ((x = atomic_load_explicit(w, memory_order_acquire)) == v) {
         HX_PAUSE();
         if (++spins % 16) continue;
         const double t = hx_pool_now_us();
-        if (t0 == 0.0) t0 = t;
-        if (t - t0 < spin_us) continue;
+        if (last != 0.0 && t - last < HX_POOL_GAP_US) spent += t - last;
+        last = t;
+        if (spent < spin_us) continue;
         atomic_store(flag, 1);
         if (atomic_load(w) == v) hx_pool_futex_wait(w, v);
         atomic_store_explicit(flag, 0, memory_order_relaxed);
+        last = 0.0;
     }
     return x;
 }
@@ -225,7 +237,7 @@ static uint64_t hx_pool_work(int me, uint64_t *chunks)
 
 static void *hx_pool_worker(void *arg)
 {
-    struct hx_pool_slot *s = arg;
+    struct hx_pool_seat *s = arg;
     hx_pool_inside = true;
     uint32_t seen = atomic_load_explicit(&s->state, memory_order_acquire);
     for (;;) {
@@ -268,7 +280,7 @@ static int hx_pool_grow(int want)
         hx_pool.solo_len = HX_POOL_SOLO_MIN_US;
     }
     while (hx_pool.n_workers < want) {
-        struct hx_pool_slot *s = &hx_pool.slot[hx_pool.n_workers];
+        struct hx_pool_seat *s = &hx_pool.seat[hx_pool.n_workers + 1];
         s->seat = hx_pool.n_workers + 1;
         atomic_store(&s->state, HX_POOL_STATE(hx_pool.gen, HX_POOL_IDLE));
         pthread_attr_t at;
@@ -295,9 +307,12 @@ void hx__pool_chunks(int64_t n, int64_t grain, int nth, hx_pool_chunk_fn fn, voi
     }
     if ((n + grain - 1) / grain < nth) nth = (int)((n + grain - 1) / grain);
     const double t0 = hx_pool_now_us();
-    if (t0 < atomic_load_explicit(&hx_pool.solo_until, memory_order_relaxed)) {
-        fn(ctx, 0, n, 0, true); /* solo: the workers were late too often of late */
-        return;
+    if (atomic_load_explicit(&hx_pool.solo, memory_order_relaxed)) {
+        if (t0 < atomic_load_explicit(&hx_pool.solo_until, memory_order_relaxed)) {
+            fn(ctx, 0, n, 0, true); /* solo: the workers were late too often of late */
+            return;
+        }
+        atomic_store_explicit(&hx_pool.solo, false, memory_order_relaxed);
     }
     pthread_mutex_lock(&hx_pool.run_mu);
     const int nw = hx_pool_grow(nth - 1);
@@ -310,18 +325,24 @@ void hx__pool_chunks(int64_t n, int64_t grain, int nth, hx_pool_chunk_fn fn, voi
         atomic_store_explicit(&hx_pool.seat[i].share, HX_POOL_SHARE(r0, r1), memory_order_relaxed);
     }
     for (int i = 0; i < nth - 1; i++) {
-        struct hx_pool_slot *s = &hx_pool.slot[i];
+        struct hx_pool_seat *s = &hx_pool.seat[i + 1];
         hx_pool_signal(&s->state, HX_POOL_STATE(gen, HX_POOL_POSTED), &s->sleeps);
     }
     hx_pool_inside = true;
     uint64_t chunks0 = 0;
     const uint64_t items0 = hx_pool_work(0, &chunks0);
     hx_pool_inside = false;
-    const double t1 = hx_pool_now_us();
+    /* The clock is read again only when a worker was called off or had not left yet: on an
+     * idle machine the workers are done by now and the join costs one look at each seat. */
+    double t1 = 0.0, t2 = 0.0;
     bool called_off = false;
     for (int i = 0; i < nth - 1; i++) {
-        struct hx_pool_slot *s = &hx_pool.slot[i];
+        struct hx_pool_seat *s = &hx_pool.seat[i + 1];
         uint32_t st = HX_POOL_STATE(gen, HX_POOL_POSTED);
+        if (atomic_load_explicit(&s->state, memory_order_acquire) ==
+            HX_POOL_STATE(gen, HX_POOL_EXITED))
+            continue;
+        if (t1 == 0.0) t1 = hx_pool_now_us();
         if (atomic_compare_exchange_strong(&s->state, &st, HX_POOL_STATE(gen, HX_POOL_IDLE))) {
             called_off = true; /* it never started */
             continue;
@@ -329,10 +350,11 @@ void hx__pool_chunks(int64_t n, int64_t grain, int nth, hx_pool_chunk_fn fn, voi
         while (st != HX_POOL_STATE(gen, HX_POOL_EXITED))
             st = hx_pool_wait(&s->state, st, &s->joins, hx_pool.join_spin_us);
     }
-    const double t2 = hx_pool_now_us();
+    if (t1 != 0.0) t2 = hx_pool_now_us();
     /* late: a worker had not started while the caller worked a while, or the caller waited for
      * a worker much longer than its own chunks took (that worker was descheduled mid-chunk) */
-    const double own = t1 - t0, wait = t2 - t1, chunk = own / (double)(chunks0 ? chunks0 : 1);
+    const double own = t1 != 0.0 ? t1 - t0 : 0.0, wait = t2 - t1;
+    const double chunk = own / (double)(chunks0 ? chunks0 : 1);
     const bool late = (called_off && own > HX_POOL_LATE_US) || wait > HX_POOL_LATE_US + 2.0 * chunk;
     struct hx_pool_stats *stt = &hx_pool.stats;
     stt->works++;
@@ -347,6 +369,7 @@ void hx__pool_chunks(int64_t n, int64_t grain, int nth, hx_pool_chunk_fn fn, voi
     if (++hx_pool.since_solo > HX_POOL_SOLO_RESET) hx_pool.solo_len = HX_POOL_SOLO_MIN_US;
     if (__builtin_popcount(hx_pool.late_bits & 0xFFFFu) >= HX_POOL_SOLO_BAD && hx_pool_solo_on()) {
         atomic_store_explicit(&hx_pool.solo_until, t2 + hx_pool.solo_len, memory_order_relaxed);
+        atomic_store_explicit(&hx_pool.solo, true, memory_order_relaxed);
         stt->solo_periods++;
         stt->solo_us += hx_pool.solo_len;
         hx_pool.solo_len =
