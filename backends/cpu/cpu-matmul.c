@@ -171,7 +171,11 @@ static int hx_cpu_matmul_x16(const struct hx_op *op, const struct hx_cpu_x16 *x,
     /* AMX for the full blocks of 16 rows of a Q8_0 prefill */
     j.amx = x->type == HX_DTYPE_Q8_0 && m >= 16 && hx__cpu_amx();
     if (!j.own) hx__pool_chunks(m, 16, nt, hx_x16_quantize_chunk, &j);
-    const int64_t grain = j.own ? x->grain_decode : x->grain_prefill;
+    int64_t grain = j.own ? x->grain_decode : x->grain_prefill;
+    /* The Q1_0 lookup walk reads its tiles as 8 streams side by side, each a chunk's eighth
+     * (cpu-x16-vbmi.c): 64 KiB chunks cut them to 3 tiles and cost 10-30% (bench-pool, threads
+     * pinned, 1024x2048 p10 10.6 -> 13.8-14.3 µs), so it takes a thread's whole share. */
+    if (j.lut && grain < (x->n_tiles + nt - 1) / nt) grain = (x->n_tiles + nt - 1) / nt;
     hx__pool_chunks(x->n_tiles, grain, nt, hx_x16_gemm_chunk, &j);
     return HX_OK;
 }
