@@ -171,7 +171,8 @@ static int hx_cpu_matmul_x16(const struct hx_op *op, const struct hx_cpu_x16 *x,
     /* AMX for the full blocks of 16 rows of a Q8_0 prefill */
     j.amx = x->type == HX_DTYPE_Q8_0 && m >= 16 && hx__cpu_amx();
     if (!j.own) hx__pool_chunks(m, 16, nt, hx_x16_quantize_chunk, &j);
-    int64_t grain = j.own ? x->grain_decode : x->grain_prefill;
+    int64_t grain = (int64_t)((j.own ? x->chunk_decode : x->chunk_prefill) / x->tile_bytes);
+    if (grain < 1) grain = 1;
     /* The Q1_0 lookup walk reads its tiles as 8 streams side by side, each a chunk's eighth
      * (cpu-x16-vbmi.c): 64 KiB chunks cut them to 3 tiles and cost 10-30% (bench-pool, threads
      * pinned, 1024x2048 p10 10.6 -> 13.8-14.3 µs), so it takes a thread's whole share. */
@@ -198,17 +199,16 @@ static void hx_gen_quantize_row(void *arg, int64_t r, int tid)
     hx__cpu_act_quantize_row(&j->act, r, hx_tensor_row(&j->op->src[0], r), j->perm);
 }
 
-static void hx_gen_task(void *arg, int tid, int nth)
+/* Tiles t0..t1 (HX_CPU_NR rows each), a chunk of hx__pool_chunks: contiguous runs of whole
+ * tiles, taken from the front of a thread's share (sequential streams), stolen at the end. */
+static void hx_gen_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool first)
 {
     struct hx_gen_job *j = arg;
     const struct hx_op *op = j->op;
     const struct hx_weight *w = op->weight;
     const int64_t n = j->mm.n, m = j->mm.m, k = j->mm.k;
     const size_t rb = j->mm.w_row_bytes;
-    const int64_t n_tiles = (n + HX_CPU_NR - 1) / HX_CPU_NR;
-    /* contiguous chunks of whole tiles, one per thread: sequential streams */
-    int64_t t0, t1;
-    hx__pool_range(n_tiles, tid, nth, &t0, &t1);
+    (void)first;
     bool done = false;
     if (m == 1 && j->kr->gemv_fused) {
         const int64_t j0 = t0 * HX_CPU_NR, j1 = HX_MIN(n, t1 * HX_CPU_NR);
@@ -259,6 +259,13 @@ int hx__cpu_matmul(const struct hx_op *op, int n_threads, void **mem, size_t *me
         .m = m, .n = n, .k = k, .w_row_bytes = hx_dtype_row_bytes(w->type, k), .scale = w->scale,
     };
     hx__pool_for(m, nt, 0, hx_gen_quantize_row, &j);
-    hx__pool_run(nt, hx_gen_task, &j);
+    /* chunks as for x16 (cpu-x16.h), from the plain handle weight_prepare made, if any */
+    size_t chunk_decode = 64 << 10, chunk_prefill = 64 << 10;
+    if (x16 && x16->magic == HX_X16_MAGIC)
+        chunk_decode = x16->chunk_decode, chunk_prefill = x16->chunk_prefill;
+    const size_t chunk = m <= 2 ? chunk_decode : chunk_prefill;
+    int64_t grain = (int64_t)(chunk / (HX_CPU_NR * j.mm.w_row_bytes));
+    if (grain < 1) grain = 1;
+    hx__pool_chunks((n + HX_CPU_NR - 1) / HX_CPU_NR, grain, nt, hx_gen_chunk, &j);
     return HX_OK;
 }

@@ -220,12 +220,7 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
     x->k = k;
     x->n_tiles = (n + HX_X16_ROWS - 1) / HX_X16_ROWS;
     x->tile_bytes = w->type == HX_DTYPE_Q4_K ? (size_t)(k / 256) * 2368 : HX_X16_ROWS * rb;
-    size_t chunk_decode, chunk_prefill;
-    hx__cpu_chunk_bytes(&chunk_decode, &chunk_prefill);
-    x->grain_decode = (int64_t)(chunk_decode / x->tile_bytes);
-    x->grain_prefill = (int64_t)(chunk_prefill / x->tile_bytes);
-    if (x->grain_decode < 1) x->grain_decode = 1;
-    if (x->grain_prefill < 1) x->grain_prefill = 1;
+    hx__cpu_chunk_bytes(&x->chunk_decode, &x->chunk_prefill);
     const size_t total = x->tile_bytes * (size_t)x->n_tiles;
     const int nt = n_threads > 0 ? n_threads : 1;
     const size_t pb = hx__cpu_panel_bytes(HX_X16_ROWS, k);

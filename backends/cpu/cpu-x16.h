@@ -49,7 +49,8 @@ struct hx_cpu_x16 {
                                   (hx__cpu_decode_prefetch) */
     int lut_tiles, lut_ahead;  /* Q1_0 lookup decode: tiles per block (4, 8), groups ahead
                                   (hx__cpu_q1_lut) */
-    int64_t grain_decode, grain_prefill; /* tiles a thread claims at a time (hx__cpu_chunk_bytes) */
+    size_t chunk_decode, chunk_prefill; /* weight bytes a thread claims at a time, decode and
+                                           prefill (hx__cpu_chunk_bytes; set for plain handles too) */
     uint8_t *data;             /* n_tiles × tile_bytes, 4 KiB aligned, on huge pages */
     struct hx_cpu_chunk *chunk; /* the arena chunk holding data (cpu-arena.h) */
 };

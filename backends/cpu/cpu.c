@@ -94,8 +94,10 @@ static int hx_cpu_weight_prepare(struct hx_device *dev, const struct hx_weight *
     if (!(env && !strcmp(env, "0")) && hx__cpu_isa_best() == HX_CPU_ISA_AVX512 &&
         hx__x16_usable(w->type, w->n_cols))
         x = hx__x16_pack(w, c->n_threads);
-    else if ((x = hx_calloc(1, sizeof *x)))
+    else if ((x = hx_calloc(1, sizeof *x))) {
         x->magic = HX_X16_MAGIC;
+        hx__cpu_chunk_bytes(&x->chunk_decode, &x->chunk_prefill);
+    }
     if (!x) return hx_device_set_error(dev, HX_E_NOMEM, "preparing %s: out of memory", w->name);
     *handle = x;
     return HX_OK;
