@@ -283,6 +283,65 @@ TEST(matmul_q1_0_lookup)
     unsetenv("HX_CPU_ISA");
 }
 
+TEST(matmul_split_bit_identical)
+{
+    /* The pool hands the tiles out in chunks that idle threads steal (core/pool.h), so which
+     * thread computes which tile changes from call to call. Every output must still be the
+     * same bits as on one thread: one tile per chunk, odd chunk sizes, and more threads than
+     * this machine has cores (so threads are descheduled and their shares stolen). Paths: the
+     * x16 tiles (AVX-512), the GGUF rows with the fused AVX-512 GEMV (no repack), and the
+     * AVX2 panels. */
+    static const struct { const char *isa, *repack; } paths[] = {
+        {"avx512", "1"}, {"avx512", "0"}, {"avx2", "1"}};
+    static const enum hx_dtype types[] = {HX_DTYPE_Q8_0, HX_DTYPE_TQ2_0, HX_DTYPE_Q4_K,
+                                          HX_DTYPE_Q6_K, HX_DTYPE_TQ1_0, HX_DTYPE_Q1_0};
+    static const int64_t shapes[][3] = {{1, 1024, 1000}, {2, 512, 515}, {37, 512, 300}};
+    static const struct { const char *chunk; int threads; } splits[] = {
+        {"1:1", 2}, {"5:7", 2}, {"1:3", 4}, {"3:1", 3}, {"", 2}};
+    enum { NS = sizeof splits / sizeof splits[0] };
+    int ran = 0;
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+        const bool v512 = !strcmp(paths[pi].isa, "avx512");
+        if (v512 ? !__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")
+                 : !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+            continue;
+        ran++;
+        setenv("HX_CPU_ISA", paths[pi].isa, 1);
+        setenv("HX_CPU_REPACK", paths[pi].repack, 1);
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                const enum hx_dtype t = types[ti];
+                const int64_t m = shapes[si][0], k = shapes[si][1], n = shapes[si][2];
+                float *y[1 + NS];
+                for (int v = 0; v <= NS; v++) { /* 0: one thread, then each split */
+                    if (v && splits[v - 1].chunk[0]) setenv("HX_CPU_CHUNK_KIB", splits[v - 1].chunk, 1);
+                    else unsetenv("HX_CPU_CHUNK_KIB");
+                    y[v] = capture = malloc(sizeof(float) * (size_t)(m * n));
+                    const uint64_t seed = rng;
+                    if (check_matmul(t, m, k, n, v ? splits[v - 1].threads : 1))
+                        HX_FAIL_AT("%s %s m=%lld split %d: against f64", paths[pi].isa,
+                                   hx_dtype_name(t), (long long)m, v);
+                    rng = seed; /* the same weights and inputs for every split */
+                }
+                capture = NULL;
+                for (int v = 1; v <= NS; v++) {
+                    size_t diff = 0;
+                    for (int64_t i = 0; i < m * n; i++) diff += memcmp(&y[0][i], &y[v][i], sizeof(float)) != 0;
+                    if (diff)
+                        HX_FAIL_AT("%s repack %s %s m=%lld k=%lld n=%lld chunk '%s' on %d threads: "
+                                   "%zu outputs differ from one thread", paths[pi].isa,
+                                   paths[pi].repack, hx_dtype_name(t), (long long)m, (long long)k,
+                                   (long long)n, splits[v - 1].chunk, splits[v - 1].threads, diff);
+                }
+                for (int v = 0; v <= NS; v++) free(y[v]);
+            }
+    }
+    unsetenv("HX_CPU_CHUNK_KIB");
+    unsetenv("HX_CPU_REPACK");
+    unsetenv("HX_CPU_ISA");
+    if (!ran) SKIP("no AVX2 or AVX-512 VNNI");
+}
+
 /* ---- other ops --------------------------------------------------------------------------- */
 
 struct opbufs {

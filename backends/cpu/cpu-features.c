@@ -271,3 +271,29 @@ const struct hx_cpu_kernels *hx__cpu_kernels(enum hx_cpu_isa isa)
     default: return &hx__cpu_kernels_scalar;
     }
 }
+
+/* Chunks of the x16 matmuls (cpu-matmul.c, docs/cpu.md "Threads"): a decode chunk is long
+ * enough to stream (well past the kernels' 8-16 KiB prefetch distance), a prefill chunk's tiles
+ * stay in L1/L2 while the activation rows pass over them, and both are short enough that the
+ * threads' shares can be rebalanced when one of them is descheduled. With each thread pinned to
+ * its own core (bench-pool, Xeon VM, 2026-12-06) 16, 64 and 256 KiB decode chunks and the base
+ * commit's static halves ran within noise of each other (Q8_0, TQ2_0, Q4_K, Q6_K, TQ1_0); for
+ * prefill (m = 512) the fastest calls were the same for 64 and 256 KiB and the base, and with
+ * other users' load the 10th percentile favoured 64 (Q8_0 1024x3072 6.9 against 11.5-12.3 ms). */
+void hx__cpu_chunk_bytes(size_t *decode, size_t *prefill)
+{
+    long d = 64, p = 64; /* KiB */
+    const char *env = getenv("HX_CPU_CHUNK_KIB");
+    if (env && *env) {
+        char *end;
+        const long a = strtol(env, &end, 10);
+        if (end != env && a > 0 && a < (1L << 30)) d = a;
+        if (*end == ':') {
+            const char *b0 = end + 1;
+            const long b = strtol(b0, &end, 10);
+            if (end != b0 && b > 0 && b < (1L << 30)) p = b;
+        }
+    }
+    *decode = (size_t)d << 10;
+    *prefill = (size_t)p << 10;
+}

@@ -61,6 +61,11 @@ int hx__cpu_decode_prefetch(enum hx_dtype t);
  * Asked when a weight is repacked. */
 void hx__cpu_q1_lut(int *tiles, int *ahead);
 
+/* Bytes of x16 tiles a thread claims at a time from its share of a matmul (cpu-matmul.c), for
+ * decode (1-2 activation rows) and prefill; HX_CPU_CHUNK_KIB=DECODE[:PREFILL] (KiB) sets them.
+ * Asked when a weight is repacked (x16). */
+void hx__cpu_chunk_bytes(size_t *decode, size_t *prefill);
+
 /* Activation block size for a quantized weight type (32, 128 or 256). */
 int hx__cpu_act_qb(enum hx_dtype t);
 /* True if a type's codes are stored permuted within a 256 block (TQ2_0). */

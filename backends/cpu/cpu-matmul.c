@@ -78,12 +78,16 @@ static int hx_cpu_matmul_float(const struct hx_op *op, const struct hx_cpu_kerne
     return HX_OK;
 }
 
-/* x16 tiles (cpu-x16.h): quantize the activation rows, then each thread takes a contiguous
- * run of tiles (one sequential stream per thread for decode) over every activation row.
- * Decode (m <= HX_CPU_OWN_ROWS) quantizes its rows in every thread, into the thread's own
- * buffer, instead of splitting them and meeting at a barrier: an OpenMP barrier cost 1.4-1.8
- * µs per call on the 2-core VM (rdtsc around it), the redundant quantization of one row
- * ~0.1 µs, and the short decode GEMVs last 10-60 µs. */
+/* x16 tiles (cpu-x16.h): quantize the activation rows, then the tiles are handed out in chunks
+ * (hx__pool_chunks): each thread starts on a contiguous share of the tiles (one sequential
+ * stream per thread for decode) and takes it a chunk at a time from the front; a thread that
+ * runs out steals the back half of what another has left, so a thread the OS has descheduled
+ * does not hold up the call. Every tile's 16 outputs come from that tile alone, so the split
+ * does not change a bit of the result.
+ * Decode (m <= HX_CPU_OWN_ROWS) quantizes its rows in every thread, before its first chunk,
+ * into the thread's own buffer, instead of splitting them and meeting at a barrier: an OpenMP
+ * barrier cost 1.4-1.8 µs per call on the 2-core VM (rdtsc around it), the redundant
+ * quantization of one row ~0.1 µs, and the short decode GEMVs last 10-60 µs. */
 #define HX_CPU_OWN_ROWS 2
 struct hx_x16_job {
     const struct hx_op *op;
@@ -94,14 +98,13 @@ struct hx_x16_job {
     bool own, amx, lut;
 };
 
-/* Prefill: the rows are split over the threads and quantized into one shared buffer. */
-static void hx_x16_quantize_task(void *arg, int tid, int nth)
+/* Prefill: the rows are quantized into one shared buffer, a chunk of rows at a time. */
+static void hx_x16_quantize_chunk(void *arg, int64_t r0, int64_t r1, int tid, bool first)
 {
     const struct hx_x16_job *j = arg;
+    (void)tid, (void)first;
     struct hx_cpu_xact act;
     hx__xact_init(&act, j->base, j->m, j->x->k, j->x->type);
-    int64_t r0, r1;
-    hx__pool_range(j->m, tid, nth, &r0, &r1);
     hx__x16_quantize_rows_avx512(&act, j->x->type, hx_tensor_row(&j->op->src[0], 0),
                                  j->op->src[0].row_stride_bytes / sizeof(float), r0, r1);
 }
@@ -109,19 +112,14 @@ static void hx_x16_quantize_task(void *arg, int tid, int nth)
 #define HX_X16_ACT_HDR 128 /* bytes ahead of a decode thread's activation data: its struct */
 _Static_assert(sizeof(struct hx_cpu_xact) <= HX_X16_ACT_HDR, "struct hx_cpu_xact fits its header");
 
-static void hx_x16_gemm_task(void *arg, int tid, int nth)
+static void hx_x16_gemm_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool first)
 {
     const struct hx_x16_job *j = arg;
     const struct hx_cpu_x16 *x = j->x;
     const struct hx_op *op = j->op;
     const int64_t m = j->m, m16 = m / 16 * 16;
-    int64_t t0, t1;
-    hx__pool_range(x->n_tiles, tid, nth, &t0, &t1);
     struct hx_cpu_xact shared, *act = &shared;
     if (j->own) {
-        /* decode: the first lines of this thread's streams are fetched while it quantizes */
-        if (j->lut) hx__x16_q1_prefetch_head(x, t0, t1);
-        else hx__x16_prefetch_head(x, t0, t1);
         /* The thread's slice of the scratch: its struct hx_cpu_xact, then the data. With the
          * struct on this thread's stack, Q8_0 2048x1024 ran 3-6% slower from DRAM on the Zen 4
          * VM (x1.16-1.22 against x1.10-1.16 of a plain read of the same tiles, call-by-call
@@ -129,17 +127,22 @@ static void hx_x16_gemm_task(void *arg, int tid, int nth)
          * not move, nor did anything in cache. Why is not known (no counters on that VM). */
         char *slice = (char *)(((uintptr_t)(j->base + j->ab * (size_t)tid) + 63) & ~(uintptr_t)63);
         act = (struct hx_cpu_xact *)(void *)slice;
-        hx__xact_init(act, slice + HX_X16_ACT_HDR, m, x->k, x->type);
-        hx__x16_quantize_rows_avx512(act, x->type, hx_tensor_row(&op->src[0], 0),
-                                     op->src[0].row_stride_bytes / sizeof(float), 0, m);
-        if (j->lut) {
-            const uintptr_t e = (uintptr_t)(slice + HX_X16_ACT_HDR + hx__xact_bytes(m, x->k, x->type));
-            act->lut = (uint8_t *)((e + 63) & ~(uintptr_t)63); /* built by the walk's first block */
+        if (first) {
+            /* decode: the first lines of this chunk are fetched while the thread quantizes */
+            if (j->lut) hx__x16_q1_prefetch_head(x, t0, t1);
+            else hx__x16_prefetch_head(x, t0, t1);
+            hx__xact_init(act, slice + HX_X16_ACT_HDR, m, x->k, x->type);
+            hx__x16_quantize_rows_avx512(act, x->type, hx_tensor_row(&op->src[0], 0),
+                                         op->src[0].row_stride_bytes / sizeof(float), 0, m);
+            if (j->lut) { /* built by the first chunk's walk, read by the thread's later ones */
+                const uintptr_t e =
+                    (uintptr_t)(slice + HX_X16_ACT_HDR + hx__xact_bytes(m, x->k, x->type));
+                act->lut = (uint8_t *)((e + 63) & ~(uintptr_t)63);
+            }
         }
     } else {
         hx__xact_init(act, j->base, m, x->k, x->type);
     }
-    if (t0 >= t1) return;
     float *dst = hx_tensor_row(&op->dst, 0);
     const int64_t dstride = (int64_t)(op->dst.row_stride_bytes / sizeof(float));
     const float scale = op->weight->scale;
@@ -149,6 +152,7 @@ static void hx_x16_gemm_task(void *arg, int tid, int nth)
     } else {
         hx__x16_gemm_avx512(x, act, 0, m, t0, t1, dst, dstride, scale);
     }
+    if (j->lut) act->lut_built = true;
 }
 
 static int hx_cpu_matmul_x16(const struct hx_op *op, const struct hx_cpu_x16 *x, int nt,
@@ -166,8 +170,14 @@ static int hx_cpu_matmul_x16(const struct hx_op *op, const struct hx_cpu_x16 *x,
     j.base = *mem;
     /* AMX for the full blocks of 16 rows of a Q8_0 prefill */
     j.amx = x->type == HX_DTYPE_Q8_0 && m >= 16 && hx__cpu_amx();
-    if (!j.own) hx__pool_run(nt, hx_x16_quantize_task, &j);
-    hx__pool_run(nt, hx_x16_gemm_task, &j);
+    if (!j.own) hx__pool_chunks(m, 16, nt, hx_x16_quantize_chunk, &j);
+    int64_t grain = (int64_t)((j.own ? x->chunk_decode : x->chunk_prefill) / x->tile_bytes);
+    if (grain < 1) grain = 1;
+    /* The Q1_0 lookup walk reads its tiles as 8 streams side by side, each a chunk's eighth
+     * (cpu-x16-vbmi.c): 64 KiB chunks cut them to 3 tiles and cost 10-30% (bench-pool, threads
+     * pinned, 1024x2048 p10 10.6 -> 13.8-14.3 µs), so it takes a thread's whole share. */
+    if (j.lut && grain < (x->n_tiles + nt - 1) / nt) grain = (x->n_tiles + nt - 1) / nt;
+    hx__pool_chunks(x->n_tiles, grain, nt, hx_x16_gemm_chunk, &j);
     return HX_OK;
 }
 
@@ -189,17 +199,16 @@ static void hx_gen_quantize_row(void *arg, int64_t r, int tid)
     hx__cpu_act_quantize_row(&j->act, r, hx_tensor_row(&j->op->src[0], r), j->perm);
 }
 
-static void hx_gen_task(void *arg, int tid, int nth)
+/* Tiles t0..t1 (HX_CPU_NR rows each), a chunk of hx__pool_chunks: contiguous runs of whole
+ * tiles, taken from the front of a thread's share (sequential streams), stolen at the end. */
+static void hx_gen_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool first)
 {
     struct hx_gen_job *j = arg;
     const struct hx_op *op = j->op;
     const struct hx_weight *w = op->weight;
     const int64_t n = j->mm.n, m = j->mm.m, k = j->mm.k;
     const size_t rb = j->mm.w_row_bytes;
-    const int64_t n_tiles = (n + HX_CPU_NR - 1) / HX_CPU_NR;
-    /* contiguous chunks of whole tiles, one per thread: sequential streams */
-    int64_t t0, t1;
-    hx__pool_range(n_tiles, tid, nth, &t0, &t1);
+    (void)first;
     bool done = false;
     if (m == 1 && j->kr->gemv_fused) {
         const int64_t j0 = t0 * HX_CPU_NR, j1 = HX_MIN(n, t1 * HX_CPU_NR);
@@ -250,6 +259,13 @@ int hx__cpu_matmul(const struct hx_op *op, int n_threads, void **mem, size_t *me
         .m = m, .n = n, .k = k, .w_row_bytes = hx_dtype_row_bytes(w->type, k), .scale = w->scale,
     };
     hx__pool_for(m, nt, 0, hx_gen_quantize_row, &j);
-    hx__pool_run(nt, hx_gen_task, &j);
+    /* chunks as for x16 (cpu-x16.h), from the plain handle weight_prepare made, if any */
+    size_t chunk_decode = 64 << 10, chunk_prefill = 64 << 10;
+    if (x16 && x16->magic == HX_X16_MAGIC)
+        chunk_decode = x16->chunk_decode, chunk_prefill = x16->chunk_prefill;
+    const size_t chunk = m <= 2 ? chunk_decode : chunk_prefill;
+    int64_t grain = (int64_t)(chunk / (HX_CPU_NR * j.mm.w_row_bytes));
+    if (grain < 1) grain = 1;
+    hx__pool_chunks((n + HX_CPU_NR - 1) / HX_CPU_NR, grain, nt, hx_gen_chunk, &j);
     return HX_OK;
 }

@@ -170,8 +170,9 @@ static void hx_attn_transpose(void *arg, int64_t b, int tid)
 }
 
 /* Job jb: the grp query heads of rb consecutive rows that share one KV head. Jobs of one KV
- * head are consecutive, so both threads work on the same head's K and V (256 KiB each at 512
- * keys) while they are in cache. */
+ * head are consecutive, so a thread's share of the jobs (core/pool.h) is whole heads, whose K
+ * and V (256 KiB each at 512 keys) stay in its L2 while it works through them; a thread that
+ * runs out steals the last jobs of another's share. */
 static void hx_attn_flash(void *arg, int64_t jb, int tid)
 {
     const struct hx_attn_job *j = arg;

@@ -418,7 +418,8 @@ void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a
     const hx_x16_fn *tab = hx_x16_table(x->type, x->prefetch);
     if (!tab) return;
     if (a->lut && r1 - r0 == 1) { /* Q1_0, one row, by table lookup (cpu-x16-vbmi.c) */
-        hx__x16_q1_gemv_vbmi(x, a->lut, a->q + r0 * a->k, a->d + r0 * (a->k / a->qb), t0, t1,
+        const int8_t *bq = a->lut_built ? NULL : a->q + r0 * a->k; /* NULL: tables built */
+        hx__x16_q1_gemv_vbmi(x, a->lut, bq, a->d + r0 * (a->k / a->qb), t0, t1,
                              dst + r0 * dst_stride, scale);
         return;
     }

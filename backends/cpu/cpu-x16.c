@@ -220,6 +220,7 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
     x->k = k;
     x->n_tiles = (n + HX_X16_ROWS - 1) / HX_X16_ROWS;
     x->tile_bytes = w->type == HX_DTYPE_Q4_K ? (size_t)(k / 256) * 2368 : HX_X16_ROWS * rb;
+    hx__cpu_chunk_bytes(&x->chunk_decode, &x->chunk_prefill);
     const size_t total = x->tile_bytes * (size_t)x->n_tiles;
     const int nt = n_threads > 0 ? n_threads : 1;
     const size_t pb = hx__cpu_panel_bytes(HX_X16_ROWS, k);
@@ -267,4 +268,5 @@ void hx__xact_init(struct hx_cpu_xact *a, void *mem, int64_t m, int64_t k, enum 
     p += HX_X16_ALIGN(mm * (kk / (size_t)a->g) * 4);
     a->fs = (float *)p;
     a->lut = NULL;
+    a->lut_built = false;
 }

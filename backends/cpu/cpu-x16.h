@@ -49,6 +49,8 @@ struct hx_cpu_x16 {
                                   (hx__cpu_decode_prefetch) */
     int lut_tiles, lut_ahead;  /* Q1_0 lookup decode: tiles per block (4, 8), groups ahead
                                   (hx__cpu_q1_lut) */
+    size_t chunk_decode, chunk_prefill; /* weight bytes a thread claims at a time, decode and
+                                           prefill (hx__cpu_chunk_bytes; set for plain handles too) */
     uint8_t *data;             /* n_tiles × tile_bytes, 4 KiB aligned, on huge pages */
     struct hx_cpu_chunk *chunk; /* the arena chunk holding data (cpu-arena.h) */
 };
@@ -75,6 +77,7 @@ struct hx_cpu_xact {
     float *fs;       /* m × k/g */
     uint8_t *lut;    /* Q1_0 decode by lookup (cpu-x16-vbmi.c): room for row 0's tables, which
                         the walk's first block builds, or NULL */
+    bool lut_built;  /* the tables are in lut already (a thread's later chunks of a call) */
 };
 size_t hx__xact_bytes(int64_t m, int64_t k, enum hx_dtype t);
 void hx__xact_init(struct hx_cpu_xact *a, void *mem, int64_t m, int64_t k, enum hx_dtype t);

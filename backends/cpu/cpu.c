@@ -15,6 +15,7 @@
 #include "cpu-x16.h"
 #include "host-buffer.h"
 #include "hx-impl.h"
+#include "pool.h"
 
 struct hx_cpu_dev {
     int n_threads;
@@ -58,6 +59,18 @@ static int hx_cpu_init(struct hx_device *dev, const struct hx_device_config *cfg
 static void hx_cpu_fini(struct hx_device *dev)
 {
     struct hx_cpu_dev *c = dev->ctx;
+    if (c->n_threads > 1 && hx_log_get_level() >= HX_LOG_LEVEL_DEBUG) {
+        struct hx_pool_stats ps;
+        hx__pool_stats(&ps);
+        const double items = (double)(ps.items_caller + ps.items_workers);
+        HX_LOG_DEBUG("cpu: thread pool since start: %llu pieces of work on several threads, "
+                     "%llu with a worker called off, %llu late, %.1f%% of items by workers, "
+                     "%.0f us waiting for workers, %llu solo periods (%.0f ms)",
+                     (unsigned long long)ps.works, (unsigned long long)ps.called_off,
+                     (unsigned long long)ps.late,
+                     items > 0 ? 100.0 * (double)ps.items_workers / items : 0.0,
+                     ps.wait_us, (unsigned long long)ps.solo_periods, ps.solo_us / 1e3);
+    }
     hx_free(c->mem);
     hx_free(c->attn);
     memset(c, 0, sizeof *c);
@@ -74,8 +87,10 @@ static int hx_cpu_weight_prepare(struct hx_device *dev, const struct hx_weight *
     if (!(env && !strcmp(env, "0")) && hx__cpu_isa_best() == HX_CPU_ISA_AVX512 &&
         hx__x16_usable(w->type, w->n_cols))
         x = hx__x16_pack(w, c->n_threads);
-    else if ((x = hx_calloc(1, sizeof *x)))
+    else if ((x = hx_calloc(1, sizeof *x))) {
         x->magic = HX_X16_MAGIC;
+        hx__cpu_chunk_bytes(&x->chunk_decode, &x->chunk_prefill);
+    }
     if (!x) return hx_device_set_error(dev, HX_E_NOMEM, "preparing %s: out of memory", w->name);
     *handle = x;
     return HX_OK;
