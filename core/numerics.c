@@ -86,7 +86,9 @@ void hx__mm_act_row(enum hx_numerics num, enum hx_dtype wtype, const float *x, i
         rmax = fmaxf(rmax, amax);
     }
     if (num != HX_NUMERICS_INT8_ROW) return;
-    const double d = (double)rmax / 127.0;
+    /* the residual of the row's int8 rounding (|r| <= s_hi / 2, s_hi = amax / 127), rounded
+     * to int8 with its own scale s_lo = amax(r) / 127 <= s_hi / 254: the error is lo's */
+    const double d = (double)rmax / (127.0 * 254.0);
     for (int64_t b = 0; b < nb; b++) s[b] = d * d / 12.0;
 }
 

@@ -14,9 +14,11 @@
  *
  *   HX_NUMERICS_FLOAT     s_b: F32 0; F16, BF16 the actual (x − f16/bf16(x))², block mean;
  *                         quantized types d²/12, d = amax/127 of the 256-block. D = 0.
- *   HX_NUMERICS_INT8_ROW  s_b = (amax_row/127)²/12 (one scale per row); D the actual error of
- *                         the per-row int8 weight conversion (0 for rows that are integer
- *                         multiples, |q| <= 127, of their smallest non-zero magnitude).
+ *   HX_NUMERICS_INT8_ROW  s_b = (amax_row/(127·254))²/12: a row is sent as int8 hi (scale
+ *                         amax/127) plus its int8-rounded residual (scale <= amax/(127·254));
+ *                         D the actual error of the per-row int8 weight conversion (0 for rows
+ *                         that are integer multiples, |q| <= 127, of their smallest non-zero
+ *                         magnitude).
  *
  * Over n outputs Σ e² may reach 2·q(n)·Σ var (q: the z = 5 chi-square quantile over n) plus
  * the f32 summation floor 64·K·u²/6 · Σ typ, typ = Σ_b xm_b·E_b the expected square of an
