@@ -60,3 +60,16 @@ double hx__mm_dof_iid(int64_t m, int64_t n, int64_t k);
 double hx__mm_allowed(double sum_var, double sum_typ, double dof, int64_t k);
 /* |e| allowed for one output. */
 double hx__mm_elem_limit(double var, double typ, int64_t k);
+/* The f32 summation floor of a K-long dot product, as an NMSE (64·K·u²/6). */
+double hx__mm_f32_floor(int64_t k);
+/* The NPU's int8 conversion of one weight row (HX_NUMERICS_INT8_ROW): false if it is exact,
+ * else delta[i] = ŵ_i − w_i for the k values. */
+bool hx__mm_int8_row_delta(const float *w, int64_t k, float *delta);
+
+/* ---- whole model (engine diff, docs/policies.md "The whole-model bound") --------------------- */
+
+/* How far the ratio of two independent mean squared errors with d1 and d2 degrees of freedom
+ * (an F(d1, d2) variable) may exceed 1: its z = 5 upper quantile by Paulson's approximation
+ * (the Wilson–Hilferty cube roots of both chi-squares); INFINITY where that has no root (d2
+ * below ≈ 6). 20.7 for F(16, 16), 6.4 for F(16, 48), 10.6 for F(10, 30). */
+double hx__ratio_bound(double d1, double d2);
