@@ -108,6 +108,8 @@ int hx__npu_txn_read_file(const char *path, uint32_t **words, size_t *n_words, c
  *   compute=off         skip the products (host-overhead benchmarks only; C keeps old data)
  *   exec=lazy           run each command inside wait() on the caller's thread (no worker)
  *   ctxlimit=N          per-process hardware-context limit (default 6 on NPU1, 16 on NPU2)
+ *   mutate=acc+1|k0     a wrong kernel: every int32 sum one too large, or without its first K
+ *                       element (what engine diff and the tests must catch); mutate=none
  * HX_E_INVAL on a malformed spec (nothing changed). */
 int hx__npu_sim_configure(const char *spec);
 /* Number of open simulator contexts. */
