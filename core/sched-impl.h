@@ -73,7 +73,13 @@ struct hx_vweight {
     const struct hx_weight *w;
     double *e;  /* Σ w² */
     double *dw; /* Σ (w − ŵ)² of HX_NUMERICS_INT8_ROW's conversion; NULL until one needs it */
+    float *delta; /* the twins: ŵ − w of that conversion, rows × K (only if it fits the cap) */
 };
+
+/* engine diff's twins (hx__sched_verify_twins, sched-verify.c): their own whole-model runs on
+ * more instances of the reference, 0 with the devices' weights, 1.. also with every op's
+ * modelled error drawn at random. */
+#define HX_VTWINS (1 + HX_VERIFY_DRAWS)
 
 struct hx_vstate {
     bool on;
@@ -89,6 +95,20 @@ struct hx_vstate {
     float *x;      /* a matmul's input rows */
     double *model; /* their activation model: s and xm per row × block */
     size_t x_cap, model_cap;
+    /* the twins */
+    bool tw_on;
+    struct hx_sdev tw[HX_VTWINS];
+    char tw_spec[64], tw_kdir[512]; /* how to open them: the reference's spec and config */
+    struct hx_device_config tw_cfg;
+    uint64_t tw_rng;
+    float *tx, *ty, *tsave; /* input rows (dithered), output rows, the input as it was */
+    size_t tx_cap, ty_cap, tsave_cap;
+    float *trow;            /* one weight row and its conversion error */
+    size_t trow_cap;
+    double *rowerr;         /* per output row, Σ (target − reference)² of the op just compared */
+    double *tscale;         /* per row, the share of its modelled error a random twin draws */
+    size_t rowerr_cap, tscale_cap;
+    int64_t tw_delta_bytes; /* bytes of cached conversion errors */
 };
 
 struct hx_sched {
@@ -153,3 +173,5 @@ void hx__verify_stop(struct hx_sched *s, int st);
 void hx__verify_pre(struct hx_sched *s, const struct hx_graph *g, const struct hx_node *nd, int d);
 int hx__verify_post(struct hx_sched *s, const struct hx_graph *g, int64_t k, int d,
                     struct hx_exec *ex);
+void hx__verify_free(struct hx_sched *s);
+void hx__sdev_fini(struct hx_sched *s, struct hx_sdev *sd);

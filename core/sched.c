@@ -133,6 +133,12 @@ static int hx__open_verify(struct hx_sched *s, const struct hx_device_config *cf
     int st = hx__device_open(spec, cfg, &s->v.sd.dev);
     if (st) return hx__set_error(st, "verify: reference device '%s': %s", spec, hx_last_error());
     snprintf(s->v.rep.ref, sizeof s->v.rep.ref, "%s", s->v.sd.dev->id);
+    snprintf(s->v.tw_spec, sizeof s->v.tw_spec, "%s", spec); /* engine diff's twins, if asked */
+    s->v.tw_cfg = *cfg;
+    if (cfg->kernels_dir) {
+        snprintf(s->v.tw_kdir, sizeof s->v.tw_kdir, "%s", cfg->kernels_dir);
+        s->v.tw_cfg.kernels_dir = s->v.tw_kdir;
+    }
     s->v.on = true;
     return HX_OK;
 }
@@ -1688,7 +1694,7 @@ int hx__sched_new(const struct hx_sched_params *p, struct hx_sched **out)
     return HX_OK;
 }
 
-static void hx__sdev_fini(struct hx_sched *s, struct hx_sdev *sd)
+void hx__sdev_fini(struct hx_sched *s, struct hx_sdev *sd)
 {
     hx__worker_free(sd->worker);
     if (!sd->dev) return;
@@ -1704,6 +1710,7 @@ void hx__sched_free(struct hx_sched *s)
     if (!s) return;
     for (int d = 0; d < s->n_dev; d++) hx__sdev_fini(s, &s->dev[d]);
     hx__sdev_fini(s, &s->v.sd);
+    hx__verify_free(s);
     for (int ph = 0; ph < HX_PHASE_COUNT; ph++) {
         hx__ts_free(s->rule[ph].ts);
         hx__sb_free(&s->why[ph]);
