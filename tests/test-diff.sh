@@ -18,10 +18,17 @@ if "$E" devices 2>/dev/null | grep -q '^  vulkan *available'; then
   policies="$policies single:vulkan tensor-split:cpu=0.5,vulkan=0.5 gemm-offload:vulkan"
 fi
 
-models=""
+models="" left=""
+# Under the sanitizers (CI's second run) the models with Qwen's 151936-token vocabulary are left
+# to the Release run, as in test-presets.sh (~30x slower there; test-qwen3 runs them).
+sanitized=false
+grep -qs '^HX_SANITIZE:BOOL=ON' "${HX_BUILD:-/nonexistent}/CMakeCache.txt" && sanitized=true
 for f in "$D"/stories260K/stories260K.gguf "$D"/qwen3/*.gguf "$D"/misc/llama-2-tiny-random.gguf; do
-  [ -f "$f" ] && models="$models $f"
+  [ -f "$f" ] || continue
+  if $sanitized && [[ $(basename "$f") == qwen3-micro-* ]]; then left="$left $(basename "$f")"; continue; fi
+  models="$models $f"
 done
+[ -n "$left" ] && echo "sanitizer build: not run here (the Release run covers them):$left"
 
 for m in $models; do
   base=$(basename "$m")
