@@ -68,8 +68,9 @@ static void hx_diff_usage(void)
         "       [--fallback L]\n"
         "Runs the prompt and N greedy tokens (default 16) through the target (default single on\n"
         "--backend, else cpu) and the reference R (default ref); exit 0 if every op is within\n"
-        "its NMSE threshold, the logits NMSE is within X (default 1e-3) and the greedy tokens\n"
-        "agree (near ties excepted), 1 otherwise, 2 on bad usage.\n");
+        "its NMSE threshold, the logits are within the whole-model bound derived from the\n"
+        "devices' error models (docs/policies.md; with --logits-nmse X also their NMSE within X)\n"
+        "and the greedy tokens agree (near ties excepted), 1 otherwise, 2 on bad usage.\n");
 }
 
 /* Take diff's own options out of argv; the rest goes to the shared parser. */
