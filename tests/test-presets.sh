@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test-presets.sh — every preset and every policy kind, on every model of ../shared/data,
-# through `engine diff` (each op within its device's threshold, core/numerics.h; logits NMSE;
-# greedy tokens up to near ties) with a fallback chain that substitutes what this machine
-# lacks: `npu` -> npu-sim, `gpu` -> the best GPU backend (Vulkan on lavapipe here), else the
+# through `engine diff` as shipped — its default 16 steps, its default bounds (each op within
+# its device's threshold, core/numerics.h; the logits within the whole-model bound,
+# docs/policies.md; greedy tokens up to near ties) — with a fallback chain that substitutes
+# what this machine lacks: `npu` -> npu-sim, `gpu` -> the best GPU backend (Vulkan on lavapipe here), else the
 # next of the chain. Asserts exit 0, that every absent device's substitution was logged and
 # that the substitute ran. A policy that cannot run here at all (its whole chain absent) is
 # reported as such on its own line and in the summary, never skipped silently. `verify` itself
@@ -12,10 +13,9 @@ set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
 export HX_PROFILE_DIR=${TMPDIR:-/tmp}/hx-test-presets.$$
 trap 'rm -rf "$HX_PROFILE_DIR"' EXIT
-pass=0 fail=0 cannot=0 ties=0
+pass=0 fail=0 cannot=0 ties=0 nobound=0
 ok() { pass=$((pass+1)); echo "ok   $1"; }
 bad() { fail=$((fail+1)); echo "FAIL $1"; }
-N=${HX_PRESETS_N:-4} # greedy steps per run
 FB=npu-sim,vulkan,cpu
 
 devs=$("$E" devices 2>/dev/null)
@@ -58,10 +58,18 @@ tensor-split:cpu=0.4,npu=0.3,gpu=0.3|npu gpu
 auto:npu,gpu|npu gpu
 "
 
-models=""
+models="" left=""
+# Under the sanitizers (CI's second run) the models with Qwen's 151936-token vocabulary are left
+# to the Release run: their output heads make a run ~30x slower under ASan, and test-qwen3
+# runs them there on ref and cpu (q dim != hidden, Q8_0 and F16 through the qwen3 graph).
+sanitized=false
+grep -qs '^HX_SANITIZE:BOOL=ON' "${HX_BUILD:-/nonexistent}/CMakeCache.txt" && sanitized=true
 for f in "$D"/stories260K/stories260K.gguf "$D"/qwen3/*.gguf "$D"/misc/llama-2-tiny-random.gguf; do
-  [ -f "$f" ] && models="$models $f"
+  [ -f "$f" ] || continue
+  if $sanitized && [[ $(basename "$f") == qwen3-micro-* ]]; then left="$left $(basename "$f")"; continue; fi
+  models="$models $f"
 done
+[ -n "$left" ] && echo "sanitizer build: not run here (the Release run covers them):$left"
 
 t0=$SECONDS
 for m in $models; do
@@ -81,7 +89,7 @@ for m in $models; do
       cannot=$((cannot+1)); echo "CANNOT RUN $base $p:$why"; continue
     fi
     s0=$SECONDS
-    out=$("$E" diff -m "$m" --policy "$p" --fallback $FB -n "$N" --ops failed 2>&1); rc=$?
+    out=$("$E" diff -m "$m" --policy "$p" --fallback $FB --ops failed 2>&1); rc=$?
     dt=$((SECONDS-s0))
     err=""
     [ $rc -eq 0 ] || err="exit $rc;"
@@ -99,10 +107,17 @@ for m in $models; do
     esac
     tie=$(echo "$out" | awk '/\(near tie\)/ {printf " step %s: margin %s, logits max abs err %s;", $2, $11, $4}')
     [ -n "$tie" ] && ties=$((ties+1))
+    # the rest of the logits error (what the devices' weights do not explain) against its bound;
+    # "none": the modelled error sits in too few steps for a bound at z = 5 (docs/policies.md)
+    wm=$(echo "$out" | sed -n 's/^whole-model bound: the rest \([^ ]*\) <= \([^ ]*\) x the error model.s \([^ ]*\) .*/rest\/model \1\/\3, bound \2x/p')
+    if [ -z "$wm" ]; then
+      wm=$(echo "$out" | sed -n 's/^whole-model bound: none: .* is in \([^ ]*\) effective steps.*/NO whole-model bound (\1 effective steps)/p')
+      [ -n "$wm" ] && nobound=$((nobound+1)) || err="$err no whole-model bound line;"
+    fi
     if [ -z "$err" ]; then
-      ok "$base $p (${dt}s)${tie:+ near tie:$tie}"
+      ok "$base $p (${dt}s, $wm)${tie:+ near tie:$tie}"
     else
-      bad "$base $p: $err $(echo "$out" | grep -E 'over threshold$|^logits:|^top-1|FAIL|error|MISMATCH' | head -6 | tr '\n' ';')"
+      bad "$base $p: $err $(echo "$out" | grep -E 'over threshold$|^logits:|^whole|^top-1|FAIL|error|MISMATCH' | head -6 | tr '\n' ';')"
     fi
   done <<< "$policies"
 done
@@ -137,5 +152,5 @@ if [ -n "$sub_npu" ]; then
     || bad "npu_only without --fallback: exit $rc: $out"
 fi
 
-echo "$pass passed, $fail failed, $cannot cannot run here, $ties with a near tie ($((SECONDS)) s)"
+echo "$pass passed, $fail failed, $cannot cannot run here, $ties with a near tie, $nobound without a whole-model bound ($((SECONDS)) s)"
 [ $fail -eq 0 ]
