@@ -26,8 +26,8 @@ double hx__op_elem_limit(double nmse_threshold) { return 8.0 * sqrt(nmse_thresho
 
 /* The NPU's weight conversion (docs/npu-backend.md §2): exact when every value is an integer
  * multiple q, |q| <= 127, of the row's smallest non-zero magnitude; else amax/127, rounded to
- * nearest. Adds Σ (w − ŵ)² per block to dw. */
-static void hx__mm_int8_row_werr(const float *w, int64_t k, double *dw)
+ * nearest. */
+bool hx__mm_int8_row_delta(const float *w, int64_t k, float *delta)
 {
     float amax = 0.0f, amin = INFINITY;
     for (int64_t i = 0; i < k; i++) {
@@ -35,20 +35,34 @@ static void hx__mm_int8_row_werr(const float *w, int64_t k, double *dw)
         amax = a > amax ? a : amax;
         if (a > 0.0f && a < amin) amin = a;
     }
-    if (amax == 0.0f) return;
+    if (amax == 0.0f) return false;
     if (amax / amin <= 127.5f) {
         int64_t i = 0;
         for (; i < k; i++) {
             double r = rint((double)w[i] / (double)amin);
             if (fabs(r) > 127.0 || r * (double)amin != (double)w[i]) break;
         }
-        if (i == k) return;
+        if (i == k) return false;
     }
-    const float d = amax / 127.0f, id = 1.0f / d;
-    for (int64_t i = 0; i < k; i++) {
-        double err = (double)w[i] - (double)(nearbyintf(w[i] * id) * d);
-        dw[i / HX_NUM_BLOCK] += err * err;
+    /* as the device rounds (npu-gemm.c): w · (127/amax) in f32, to nearest even */
+    const float d = amax / 127.0f, inv = 127.0f / amax;
+    for (int64_t i = 0; i < k; i++) delta[i] = (float)((double)(nearbyintf(w[i] * inv) * d) - w[i]);
+    return true;
+}
+
+/* Adds Σ (w − ŵ)² of that conversion per block to dw. */
+static void hx__mm_int8_row_werr(const float *w, int64_t k, double *dw)
+{
+    float *delta = hx__malloc((size_t)k * sizeof *delta);
+    if (!delta) { /* the bound of round-to-nearest instead: (amax/127)²/12 per element */
+        float amax = 0.0f;
+        for (int64_t i = 0; i < k; i++) amax = fmaxf(amax, fabsf(w[i]));
+        for (int64_t i = 0; i < k; i++) dw[i / HX_NUM_BLOCK] += amax * amax / (127.0 * 127.0 * 12.0);
+        return;
     }
+    if (hx__mm_int8_row_delta(w, k, delta))
+        for (int64_t i = 0; i < k; i++) dw[i / HX_NUM_BLOCK] += (double)delta[i] * delta[i];
+    hx__free(delta);
 }
 
 void hx__mm_weight_row(enum hx_numerics num, const float *w, int64_t k, double *e, double *dw)
@@ -86,7 +100,9 @@ void hx__mm_act_row(enum hx_numerics num, enum hx_dtype wtype, const float *x, i
         rmax = fmaxf(rmax, amax);
     }
     if (num != HX_NUMERICS_INT8_ROW) return;
-    const double d = (double)rmax / 127.0;
+    /* the residual of the row's int8 rounding (|r| <= s_hi / 2, s_hi = amax / 127), rounded
+     * to int8 with its own scale s_lo = amax(r) / 127 <= s_hi / 254: the error is lo's */
+    const double d = (double)rmax / (127.0 * 254.0);
     for (int64_t b = 0; b < nb; b++) s[b] = d * d / 12.0;
 }
 
@@ -128,4 +144,20 @@ double hx__mm_allowed(double sum_var, double sum_typ, double dof, int64_t k)
 double hx__mm_elem_limit(double var, double typ, int64_t k)
 {
     return 7.0 * sqrt(2.0 * var + hx__f32_floor(k) * typ);
+}
+
+double hx__mm_f32_floor(int64_t k) { return hx__f32_floor(k); }
+
+/* Paulson's normal approximation of F(d1, d2) (the Wilson–Hilferty cube roots of both
+ * chi-squares): z = ((1 − a2)·y − (1 − a1)) / √(a1 + a2·y²), y = F^(1/3), a = 2/(9d); solved
+ * for y at z = 5 (the larger root of a quadratic). No root: the tail never gets that far. */
+double hx__ratio_bound(double d1, double d2)
+{
+    if (!(d1 > 0) || !(d2 > 0)) return INFINITY;
+    const double a1 = 2.0 / (9.0 * d1), a2 = 2.0 / (9.0 * d2), z2 = 25.0;
+    const double A = (1 - a2) * (1 - a2) - z2 * a2, B = -2.0 * (1 - a1) * (1 - a2),
+                 C = (1 - a1) * (1 - a1) - z2 * a1, disc = B * B - 4 * A * C;
+    if (A <= 0 || disc < 0) return INFINITY;
+    const double y = (-B + sqrt(disc)) / (2 * A);
+    return y * y * y;
 }

@@ -14,9 +14,11 @@
  *
  *   HX_NUMERICS_FLOAT     s_b: F32 0; F16, BF16 the actual (x − f16/bf16(x))², block mean;
  *                         quantized types d²/12, d = amax/127 of the 256-block. D = 0.
- *   HX_NUMERICS_INT8_ROW  s_b = (amax_row/127)²/12 (one scale per row); D the actual error of
- *                         the per-row int8 weight conversion (0 for rows that are integer
- *                         multiples, |q| <= 127, of their smallest non-zero magnitude).
+ *   HX_NUMERICS_INT8_ROW  s_b = (amax_row/(127·254))²/12: a row is sent as int8 hi (scale
+ *                         amax/127) plus its int8-rounded residual (scale <= amax/(127·254));
+ *                         D the actual error of the per-row int8 weight conversion (0 for rows
+ *                         that are integer multiples, |q| <= 127, of their smallest non-zero
+ *                         magnitude).
  *
  * Over n outputs Σ e² may reach 2·q(n)·Σ var (q: the z = 5 chi-square quantile over n) plus
  * the f32 summation floor 64·K·u²/6 · Σ typ, typ = Σ_b xm_b·E_b the expected square of an
@@ -58,3 +60,16 @@ double hx__mm_dof_iid(int64_t m, int64_t n, int64_t k);
 double hx__mm_allowed(double sum_var, double sum_typ, double dof, int64_t k);
 /* |e| allowed for one output. */
 double hx__mm_elem_limit(double var, double typ, int64_t k);
+/* The f32 summation floor of a K-long dot product, as an NMSE (64·K·u²/6). */
+double hx__mm_f32_floor(int64_t k);
+/* The NPU's int8 conversion of one weight row (HX_NUMERICS_INT8_ROW): false if it is exact,
+ * else delta[i] = ŵ_i − w_i for the k values. */
+bool hx__mm_int8_row_delta(const float *w, int64_t k, float *delta);
+
+/* ---- whole model (engine diff, docs/policies.md "The whole-model bound") --------------------- */
+
+/* How far the ratio of two independent mean squared errors with d1 and d2 degrees of freedom
+ * (an F(d1, d2) variable) may exceed 1: its z = 5 upper quantile by Paulson's approximation
+ * (the Wilson–Hilferty cube roots of both chi-squares); INFINITY where that has no root (d2
+ * below ≈ 6). 20.7 for F(16, 16), 6.4 for F(16, 48), 10.6 for F(10, 30). */
+double hx__ratio_bound(double d1, double d2);

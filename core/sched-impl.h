@@ -275,6 +275,13 @@ int hx__verify_after(struct hx_verify *v, const struct hx_graph *g, int64_t k,
 void hx__verify_run_done(struct hx_verify *v);
 /* The report so far (points into v, valid until its next check). */
 const struct hx_verify_report *hx__verify_report(struct hx_verify *v);
+/* engine diff's twins (scheduler.h): open HX_VERIFY_DRAWS + 1 more instances of the reference
+ * (its spec and config, kept by hx__verify_new) that run every checked node after it, each on
+ * its own inputs. Before the first run only. */
+int hx__verify_twins_start(struct hx_verify *v);
+/* Twin t's logits of row `row` of the last run's batch (-1: the last row) into out (n_vocab
+ * floats); HX_E_DEVICE once the twins stopped. */
+int hx__verify_twin_logits(const struct hx_verify *v, int t, int64_t row, float *out);
 
 /* ---- sched-exec.c: running a plan ------------------------------------------------------------ */
 

@@ -9,6 +9,17 @@
  * struct hx_sdev) and the batch, and uses the memory layer (sched-mem.c) for its reference
  * like for any device; it never sees struct hx_sched. A failure of the reference stops
  * verification (logged, reported), never the run; only the target's own failures are errors.
+ *
+ * For engine diff's whole-model bound (docs/policies.md "The whole-model bound") verify can also
+ * run twins: more instances of the reference, opened with its spec and device config, that run
+ * every node on their own inputs (each its own whole model, like a single:REF run, fed the same
+ * tokens). Twin 0 holds each matmul's weights as the device that ran it does
+ * (HX_NUMERICS_INT8_ROW: its int8 conversion, added as x·(ŵ − w)ᵀ). Twins 1..HX_VERIFY_DRAWS add
+ * every op's error drawn at random: a matmul's input dithered by the activation rounding of its
+ * device's numerics (on a FLOAT device scaled down to the error the target's op had, when
+ * smaller), its output by the f32 summation floor; any other op's output by the error verify
+ * just measured in the target's op, in random directions. Twin 0 is what the devices' weights
+ * make of the model; twin p − twin 0 is one draw of what the modelled rounding adds to it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,7 +34,11 @@ struct hx_vweight {
     const struct hx_weight *w;
     double *e;  /* Σ w² */
     double *dw; /* Σ (w − ŵ)² of HX_NUMERICS_INT8_ROW's conversion; NULL until one needs it */
+    float *delta; /* the twins: ŵ − w of that conversion, rows × K (only if it fits the cap) */
 };
+
+/* The twins: 0 with the devices' weights, 1.. also with every op's modelled error drawn. */
+#define HX_VTWINS (1 + HX_VERIFY_DRAWS)
 
 struct hx_verify {
     bool on;                       /* checking; false once the reference failed */
@@ -40,7 +55,49 @@ struct hx_verify {
     float *x;      /* a matmul's input rows */
     double *model; /* their activation model: s and xm per row × block */
     size_t x_cap, model_cap;
+    /* the twins (hx__verify_twins_start) */
+    char *tw_spec;                  /* how to open them: the reference's spec and config */
+    struct hx_device_config tw_cfg; /* its kernels_dir a copy of its own */
+    bool tw_on;
+    struct hx_sdev tw[HX_VTWINS];
+    uint64_t tw_rng;
+    int64_t tw_rows, tw_logits; /* the last run's batch rows, and how many (the last) have logits */
+    float *tx, *ty, *tsave;     /* input rows (dithered), output rows, the input as it was */
+    size_t tx_cap, ty_cap, tsave_cap;
+    float *trow; /* one weight row and its conversion error */
+    size_t trow_cap;
+    double *rowerr; /* per output row, Σ (target − reference)² of the op just compared */
+    double *tscale; /* per row, the share of its modelled error a random twin draws */
+    size_t rowerr_cap, tscale_cap;
+    int64_t tw_delta_bytes; /* bytes of cached conversion errors */
 };
+
+static char *hx__verify_strdup(const char *str)
+{
+    size_t n = strlen(str) + 1;
+    char *d = hx__malloc(n);
+    if (d) memcpy(d, str, n);
+    return d;
+}
+
+/* Scratch arrays of n elements at least (their contents are not kept). */
+static int hx__grow_f(float **p, size_t *cap, size_t n)
+{
+    if (n <= *cap) return HX_OK;
+    float *q = hx__realloc(*p, n * sizeof *q);
+    if (!q) return HX_E_NOMEM;
+    *p = q, *cap = n;
+    return HX_OK;
+}
+
+static int hx__grow_d(double **p, size_t *cap, size_t n)
+{
+    if (n <= *cap) return HX_OK;
+    double *q = hx__realloc(*p, n * sizeof *q);
+    if (!q) return HX_E_NOMEM;
+    *p = q, *cap = n;
+    return HX_OK;
+}
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
 
@@ -61,6 +118,14 @@ int hx__verify_new(const char *spec, const struct hx_device_config *cfg,
     snprintf(v->rep.ref, sizeof v->rep.ref, "%s", v->sd.dev->id);
     v->mem = mem;
     v->on = true;
+    /* kept for the twins, if engine diff asks for them (hx__verify_twins_start) */
+    v->tw_cfg = *cfg;
+    v->tw_spec = hx__verify_strdup(spec);
+    v->tw_cfg.kernels_dir = cfg->kernels_dir ? hx__verify_strdup(cfg->kernels_dir) : NULL;
+    if (!v->tw_spec || (cfg->kernels_dir && !v->tw_cfg.kernels_dir)) {
+        hx__verify_free(v);
+        return HX_E_NOMEM;
+    }
     *out = v;
     return HX_OK;
 }
@@ -69,13 +134,19 @@ void hx__verify_free(struct hx_verify *v)
 {
     if (!v) return;
     hx__sdev_close(v->mem, &v->sd);
+    for (int t = 0; t < HX_VTWINS; t++) hx__sdev_close(v->mem, &v->tw[t]);
     for (int ph = 0; ph < HX_PHASE_COUNT; ph++) hx__free(v->ops[ph]);
     hx__free(v->a);
     hx__free(v->b);
-    for (int64_t i = 0; i < v->n_vw; i++) hx__free(v->vw[i].e), hx__free(v->vw[i].dw);
+    for (int64_t i = 0; i < v->n_vw; i++)
+        hx__free(v->vw[i].e), hx__free(v->vw[i].dw), hx__free(v->vw[i].delta);
     hx__free(v->vw);
     hx__free(v->x);
     hx__free(v->model);
+    hx__free(v->tw_spec);
+    hx__free((char *)v->tw_cfg.kernels_dir);
+    hx__free(v->tx), hx__free(v->ty), hx__free(v->tsave), hx__free(v->trow);
+    hx__free(v->rowerr), hx__free(v->tscale);
     hx__free(v);
 }
 
@@ -108,12 +179,28 @@ double hx__verify_ratio(double nmse, double threshold)
     return threshold > 0 ? nmse / threshold : nmse > 0 ? INFINITY : 0;
 }
 
+/* The twins stop for good (diff then has no whole-model bound: a failure). */
+static void hx__tw_stop(struct hx_verify *v, const char *what, int st)
+{
+    if (!v->tw_on) return;
+    HX_LOG_WARN("verify: the whole-model twins stopped (%s: %s: %s)", what, hx_status_name(st),
+                hx_last_error());
+    v->tw_on = false;
+}
+
+/* No further ops are checked (and the twins, which follow the checks, stop). */
+static void hx__verify_off(struct hx_verify *v, int st)
+{
+    v->on = false;
+    v->rep.ref_failed = true;
+    hx__tw_stop(v, "verify stopped", st);
+}
+
 static void hx__verify_stop(struct hx_verify *v, int st)
 {
     HX_LOG_WARN("verify: the reference %s failed (%s: %s); no further ops are checked", v->rep.ref,
                 hx_status_name(st), v->sd.dev->last_error);
-    v->on = false;
-    v->rep.ref_failed = true;
+    hx__verify_off(v, st);
 }
 
 void hx__verify_before(struct hx_verify *v, const struct hx_graph *g, const struct hx_node *nd,
@@ -201,7 +288,7 @@ static int hx__verify_bufs(struct hx_verify *v, size_t n)
 /* The weight's rows for the error model, computed once (and dw once an INT8_ROW device runs
  * it). */
 static int hx__verify_weight(struct hx_verify *v, const struct hx_weight *w, enum hx_numerics num,
-                             const struct hx_vweight **out)
+                             struct hx_vweight **out)
 {
     struct hx_vweight *vw = NULL;
     for (int64_t i = 0; i < v->n_vw && !vw; i++)
@@ -255,22 +342,10 @@ static int hx__verify_mm_allowed(struct hx_verify *v, const struct hx_graph *g,
         return hx__set_error(HX_E_INTERNAL, "verify: matmul node without a matching weight");
     const int64_t k = w->n_cols, nb = hx__mm_blocks(k), m = in->n_rows, n = w->n_rows;
     const size_t sw = (size_t)g->slot_width[in->slot], nx = (size_t)m * sw;
-    const struct hx_vweight *vw;
+    struct hx_vweight *vw;
     int st = hx__verify_weight(v, w, num, &vw);
-    if (st == HX_OK && nx > v->x_cap) {
-        float *x = hx__realloc(v->x, nx * sizeof *x);
-        if (x)
-            v->x = x, v->x_cap = nx;
-        else
-            st = HX_E_NOMEM;
-    }
-    if (st == HX_OK && (size_t)(2 * nb) > v->model_cap) {
-        double *md = hx__realloc(v->model, (size_t)(2 * nb) * sizeof *md);
-        if (md)
-            v->model = md, v->model_cap = (size_t)(2 * nb);
-        else
-            st = HX_E_NOMEM;
-    }
+    if (st == HX_OK) st = hx__grow_f(&v->x, &v->x_cap, nx);
+    if (st == HX_OK) st = hx__grow_d(&v->model, &v->model_cap, (size_t)(2 * nb));
     if (st == HX_OK)
         st = hx__dev_buffer_read(v->sd.slot[in->slot], (size_t)in->row * sw * sizeof(float), v->x,
                                  nx * sizeof(float));
@@ -308,21 +383,26 @@ static int hx__verify_compare(struct hx_verify *v, const struct hx_graph *g, int
     }
     double num = 0, den = 0, max_abs = 0;
     bool nonfinite = false;
-    for (int64_t row = 0; row < r->n_rows; row++)
+    if (v->tw_on && hx__grow_d(&v->rowerr, &v->rowerr_cap, (size_t)r->n_rows))
+        hx__tw_stop(v, "the measured errors", HX_E_NOMEM);
+    for (int64_t row = 0; row < r->n_rows; row++) {
+        double rn = 0;
         for (int64_t c = r->col; c < r->col + r->n_cols; c++) {
             double a = v->a[(size_t)row * w + (size_t)c], b = v->b[(size_t)row * w + (size_t)c];
             nonfinite |= !isfinite(a);
-            num += (a - b) * (a - b), den += b * b;
+            rn += (a - b) * (a - b), den += b * b;
             max_abs = HX_MAX(max_abs, fabs(a - b));
         }
+        num += rn;
+        if (v->tw_on) v->rowerr[row] = rn; /* the twins: this op's error, as it was */
+    }
     double thr = hx__op_nmse_threshold(nd->desc.kind);
     if (nd->desc.kind == HX_OP_MATMUL) {
         double allowed = 0;
         if ((st = hx__verify_mm_allowed(v, g, nd, target, &allowed))) {
             HX_LOG_WARN("verify: no error model for node %lld (%s: %s); no further ops are checked",
                         (long long)k, hx_status_name(st), hx_last_error());
-            v->on = false;
-            v->rep.ref_failed = true;
+            hx__verify_off(v, st);
             return HX_OK;
         }
         thr = den > 0 ? allowed / den : allowed;
@@ -330,6 +410,267 @@ static int hx__verify_compare(struct hx_verify *v, const struct hx_graph *g, int
     hx__verify_record(v, ph, k, nd, target, max_abs, den > 0 ? num / den : num, thr, nonfinite);
     return HX_OK;
 }
+
+/* ---- the twins ------------------------------------------------------------------------------- */
+
+#define HX_TW_DELTA_CAP ((int64_t)256 << 20) /* bytes of cached weight conversion errors */
+
+static double hx__tw_uniform(struct hx_verify *v) /* in (0, 1) */
+{
+    uint64_t z = (v->tw_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return ((double)(z >> 11) + 0.5) * 0x1.0p-53;
+}
+
+static double hx__tw_gauss(struct hx_verify *v)
+{
+    return sqrt(-2.0 * log(hx__tw_uniform(v))) * cos(6.283185307179586 * hx__tw_uniform(v));
+}
+
+/* Rows [r->row, + n_rows) of a node's slot region on twin sd, whole slot rows. */
+static int hx__tw_io(struct hx_verify *v, const struct hx_graph *g, struct hx_sdev *sd,
+                     const struct hx_node_ref *r, float *buf, bool write)
+{
+    struct hx_buffer *b;
+    int st = hx__slot_buf(v->mem, sd, r->slot, &b);
+    size_t w = (size_t)g->slot_width[r->slot];
+    size_t off = (size_t)r->row * w * sizeof(float), nb = (size_t)r->n_rows * w * sizeof(float);
+    if (st) return st;
+    return write ? hx__dev_buffer_write(b, off, buf, nb) : hx__dev_buffer_read(b, off, buf, nb);
+}
+
+/* ŵ − w of weight row j (HX_NUMERICS_INT8_ROW), or NULL if the row converts exactly: from the
+ * cache, else dequantized and converted into v->trow. */
+static const float *hx__tw_delta(struct hx_verify *v, struct hx_vweight *vw, int64_t j, int *st)
+{
+    const struct hx_weight *w = vw->w;
+    const int64_t k = w->n_cols, nb = hx__mm_blocks(k);
+    double d2 = 0;
+    for (int64_t b = 0; b < nb; b++) d2 += vw->dw[j * nb + b];
+    if (d2 == 0) return NULL;
+    if (vw->delta) return vw->delta + j * k;
+    if ((*st = hx__grow_f(&v->trow, &v->trow_cap, (size_t)(2 * k)))) return NULL;
+    const size_t rb = hx_dtype_row_bytes(w->type, k);
+    if ((*st = hx_dequantize_row(w->type, (const char *)w->data + (size_t)j * rb, v->trow, k)))
+        return NULL;
+    if (!hx__mm_int8_row_delta(v->trow, k, v->trow + k)) return NULL;
+    return v->trow + k;
+}
+
+/* Fill vw->delta for the whole weight when it fits the cache (else rows are made per use). */
+static void hx__tw_delta_cache(struct hx_verify *v, struct hx_vweight *vw)
+{
+    const struct hx_weight *w = vw->w;
+    const int64_t bytes = w->n_rows * w->n_cols * (int64_t)sizeof(float);
+    if (vw->delta || v->tw_delta_bytes + bytes > HX_TW_DELTA_CAP) return;
+    float *all = hx__malloc((size_t)bytes);
+    if (!all) return;
+    int st = HX_OK;
+    for (int64_t j = 0; j < w->n_rows && st == HX_OK; j++) {
+        const float *dj = hx__tw_delta(v, vw, j, &st);
+        if (dj)
+            memcpy(all + j * w->n_cols, dj, (size_t)w->n_cols * sizeof *all);
+        else
+            memset(all + j * w->n_cols, 0, (size_t)w->n_cols * sizeof *all);
+    }
+    if (st) {
+        hx__free(all);
+        return;
+    }
+    vw->delta = all;
+    v->tw_delta_bytes += bytes;
+}
+
+/* Twins 1..: dither the m input rows in v->tx by the activation rounding of numerics num
+ * (uniform, the variance of numerics.h's s), and keep each row's share of its modelled error
+ * in v->tscale. On a FLOAT device numerics.h's model is the coarsest rounding allowed ("at
+ * most": a CPU may not round F16 activations at all), so there a row's draw is scaled down to
+ * the error the target's op had (v->rowerr), never up; an INT8_ROW device is held to its model
+ * as it is. */
+static void hx__tw_dither(struct hx_verify *v, const struct hx_node *nd,
+                          const struct hx_vweight *vw, enum hx_numerics num, size_t sw)
+{
+    const struct hx_weight *w = nd->weight;
+    const int64_t k = w->n_cols, n = w->n_rows, m = nd->src[0].n_rows, nb = hx__mm_blocks(k);
+    const double sc = w->scale, floor_k = hx__mm_f32_floor(k);
+    double *ms = v->model, *mxm = v->model + nb;
+    for (int64_t r = 0; r < m; r++) {
+        float *x = v->tx + (size_t)r * sw + (size_t)nd->src[0].col;
+        hx__mm_act_row(num, w->type, x, k, ms, mxm);
+        double c = 1;
+        if (num != HX_NUMERICS_INT8_ROW) { /* the row's modelled Σ var against what it had */
+            double pred = 0;
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t b = 0; b < nb; b++)
+                    pred += (ms[b] + floor_k * mxm[b]) * vw->e[j * nb + b] * sc * sc;
+            c = pred > v->rowerr[r] ? (pred > 0 ? v->rowerr[r] / pred : 0) : 1;
+        }
+        v->tscale[r] = c;
+        for (int64_t i = 0; i < k; i++) {
+            double a = sqrt(3.0 * c * ms[i / HX_NUM_BLOCK]);
+            if (a > 0) x[i] = (float)(x[i] + a * (2.0 * hx__tw_uniform(v) - 1.0));
+        }
+    }
+}
+
+/* Twins 1..: put the matmul's input back as it was (its output may share the slot). */
+static int hx__tw_restore(struct hx_verify *v, const struct hx_graph *g, struct hx_sdev *sd,
+                          const struct hx_node *nd)
+{
+    const struct hx_node_ref *in = &nd->src[0];
+    if (in->slot != nd->dst.slot) return hx__tw_io(v, g, sd, in, v->tsave, true);
+    const size_t sw = (size_t)g->slot_width[in->slot];
+    int st = hx__grow_f(&v->ty, &v->ty_cap, (size_t)in->n_rows * sw);
+    if (st == HX_OK) st = hx__tw_io(v, g, sd, in, v->ty, false);
+    for (int64_t r = 0; st == HX_OK && r < in->n_rows; r++)
+        memcpy(v->ty + (size_t)r * sw + (size_t)in->col,
+               v->tsave + (size_t)r * sw + (size_t)in->col, (size_t)in->n_cols * sizeof(float));
+    return st == HX_OK ? hx__tw_io(v, g, sd, in, v->ty, true) : st;
+}
+
+/* A matmul on twin t: twins 1.. dither its input first (hx__tw_dither); then, with the input it
+ * ran on, all add the weight conversion error of an INT8_ROW device, and twins 1.. the f32
+ * floor. */
+static int hx__tw_matmul(struct hx_verify *v, const struct hx_graph *g, const struct hx_node *nd,
+                         int t, enum hx_numerics num, const struct hx_op *op)
+{
+    struct hx_sdev *sd = &v->tw[t];
+    const struct hx_weight *w = nd->weight;
+    const struct hx_node_ref *in = &nd->src[0], *out = &nd->dst;
+    const int64_t k = w->n_cols, n = w->n_rows, m = in->n_rows, nb = hx__mm_blocks(k);
+    const size_t sw = (size_t)g->slot_width[in->slot], so = (size_t)g->slot_width[out->slot];
+    const bool dither = t > 0, int8 = num == HX_NUMERICS_INT8_ROW;
+    struct hx_vweight *vw = NULL;
+    int st = hx__verify_weight(v, w, num, &vw);
+    if (st == HX_OK) st = hx__grow_f(&v->tx, &v->tx_cap, (size_t)m * sw);
+    if (st == HX_OK) st = hx__grow_f(&v->tsave, &v->tsave_cap, (size_t)m * sw);
+    if (st == HX_OK) st = hx__grow_f(&v->ty, &v->ty_cap, (size_t)m * so);
+    if (st == HX_OK) st = hx__grow_d(&v->model, &v->model_cap, (size_t)(2 * nb));
+    if (st == HX_OK && dither) st = hx__grow_d(&v->tscale, &v->tscale_cap, (size_t)m);
+    if (st == HX_OK) st = hx__tw_io(v, g, sd, in, v->tx, false);
+    if (st) return st;
+    if (dither) {
+        memcpy(v->tsave, v->tx, (size_t)m * sw * sizeof(float));
+        hx__tw_dither(v, nd, vw, num, sw);
+        if ((st = hx__tw_io(v, g, sd, in, v->tx, true))) return st;
+    }
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = op, .n_ops = 1, .n_rows = g->n_rows};
+    st = hx__run_sync(sd->dev, &sp);
+    if (dither && st == HX_OK) st = hx__tw_restore(v, g, sd, nd);
+    if (st || (!int8 && !dither)) return st;
+    if ((st = hx__tw_io(v, g, sd, out, v->ty, false))) return st;
+    if (int8) hx__tw_delta_cache(v, vw);
+    const double sc = w->scale, floor_k = hx__mm_f32_floor(k);
+    double *ms = v->model, *mxm = v->model + nb;
+    for (int64_t r = 0; r < m && st == HX_OK; r++) {
+        const float *x = v->tx + (size_t)r * sw + (size_t)in->col;
+        float *y = v->ty + (size_t)r * so + (size_t)out->col;
+        if (dither) hx__mm_act_row(num, w->type, x, k, ms, mxm);
+        for (int64_t j = 0; j < n && st == HX_OK; j++) {
+            double add = 0;
+            const float *dj = int8 ? hx__tw_delta(v, vw, j, &st) : NULL;
+            for (int64_t i = 0; dj && i < k; i++) add += (double)x[i] * dj[i];
+            add *= sc;
+            if (dither) {
+                double typ = 0;
+                for (int64_t b = 0; b < nb; b++) typ += mxm[b] * vw->e[j * nb + b];
+                add += sqrt(v->tscale[r] * floor_k * typ * sc * sc) * hx__tw_gauss(v);
+            }
+            y[j] = (float)(y[j] + add);
+        }
+    }
+    return st ? st : hx__tw_io(v, g, sd, out, v->ty, true);
+}
+
+/* Twins 1.., an op other than a matmul: its output off by as much as the target's was from the
+ * reference's (verify just measured it, per row: v->rowerr), in random directions. These ops
+ * are f32 arithmetic; their thresholds bound what a device may do (Vulkan's sin/cos), not
+ * what it does, and as noise would swamp the matmuls' modelled error by 10^3. */
+static int hx__tw_f32_noise(struct hx_verify *v, const struct hx_graph *g, const struct hx_node *nd,
+                            int t)
+{
+    const struct hx_node_ref *out = &nd->dst;
+    if (out->slot < 0 || out->n_rows <= 0 || out->n_cols <= 0) return HX_OK;
+    bool any = false;
+    for (int64_t r = 0; r < out->n_rows; r++) any |= v->rowerr[r] > 0;
+    if (!any) return HX_OK; /* bit-exact, as EMBED and ADD must be */
+    const size_t so = (size_t)g->slot_width[out->slot];
+    int st = hx__grow_f(&v->ty, &v->ty_cap, (size_t)out->n_rows * so);
+    if (st == HX_OK) st = hx__tw_io(v, g, &v->tw[t], out, v->ty, false);
+    if (st) return st;
+    for (int64_t r = 0; r < out->n_rows; r++) {
+        float *y = v->ty + (size_t)r * so + (size_t)out->col;
+        const double sd = sqrt(v->rowerr[r] / (double)out->n_cols);
+        for (int64_t c = 0; sd > 0 && c < out->n_cols; c++)
+            y[c] = (float)(y[c] + sd * hx__tw_gauss(v));
+    }
+    return hx__tw_io(v, g, &v->tw[t], out, v->ty, true);
+}
+
+/* Node k (run by the target) on every twin, each from its own inputs. */
+static void hx__tw_node(struct hx_verify *v, const struct hx_graph *g, int64_t k,
+                        const struct hx_sdev *target, const struct hx_batch_rows *b)
+{
+    const struct hx_node *nd = &g->nodes[k];
+    const enum hx_numerics num = target->dev->info.numerics;
+    const bool mm = nd->desc.kind == HX_OP_MATMUL && nd->weight && nd->src[0].slot >= 0;
+    v->tw_rows = g->n_rows, v->tw_logits = g->n_logits;
+    for (int t = 0; t < HX_VTWINS && v->tw_on; t++) {
+        struct hx_op op;
+        int st = hx__build_op(v->mem, g, &v->tw[t], nd, &op);
+        if (st == HX_OK && mm) {
+            st = hx__tw_matmul(v, g, nd, t, num, &op);
+        } else if (st == HX_OK) {
+            struct hx_split sp = {.struct_size = sizeof sp,
+                                  .ops = &op,
+                                  .n_ops = 1,
+                                  .n_rows = g->n_rows,
+                                  .tokens = b->tokens,
+                                  .pos = b->pos,
+                                  .seq = b->seq};
+            st = hx__run_sync(v->tw[t].dev, &sp);
+            if (st == HX_OK && t > 0) st = hx__tw_f32_noise(v, g, nd, t);
+        }
+        if (st) hx__tw_stop(v, "a node", st);
+    }
+}
+
+int hx__verify_twins_start(struct hx_verify *v)
+{
+    if (!v) return hx__set_error(HX_E_INVAL, "the policy does not verify");
+    if (v->run_index > 0 || v->rep.n_checks > 0)
+        return hx__set_error(HX_E_INVAL, "the whole-model twins start before the first run");
+    if (!v->on) return hx__set_error(HX_E_DEVICE, "verify stopped: its reference failed");
+    for (int t = 0; t < HX_VTWINS; t++) {
+        if (v->tw[t].dev) continue;
+        int st = hx__device_open(v->tw_spec, &v->tw_cfg, &v->tw[t].dev);
+        if (st)
+            return hx__set_error(st, "verify: twin %d of reference '%s': %s", t, v->tw_spec,
+                                 hx_last_error());
+    }
+    v->tw_on = true;
+    v->tw_rng = 0x5EED0F7A1Aull; /* fixed: a run is reproducible */
+    return HX_OK;
+}
+
+int hx__verify_twin_logits(const struct hx_verify *v, int t, int64_t row, float *out)
+{
+    if (!v || t < 0 || t >= HX_VTWINS || !v->tw[t].dev || !v->tw[t].slot[HX_SLOT_LOGITS])
+        return hx__set_error(HX_E_INVAL, "no twin logits");
+    if (!v->tw_on) return hx__set_error(HX_E_DEVICE, "the whole-model twins stopped (logged)");
+    const int64_t r = row < 0 ? v->tw_rows + row : row, first = v->tw_rows - v->tw_logits;
+    if (r < first || r >= v->tw_rows)
+        return hx__set_error(
+            HX_E_INVAL, "twin logits of row %lld: the last batch had %lld rows, %lld with logits",
+            (long long)row, (long long)v->tw_rows, (long long)v->tw_logits);
+    const size_t nv = (size_t)v->mem->model->hp.n_vocab;
+    return hx__dev_buffer_read(v->tw[t].slot[HX_SLOT_LOGITS],
+                               (size_t)(r - first) * nv * sizeof(float), out, nv * sizeof(float));
+}
+
+/* ---- after a node ---------------------------------------------------------------------------- */
 
 int hx__verify_after(struct hx_verify *v, const struct hx_graph *g, int64_t k,
                      const struct hx_sdev *target, const struct hx_batch_rows *b)
@@ -349,5 +690,7 @@ int hx__verify_after(struct hx_verify *v, const struct hx_graph *g, int64_t k,
         hx__verify_stop(v, st);
         return HX_OK;
     }
-    return hx__verify_compare(v, g, k, target, b->phase);
+    st = hx__verify_compare(v, g, k, target, b->phase);
+    if (st == HX_OK && v->tw_on) hx__tw_node(v, g, k, target, b);
+    return st;
 }

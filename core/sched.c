@@ -267,3 +267,15 @@ int hx__sched_verify_report(const struct hx_sched *s, const struct hx_verify_rep
     *out = hx__verify_report(s->v);
     return HX_OK;
 }
+
+int hx__sched_verify_twins(struct hx_sched *s)
+{
+    if (!s || !s->policy.verify) return hx__set_error(HX_E_INVAL, "the policy does not verify");
+    return hx__verify_twins_start(s->v);
+}
+
+int hx__sched_verify_twin_logits(const struct hx_sched *s, int t, int64_t row, float *out)
+{
+    if (!s || !s->policy.verify) return hx__set_error(HX_E_INVAL, "the policy does not verify");
+    return hx__verify_twin_logits(s->v, t, row, out);
+}

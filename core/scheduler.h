@@ -133,5 +133,16 @@ double hx__verify_ratio(double nmse, double threshold);
  * policy does not verify. */
 int hx__sched_verify_report(const struct hx_sched *s, const struct hx_verify_report **out);
 
+/* engine diff's whole-model bound (docs/policies.md): more instances of the reference run the
+ * whole model on their own beside a verified run — twin 0 with each matmul's weights as the
+ * device that ran it holds them, twins 1..HX_VERIFY_DRAWS also with every op's modelled error
+ * drawn at random (sched-verify.c). Call before the first run; a twin that fails stops them all
+ * (logged), and hx__sched_verify_twin_logits then fails. */
+#define HX_VERIFY_DRAWS 3 /* twins 1..3: independent draws of the modelled error */
+int hx__sched_verify_twins(struct hx_sched *s);
+/* Twin t's logits (n_vocab floats into out) of row `row` of the last run's batch, counted as
+ * hx_get_logits counts them (-1: the last row). */
+int hx__sched_verify_twin_logits(const struct hx_sched *s, int t, int64_t row, float *out);
+
 /* The scheduler behind a context (core/context.c), for engine diff and engine bench. */
 struct hx_sched *hx__context_sched(struct hx_context *c);

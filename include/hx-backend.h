@@ -46,9 +46,10 @@ enum hx_numerics {
      * F32, to f16 for F16, to bf16 for BF16, symmetric int8 with one scale per block of at
      * most 256 for the quantized types); f32 accumulation. cpu, ref, Vulkan, HIP. */
     HX_NUMERICS_FLOAT,
-    /* int8 activations with one scale per row × int8 weights with one scale per output
-     * channel (exact where a row is integer multiples of one value), exact int32 sums
-     * (architecture.md's NPU GEMM; npu, npu-sim). */
+    /* int8 activations with one scale per row, each row sent with its int8-rounded residual
+     * (a second row, docs/npu-backend.md §2) × int8 weights with one scale per output channel
+     * (exact where a row is integer multiples of one value), exact int32 sums (architecture.md's
+     * NPU GEMM; npu, npu-sim). */
     HX_NUMERICS_INT8_ROW,
     HX_NUMERICS_COUNT
 };

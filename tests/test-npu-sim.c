@@ -147,6 +147,20 @@ static int hx_t_gemm(struct hx_device *dev, const struct hx_weight *w, const flo
     return st;
 }
 
+/* Whether the NPU converts a weight row to int8 exactly (docs §2: every value an integer
+ * multiple, |q| <= 127, of the row's smallest non-zero magnitude). */
+static bool hx_t_row_exact(const float *w, int64_t k)
+{
+    double amin = INFINITY;
+    for (int64_t q = 0; q < k; q++)
+        if (w[q] != 0.0f) amin = fmin(amin, fabs(w[q]));
+    for (int64_t q = 0; q < k && isfinite(amin); q++) {
+        double r = rint(w[q] / amin);
+        if (fabs(r) > 127 || r * amin != w[q]) return false;
+    }
+    return true;
+}
+
 /* The oracle: float64 reference, per-element bound and predicted error (docs §4). */
 struct hx_t_check {
     double nmse, nmse_pred, worst_ratio;   /* worst |err| / bound */
@@ -165,7 +179,13 @@ static struct hx_t_check hx_t_oracle(const float *wf, const float *x, const floa
         for (int64_t q = 0; q < k; q++) {
             ax = fmax(ax, fabs(xi[q])), sx += fabs(xi[q]), sx2 += (double)xi[q] * xi[q];
         }
-        double sa = ax / 127.0;
+        /* the host sends x as hi = round(x / s_hi) and the residual lo = round(r / s_lo),
+         * s_lo = amax(r) / 127 (docs §2): the activation error is lo's rounding, |ε| <= s_lo / 2
+         * (emulated in double; 1e-3 covers f32 rounding of the device's own residual) */
+        double ar = 0;
+        for (int64_t q = 0; q < k && ax > 0; q++)
+            ar = fmax(ar, fabs(xi[q] - ax / 127.0 * rint(xi[q] * 127.0 / ax)));
+        double sa = ar / 127.0 * 1.001;
         for (int64_t j = 0; j < n; j++) {
             const float *wj = wf + j * k;
             double aw = 0, sw1 = 0, sw2 = 0, yr = 0, sxw = 0;
@@ -173,7 +193,7 @@ static struct hx_t_check hx_t_oracle(const float *wf, const float *x, const floa
                 aw = fmax(aw, fabs(wj[q])), sw1 += fabs(wj[q]), sw2 += (double)wj[q] * wj[q];
                 yr += (double)xi[q] * wj[q], sxw += fabs((double)xi[q] * wj[q]);
             }
-            double sw = aw / 127.0;
+            double sw = hx_t_row_exact(wj, k) ? 0.0 : aw / 127.0; /* exact: no weight error */
             double bound = sw / 2 * sx + sa / 2 * sw1 + (double)k * sa * sw / 4 + 1e-6 * sxw + 1e-30;
             double e = (double)y[i * n + j] - yr;
             c.finite &= isfinite(y[i * n + j]) != 0;

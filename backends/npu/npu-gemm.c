@@ -1,17 +1,19 @@
 /*
  * npu-gemm.c — the NPU host path of a MATMUL: y = dequant(int8(x) · int8(W)ᵀ).
  *
- * Per row r of x: s_a[r] = amax / 127 and q = round(x / s_a) (|q| <= 127); per output j of W
- * the int8 row and s_w[j] prepared at load (npu-mem.c). The kernel computes the exact int32
- * sum over K; y[r][j] = acc · s_a[r] · s_w[j] in f32. Both scales factor out of the K-sum, so
- * dequantization adds nothing beyond f32 rounding; the error is the int8 rounding alone
- * (docs/npu-backend.md derives its bound).
+ * Each row x of the activations becomes two int8 rows of A (docs/npu-backend.md §2): hi =
+ * round(x / s_hi), s_hi = amax / 127, and the residual lo = round((x − s_hi·hi) / s_lo), s_lo =
+ * amax(x − s_hi·hi) / 127 ≈ s_hi / 254 — about 15 bits of activation in the kernel's int8
+ * contract. Per output j of W the int8 row and s_w[j] are prepared at load (npu-mem.c). The
+ * kernel computes exact int32 sums over K; y[r][j] = (acc_hi · s_hi + acc_lo · s_lo) · s_w[j] in
+ * f32. The scales factor out of the K-sums, so dequantization adds only f32 rounding; the error
+ * is the int8 rounding of the residual and of the weight (docs/npu-backend.md §4 derives it).
  *
  * Tiling: a kernel computes (M, K) x (K, N). An op of n rows, K inputs, N outputs runs as
- * M-tiles (n padded up to M; padded rows zero), N-tiles (the last one padded, its extra
- * outputs ignored) and K-tiles (zero K padding; partial int32 sums added on the host, exact
- * because |acc| <= K * 127 * 128 < 2^31 for K <= 131071). Call order: op, M-tile, N-tile,
- * K-tile.
+ * M-tiles of M / 2 activation rows (2 A rows each; padded rows zero), N-tiles (the last one
+ * padded, its extra outputs ignored) and K-tiles (zero K padding; partial int32 sums added on
+ * the host, exact because |acc| <= K * 127 * 128 < 2^31 for K <= 131071). Call order: op,
+ * M-tile, N-tile, K-tile.
  *
  * Pipeline (one call in flight at a time): while call i runs, the host prepares call i+1
  * (quantize, copy and sync its A into the kernel's other A buffer, unless it is already
@@ -69,6 +71,24 @@ float hx__npu_quantize_row(const float *x, int64_t k, int8_t *q, int64_t k_pad, 
     return amax / 127.0f;
 }
 
+void hx__npu_quantize_row2(const float *x, int64_t k, int8_t *hi, int8_t *lo, int64_t k_pad,
+                           int8_t pad_byte, float *s_hi, float *s_lo, float *res)
+{
+    *s_hi = hx__npu_quantize_row(x, k, hi, k_pad, pad_byte);
+    if (!(*s_hi > 0.0f)) { /* all zero (0) or not finite (NaN): no residual */
+        memset(lo, 0, (size_t)k);
+        if (k_pad > k) memset(lo + k, pad_byte, (size_t)(k_pad - k));
+        *s_lo = *s_hi;
+        return;
+    }
+    /* x − s_hi·hi, |residual| <= s_hi / 2: the product rounds by <= 2^-24·127·s_hi, nothing
+     * against lo's step s_lo ≈ s_hi / 254 (no fmaf: a library call where FMA is not built in,
+     * 10x the whole quantization) */
+    const float s = *s_hi;
+    for (int64_t i = 0; i < k; i++) res[i] = x[i] - s * (float)hi[i];
+    *s_lo = hx__npu_quantize_row(res, k, lo, k_pad, pad_byte);
+}
+
 float hx__npu_weight_row_to_i8(const float *w, int64_t k, int8_t *q, bool *exact)
 {
     float amax = 0.0f, amin = INFINITY;
@@ -103,6 +123,7 @@ struct hx_npu_geo {
     struct hx_npu_kinst *ki;
     const struct hx_npu_kernel_desc *kd;
     int64_t n_mt;
+    int64_t mrows; /* activation rows per M-tile: M / HX_NPU_A_ROWS */
 };
 
 static void hx_npu_geo(struct hx_npu_dev *d, const struct hx_op *ops, int64_t i, struct hx_npu_geo *g)
@@ -111,12 +132,14 @@ static void hx_npu_geo(struct hx_npu_dev *d, const struct hx_op *ops, int64_t i,
     g->w = ops[i].weight_handle;
     g->ki = &d->ki[g->w->ki];
     g->kd = &g->ki->kn->d;
-    g->n_mt = (ops[i].desc.n_rows + g->kd->M - 1) / g->kd->M;
+    g->mrows = g->kd->M / HX_NPU_A_ROWS;
+    g->n_mt = (ops[i].desc.n_rows + g->mrows - 1) / g->mrows;
 }
 
+/* A rows of M-tile mt: HX_NPU_A_ROWS per activation row. */
 static int64_t hx_npu_tile_rows(const struct hx_npu_geo *g, int64_t mt)
 {
-    return HX_MIN(g->kd->M, g->op->desc.n_rows - mt * g->kd->M);
+    return HX_NPU_A_ROWS * HX_MIN(g->mrows, g->op->desc.n_rows - mt * g->mrows);
 }
 
 static bool hx_npu_first(const struct hx_op *ops, int64_t n_ops, struct hx_npu_call *c)
@@ -169,14 +192,18 @@ static int hx_npu_glue_fail(struct hx_device *dev, int st, const struct hx_npu_g
                                g->ki->kn->name, what, d->glue->error(g->ki->h));
 }
 
-/* Quantize the rows of M-tile mt into dst (stride bytes per row, K padded to stride). */
-static void hx_npu_quantize_tile(const struct hx_npu_dev *d, const struct hx_npu_geo *g,
-                                 int64_t mt, int64_t rows, int8_t *dst, int64_t stride, float *sa)
+/* Quantize the activation rows of M-tile mt into its `rows` A rows at dst (stride bytes per
+ * row, K padded to stride): rows 2i and 2i + 1 are row i's hi and lo, with scales sa[2i],
+ * sa[2i + 1]. */
+static void hx_npu_quantize_tile(struct hx_npu_dev *d, const struct hx_npu_geo *g, int64_t mt,
+                                 int64_t rows, int8_t *dst, int64_t stride, float *sa)
 {
     int8_t pad = d->dbg.poison_kpad ? 0x5A : 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *x = hx_tensor_row(&g->op->src[0], mt * g->kd->M + r);
-        sa[r] = hx__npu_quantize_row(x, g->w->K, dst + r * stride, stride, pad);
+    for (int64_t r = 0; r < rows / HX_NPU_A_ROWS; r++) {
+        const float *x = hx_tensor_row(&g->op->src[0], mt * g->mrows + r);
+        int8_t *hi = dst + 2 * r * stride;
+        hx__npu_quantize_row2(x, g->w->K, hi, hi + stride, stride, pad, &sa[2 * r],
+                              &sa[2 * r + 1], d->res);
     }
 }
 
@@ -321,14 +348,15 @@ static void hx_npu_dequant(const struct hx_npu_geo *g, const struct hx_npu_call 
 {
     int64_t n0 = c->nt * g->kd->N, nv = HX_MIN(g->kd->N, g->w->N - n0);
     const float *sw = g->w->s_w + n0;
-    for (int64_t r = 0; r < rows; r++) {
-        float *y = hx_tensor_row(&g->op->dst, c->mt * g->kd->M + r) + n0;
-        const int32_t *a = src + r * row_stride;
-        const float s = sa[r];
+    for (int64_t r = 0; r < rows / HX_NPU_A_ROWS; r++) {
+        float *y = hx_tensor_row(&g->op->dst, c->mt * g->mrows + r) + n0;
+        const int32_t *a = src + 2 * r * row_stride, *b = a + row_stride;
+        const float s = sa[2 * r], t = sa[2 * r + 1];
         if (col_stride == 1)
-            for (int64_t j = 0; j < nv; j++) y[j] = (float)a[j] * s * sw[j];
+            for (int64_t j = 0; j < nv; j++) y[j] = ((float)a[j] * s + (float)b[j] * t) * sw[j];
         else
-            for (int64_t j = 0; j < nv; j++) y[j] = (float)a[j * col_stride] * s * sw[j];
+            for (int64_t j = 0; j < nv; j++)
+                y[j] = ((float)a[j * col_stride] * s + (float)b[j * col_stride] * t) * sw[j];
     }
 }
 
@@ -386,6 +414,8 @@ static int hx_npu_check_split(struct hx_device *dev, const struct hx_split *sp)
             return hx_device_set_error(dev, HX_E_UNSUPPORTED, "op %lld (%s) is not a prepared matmul",
                                        (long long)i, hx_op_kind_name(op->desc.kind));
         if (op->desc.n_rows <= 0) continue;
+        if (hx__npu_grow((void **)&d->res, &d->res_cap, (size_t)w->K, sizeof(float)))
+            return hx_device_set_error(dev, HX_E_NOMEM, "no memory for the activation residual");
         if (op->desc.n_in != w->K || op->desc.n_out != w->N || !op->src[0].buf || !op->dst.buf ||
             !op->src[0].buf->host || !op->dst.buf->host || op->src[0].n_rows < op->desc.n_rows ||
             op->dst.n_rows < op->desc.n_rows)
@@ -501,7 +531,8 @@ int hx__npu_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, do
     struct hx_npu_choice ch;
     if (!hx__npu_supports(dev, op) || !hx__npu_pick_kernel(&d->man, d->ki_ok, op->n_in, op->n_out, &ch))
         return HX_E_UNSUPPORTED;
-    int64_t n_mt = (HX_MAX(op->n_rows, 1) + d->man.k[ch.kernel].d.M - 1) / d->man.k[ch.kernel].d.M;
+    const int64_t mrows = d->man.k[ch.kernel].d.M / HX_NPU_A_ROWS;
+    int64_t n_mt = (HX_MAX(op->n_rows, 1) + mrows - 1) / mrows;
     /* host work: ~1 ns per activation element quantized, ~1 ns per output dequantized */
     double host = 2.0 + 1e-3 * (double)(op->n_rows * op->n_in + op->n_rows * op->n_out);
     *us = (double)n_mt * ch.cost_us + host;

@@ -21,6 +21,7 @@
 #define HX_NPU_MAX_KERNELS 32
 #define HX_NPU_MAX_K 131071             /* |acc| <= K * 127 * 128 < 2^31 */
 #define HX_NPU_DEFAULT_TIMEOUT_MS 5000
+#define HX_NPU_A_ROWS 2                 /* A rows per activation row: hi and residual (lo) */
 
 /* ---- manifest (npu-manifest.c) ---------------------------------------------------------- */
 
@@ -107,6 +108,8 @@ int hx__npu_txn_read_file(const char *path, uint32_t **words, size_t *n_words, c
  *   compute=off         skip the products (host-overhead benchmarks only; C keeps old data)
  *   exec=lazy           run each command inside wait() on the caller's thread (no worker)
  *   ctxlimit=N          per-process hardware-context limit (default 6 on NPU1, 16 on NPU2)
+ *   mutate=acc+1|k0     a wrong kernel: every int32 sum one too large, or without its first K
+ *                       element (what engine diff and the tests must catch); mutate=none
  * HX_E_INVAL on a malformed spec (nothing changed). */
 int hx__npu_sim_configure(const char *spec);
 /* Number of open simulator contexts. */
@@ -157,8 +160,8 @@ struct hx_npu_kinst {            /* one opened kernel */
     void *a_bo[2], *c_bo[2];
     int8_t *a_map[2];
     int32_t *c_map[2];
-    float *a_scale[2];           /* per-row activation scales of what a_bo[i] holds */
-    int64_t a_rows[2];           /* valid rows in a_bo[i] */
+    float *a_scale[2];           /* per-A-row scales of what a_bo[i] holds (hi, lo, hi, ...) */
+    int64_t a_rows[2];           /* valid A rows in a_bo[i] (2 per activation row) */
     int64_t a_dirty[2];          /* rows of a_bo[i] that may hold non-zero bytes */
     struct hx_npu_atag a_tag[2];
 };
@@ -202,6 +205,7 @@ struct hx_npu_dev {
     float *row;  size_t row_cap; /* one dequantized weight row (prepare) */
     int8_t *qrow; size_t qrow_cap;
     char cover[256];             /* answer of the "hx.npu.cover:K:N" extension */
+    float *res;  size_t res_cap; /* one activation row's residual */
 };
 
 static inline struct hx_npu_dev *hx_npu_ctx(struct hx_device *dev)
@@ -232,6 +236,11 @@ int hx__npu_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, do
 /* Quantize one f32 row of k values to int8 (round to nearest, |q| <= 127) into q[0..k) and
  * write pad_byte into q[k..k_pad). Returns the scale (amax / 127; 0 for an all-zero row). */
 float hx__npu_quantize_row(const float *x, int64_t k, int8_t *q, int64_t k_pad, int8_t pad_byte);
+/* One activation row as two int8 rows (docs/npu-backend.md §2): hi = quantize_row(x) with
+ * scale *s_hi, lo = quantize_row(x − *s_hi·hi) with scale *s_lo (res: k floats of scratch).
+ * x ≈ *s_hi·hi + *s_lo·lo with |error| <= *s_lo / 2. Both rows are padded like quantize_row. */
+void hx__npu_quantize_row2(const float *x, int64_t k, int8_t *hi, int8_t *lo, int64_t k_pad,
+                           int8_t pad_byte, float *s_hi, float *s_lo, float *res);
 /* Convert one weight row to int8 with one scale. Tries an exact conversion first (every
  * value an integer multiple, |q| <= 127, of the smallest non-zero magnitude — true for
  * ternary and binary rows); else amax / 127 rounding. *exact says which. Returns the scale. */

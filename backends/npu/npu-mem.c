@@ -201,6 +201,7 @@ void hx__npu_dev_fini(struct hx_device *dev)
     for (int i = 0; i < d->n_ki; i++) hx_npu_kinst_close(d, &d->ki[i]);
     d->n_ki = 0;
     hx_free(d->qa), hx_free(d->sa), hx_free(d->acc), hx_free(d->row), hx_free(d->qrow);
+    hx_free(d->res), d->res = NULL, d->res_cap = 0;
     d->qa = NULL, d->sa = NULL, d->acc = NULL, d->row = NULL, d->qrow = NULL;
     d->qa_cap = d->sa_cap = d->acc_cap = d->row_cap = d->qrow_cap = 0;
     d->glue = NULL;

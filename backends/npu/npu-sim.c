@@ -18,7 +18,9 @@
  *  - compute: A row-major, B [k*N+j] or [j*K+k] (b_col_maj), C [i*N+j] or [i+j*M]; exact
  *    int8 x int8 products summed in int64, any result outside int32 flagged; all of M x N
  *    written (an all-zero A row gives an all-zero C row, computed without the products);
- *    (compute=off skips the products for host-overhead benchmarks: C keeps old contents);
+ *    (compute=off skips the products for host-overhead benchmarks: C keeps old contents;
+ *    mutate=acc+1 / mutate=k0 compute a deliberately wrong kernel — every sum one too
+ *    large, or the first K element of every sum left out — for tests that must catch it);
  *  - injected faults (hx__npu_sim_configure / HX_NPU_SIM): wait states ERROR, ABORT, TIMEOUT,
  *    NORESPONSE, open and BO-allocation failures, the per-process context limit;
  *  - an optional latency model (default on): every call's device time is the modelled
@@ -92,6 +94,7 @@ struct hx_sim_knobs {
     bool alloc_fail;
     long long alloc_after, alloc_count;
     bool ninstr_bytes, stale_allow, no_compute, lazy;
+    enum { HX_SIM_MUT_NONE, HX_SIM_MUT_ACC1, HX_SIM_MUT_K0 } mutate; /* a wrong kernel, for tests */
     enum hx_sim_latency latency;
     int ctx_limit;
 };
@@ -172,6 +175,11 @@ static bool hx_sim_apply(struct hx_sim_knobs *k, const char *key, const char *v)
     } else if (!strcmp(key, "compute")) {
         if (strcmp(v, "on") && strcmp(v, "off")) return false;
         k->no_compute = !strcmp(v, "off");
+    } else if (!strcmp(key, "mutate")) {
+        if (!strcmp(v, "none")) k->mutate = HX_SIM_MUT_NONE;
+        else if (!strcmp(v, "acc+1")) k->mutate = HX_SIM_MUT_ACC1;
+        else if (!strcmp(v, "k0")) k->mutate = HX_SIM_MUT_K0;
+        else return false;
     } else if (!strcmp(key, "exec")) {
         if (strcmp(v, "thread") && strcmp(v, "lazy")) return false;
         k->lazy = !strcmp(v, "lazy");
@@ -678,21 +686,26 @@ static bool hx_sim_row_zero(const int8_t *a, int64_t n)
     return true;
 }
 
-/* C = A · B over the whole M x N. Returns false on an int32 overflow (first one in *where). */
+/* C = A · B over the whole M x N (mut: a deliberately wrong kernel, knob `mutate`). Returns
+ * false on an int32 overflow (first one in *where). */
 static bool hx_sim_gemm(const struct hx_npu_kernel_desc *d, const int8_t *A, const int8_t *B,
-                        int32_t *C, int64_t *scratch, char *where, size_t wn)
+                        int32_t *C, int64_t *scratch, int mut, char *where, size_t wn)
 {
     bool ok = true;
+    const int64_t k0 = mut == HX_SIM_MUT_K0; /* k0: the loop starts at 1 */
     for (int64_t i = 0; i < d->M; i++) {
         const int8_t *a = A + i * d->K;
         bool zero = hx_sim_row_zero(a, d->K);
         if (!zero && !d->b_col_maj) {
             memset(scratch, 0, (size_t)d->N * sizeof *scratch);
-            for (int64_t k = 0; k < d->K; k++)
+            for (int64_t k = k0; k < d->K; k++)
                 if (a[k]) hx_sim_axpy(scratch, a[k], B + k * d->N, d->N);
         }
         for (int64_t j = 0; j < d->N; j++) {
-            int64_t s = zero ? 0 : d->b_col_maj ? hx_sim_dot(a, B + j * d->K, d->K) : scratch[j];
+            int64_t s = zero        ? 0
+                        : d->b_col_maj ? hx_sim_dot(a + k0, B + j * d->K + k0, d->K - k0)
+                                       : scratch[j];
+            s += mut == HX_SIM_MUT_ACC1; /* acc+1: the accumulator starts at 1 */
             if (s > INT32_MAX || s < INT32_MIN) {
                 if (ok) snprintf(where, wn, "C[%lld][%lld] = %lld", (long long)i, (long long)j, (long long)s);
                 ok = false;
@@ -773,7 +786,8 @@ static void hx_sim_execute(struct hx_sim_ctx *c, const struct hx_sim_knobs *k)
             snprintf(c->cmd_err, sizeof c->cmd_err, "simulator out of memory");
             c->result = HX_NPU_STATE_ERROR;
         } else if (!hx_sim_gemm(d, (const int8_t *)c->bos[0]->dev, (const int8_t *)c->bos[1]->dev,
-                                (int32_t *)(void *)c->bos[2]->dev, scratch, where, sizeof where)) {
+                                (int32_t *)(void *)c->bos[2]->dev, scratch, (int)k->mutate, where,
+                                sizeof where)) {
             c->result = hx_sim_fail_cmd(c, "int32 accumulator overflow (%s): inputs exceed the "
                                         "kernel's exact range", where);
         }

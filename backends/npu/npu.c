@@ -65,7 +65,7 @@ static void *hx_npu_get_extension(struct hx_device *dev, const char *name)
             snprintf(d->cover, sizeof d->cover, "%s: %lld call%s per %lld rows (%lld K-tile%s x %lld "
                      "N-tile%s), K padded %lld -> %lld, N padded %lld -> %lld", k->name,
                      (long long)(ch.n_kt * ch.n_nt), ch.n_kt * ch.n_nt == 1 ? "" : "s",
-                     (long long)k->d.M, (long long)ch.n_kt, ch.n_kt == 1 ? "" : "s",
+                     (long long)(k->d.M / HX_NPU_A_ROWS), (long long)ch.n_kt, ch.n_kt == 1 ? "" : "s",
                      (long long)ch.n_nt, ch.n_nt == 1 ? "" : "s", K, (long long)(ch.n_kt * k->d.K),
                      N, (long long)(ch.n_nt * k->d.N));
         }

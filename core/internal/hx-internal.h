@@ -8,8 +8,10 @@
  *   registry.h   the backend registry, device open/close and the hx__dev_* wrappers: devices,
  *                bench --kernels; with hx-impl.h's helpers (hx__time_us, hx__set_error for
  *                the GGUF writer's fill callbacks, hx__outfile_resolve)
- *   scheduler.h  policy names, the verify report and the scheduler behind a context: diff,
- *                bench; and the op graph, from which `devices` lists a model's GEMMs
+ *   numerics.h   the error model's statistics: diff's whole-model bound (hx__ratio_bound)
+ *   scheduler.h  policy names, the verify report and its whole-model twins, the scheduler
+ *                behind a context: diff, bench; and the op graph, from which `devices` lists a
+ *                model's GEMMs
  *
  * core/ itself is not on the engine program's include path (CMakeLists.txt: hxcore keeps it
  * PRIVATE; this folder is the interface target hxinternal, and this header is all it holds),
@@ -20,6 +22,7 @@
 #pragma once
 
 #include "../gguf.h"
+#include "../numerics.h"
 #include "../pool.h"
 #include "../registry.h"
 #include "../scheduler.h"
