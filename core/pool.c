@@ -306,7 +306,7 @@ void hx__pool_chunks(int64_t n, int64_t grain, int nth, hx_pool_chunk_fn fn, voi
         return;
     }
     if ((n + grain - 1) / grain < nth) nth = (int)((n + grain - 1) / grain);
-    const double t0 = hx_pool_now_us();
+    double t0 = hx_pool_now_us();
     if (atomic_load_explicit(&hx_pool.solo, memory_order_relaxed)) {
         if (t0 < atomic_load_explicit(&hx_pool.solo_until, memory_order_relaxed)) {
             fn(ctx, 0, n, 0, true); /* solo: the workers were late too often of late */
@@ -314,7 +314,12 @@ void hx__pool_chunks(int64_t n, int64_t grain, int nth, hx_pool_chunk_fn fn, voi
         }
         atomic_store_explicit(&hx_pool.solo, false, memory_order_relaxed);
     }
-    pthread_mutex_lock(&hx_pool.run_mu);
+    /* another context's work holds the pool: its time is not this caller's own work, which
+     * would make this piece look late (and start a solo period) when nothing was */
+    if (pthread_mutex_trylock(&hx_pool.run_mu) != 0) {
+        pthread_mutex_lock(&hx_pool.run_mu);
+        t0 = hx_pool_now_us();
+    }
     const int nw = hx_pool_grow(nth - 1);
     if (nth > nw + 1) nth = nw + 1;
     const uint32_t gen = hx_pool.gen = (hx_pool.gen + 1) & (UINT32_MAX >> 2);
@@ -365,9 +370,15 @@ void hx__pool_chunks(int64_t n, int64_t grain, int nth, hx_pool_chunk_fn fn, voi
     stt->wait_us += wait;
     /* a wait of a scheduler time slice counts as much as HX_POOL_SOLO_BAD late pieces */
     hx_pool.late_bits = hx_pool.late_bits << 1 | late;
-    if (wait > HX_POOL_STALL_US + 4.0 * chunk) hx_pool.late_bits |= (1u << HX_POOL_SOLO_BAD) - 1;
+    const bool stalled = wait > HX_POOL_STALL_US + 4.0 * chunk, late_now = late || stalled;
+    if (stalled) hx_pool.late_bits |= (1u << HX_POOL_SOLO_BAD) - 1;
     if (++hx_pool.since_solo > HX_POOL_SOLO_RESET) hx_pool.solo_len = HX_POOL_SOLO_MIN_US;
-    if (__builtin_popcount(hx_pool.late_bits & 0xFFFFu) >= HX_POOL_SOLO_BAD && hx_pool_solo_on()) {
+    /* judged when a piece is late (t2 is then its end): bits left from before were judged */
+    const bool go_solo =
+        late_now && __builtin_popcount(hx_pool.late_bits & 0xFFFFu) >= HX_POOL_SOLO_BAD;
+    if (go_solo && !hx_pool_solo_on()) {
+        hx_pool.late_bits = 0; /* HX_POOL_SOLO=0: nothing starts; judged afresh from here */
+    } else if (go_solo) {
         atomic_store_explicit(&hx_pool.solo_until, t2 + hx_pool.solo_len, memory_order_relaxed);
         atomic_store_explicit(&hx_pool.solo, true, memory_order_relaxed);
         stt->solo_periods++;

@@ -33,7 +33,9 @@
 typedef void (*hx_pool_chunk_fn)(void *ctx, int64_t i0, int64_t i1, int tid, bool first);
 
 /* Runs items 0..n-1 on up to nth threads, claimed grain (≥ 1) at a time; one thread (nth ≤ 1,
- * or n ≤ grain, or a call from inside pool work) is one call fn(ctx, 0, n, 0, true). */
+ * or n ≤ grain, or a call from inside pool work) is one call fn(ctx, 0, n, 0, true). A call
+ * from inside pool work runs as tid 0 on whichever thread made it, so per-tid scratch of an
+ * outer and an inner call must not be shared. */
 void hx__pool_chunks(int64_t n, int64_t grain, int nth, hx_pool_chunk_fn fn, void *ctx);
 
 /* Per-thread form: fn(ctx, i, nth) for every i < nth, each exactly once, on whichever pool
@@ -50,6 +52,7 @@ struct hx_pool_stats {
     uint64_t works, called_off, late, items_caller, items_workers, solo_periods;
     double wait_us, solo_us;
 };
+/* Not from inside pool work (it takes the lock the running work holds). */
 void hx__pool_stats(struct hx_pool_stats *out);
 
 /* The thread count to use when none is given: the CPUs online (1 if that cannot be read). */
