@@ -64,13 +64,7 @@ static int hx__run_split(struct hx_sched *s, const struct hx_graph *g, int64_t i
         if (st == HX_OK) st = hx__build_op(&s->mem, g, sd, nd, &s->ops[k - i]);
     }
     if (st == HX_OK) {
-        struct hx_split sp = {.struct_size = sizeof sp,
-                              .ops = s->ops,
-                              .n_ops = j - i,
-                              .n_rows = g->n_rows,
-                              .tokens = ex->b.tokens,
-                              .pos = ex->b.pos,
-                              .seq = ex->b.seq};
+        const struct hx_split sp = hx__split_of(s->ops, j - i, g->n_rows, &ex->b);
         double t0 = hx__time_us();
         st = hx__deadline(s, sd->dev, t0, hx__run_sync(sd->dev, &sp));
         for (int64_t k = i; st == HX_OK && k < j; k++)

@@ -156,6 +156,16 @@ static inline const char *hx__id(const struct hx_sched *s, int d)
     return s->dev[d].dev->id;
 }
 
+/* The split of n_ops ops over a batch's rows (b NULL: rows without tokens, positions or
+ * sequences, as a matmul needs). */
+static inline struct hx_split hx__split_of(const struct hx_op *ops, int64_t n_ops, int64_t n_rows,
+                                           const struct hx_batch_rows *b)
+{
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = ops, .n_ops = n_ops, .n_rows = n_rows};
+    if (b) sp.tokens = b->tokens, sp.pos = b->pos, sp.seq = b->seq;
+    return sp;
+}
+
 /* Run one split on dev and wait for it. */
 static inline int hx__run_sync(struct hx_device *dev, const struct hx_split *sp)
 {

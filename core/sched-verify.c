@@ -556,7 +556,7 @@ static int hx__tw_matmul(struct hx_verify *v, const struct hx_graph *g, const st
         hx__tw_dither(v, nd, vw, num, sw);
         if ((st = hx__tw_io(v, g, sd, in, v->tx, true))) return st;
     }
-    struct hx_split sp = {.struct_size = sizeof sp, .ops = op, .n_ops = 1, .n_rows = g->n_rows};
+    const struct hx_split sp = hx__split_of(op, 1, g->n_rows, NULL);
     st = hx__run_sync(sd->dev, &sp);
     if (dither && st == HX_OK) st = hx__tw_restore(v, g, sd, nd);
     if (st || (!int8 && !dither)) return st;
@@ -623,13 +623,7 @@ static void hx__tw_node(struct hx_verify *v, const struct hx_graph *g, int64_t k
         if (st == HX_OK && mm) {
             st = hx__tw_matmul(v, g, nd, t, num, &op);
         } else if (st == HX_OK) {
-            struct hx_split sp = {.struct_size = sizeof sp,
-                                  .ops = &op,
-                                  .n_ops = 1,
-                                  .n_rows = g->n_rows,
-                                  .tokens = b->tokens,
-                                  .pos = b->pos,
-                                  .seq = b->seq};
+            const struct hx_split sp = hx__split_of(&op, 1, g->n_rows, b);
             st = hx__run_sync(v->tw[t].dev, &sp);
             if (st == HX_OK && t > 0) st = hx__tw_f32_noise(v, g, nd, t);
         }
@@ -678,13 +672,7 @@ int hx__verify_after(struct hx_verify *v, const struct hx_graph *g, int64_t k,
     if (!hx__verify_on(v)) return HX_OK;
     struct hx_op op;
     int st = hx__build_op(v->mem, g, &v->sd, &g->nodes[k], &op);
-    struct hx_split sp = {.struct_size = sizeof sp,
-                          .ops = &op,
-                          .n_ops = 1,
-                          .n_rows = g->n_rows,
-                          .tokens = b->tokens,
-                          .pos = b->pos,
-                          .seq = b->seq};
+    const struct hx_split sp = hx__split_of(&op, 1, g->n_rows, b);
     if (st == HX_OK) st = hx__run_sync(v->sd.dev, &sp);
     if (st) {
         hx__verify_stop(v, st);
