@@ -123,6 +123,7 @@ int hx_cmd_run(int argc, char **argv)
         if (hx_detok_flush(dt, &piece, &len) == HX_OK && len) fwrite(piece, 1, len, stdout);
     }
     printf("\n");
+    fflush(stdout); /* the text ends before the figures on stderr, also through one pipe */
     char devs[600];
     if (!dev_dec[0] || !dev_pre[0] || !strcmp(dev_pre, dev_dec))
         snprintf(devs, sizeof devs, "%s", dev_pre[0] ? dev_pre : dev_dec);

@@ -15,6 +15,10 @@ done
 text=$("$E" run -m "$M" -p "Once upon a time" -n 60 --temp 0 2>/dev/null)
 want_text=$(sed -n '/BEGIN TEXT/,/END TEXT/p' "$D/stories260K/reference.txt" | sed -n 2,3p)
 [ "Once upon a time$text" = "$want_text" ] && ok "streamed text matches llama2.c" || bad "text: $text"
+# text and figures through one pipe: the text's last line ends before the figures' line
+last=$("$E" run -m "$M" -p "Once upon a time" -n 60 --temp 0 2>&1 | tail -n 1)
+case $last in prompt:*tokens/s*) ok "the figures follow the whole text through one pipe" ;;
+  *) bad "last line through one pipe: '$last'" ;; esac
 a=$("$E" run -m "$M" -p "Once" -n 20 --temp 0.9 --seed 7 --ids 2>/dev/null)
 b=$("$E" run -m "$M" -p "Once" -n 20 --temp 0.9 --seed 7 --ids 2>/dev/null)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "sampling is deterministic for a seed" || bad "seeded runs differ: $a / $b"
