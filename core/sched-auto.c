@@ -180,7 +180,8 @@ static int hx__prof_graph(struct hx_sched *s, int d, const struct hx_graph *g)
     struct hx_sdev *sd = &s->dev[d];
     int32_t *meta = hx__calloc((size_t)g->n_rows * 3, sizeof *meta);
     if (!meta) return HX_E_NOMEM;
-    int32_t *tok = meta, *pos = meta + g->n_rows, *seq = meta + 2 * g->n_rows;
+    int32_t *pos = meta + g->n_rows;
+    const struct hx_batch_rows rows = {.tokens = meta, .pos = pos, .seq = meta + 2 * g->n_rows};
     for (int64_t r = 0; r < g->n_rows; r++)
         pos[r] =
             (int32_t)(g->n_rows > 1 ? r % s->mem.n_ctx : HX_MIN(s->n_prof_rows, s->mem.n_ctx - 1));
@@ -193,13 +194,7 @@ static int hx__prof_graph(struct hx_sched *s, int d, const struct hx_graph *g)
         if (!sd->prof.n_measured) st = hx__prof_zero(s, sd);
         struct hx_op op;
         if (st == HX_OK) st = hx__build_op(&s->mem, g, sd, nd, &op);
-        struct hx_split sp = {.struct_size = sizeof sp,
-                              .ops = &op,
-                              .n_ops = 1,
-                              .n_rows = g->n_rows,
-                              .tokens = tok,
-                              .pos = pos,
-                              .seq = seq};
+        const struct hx_split sp = hx__split_of(&op, 1, g->n_rows, &rows);
         double us = st == HX_OK ? hx__time_split(sd->dev, &sp, &st) : 0;
         if (st == HX_OK) hx__prof_add(&sd->prof, &nd->desc, us), sd->prof.n_measured++;
     }
