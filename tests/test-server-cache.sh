@@ -152,8 +152,10 @@ check "chat: second turn has the first turn's prompt cached ($c; first turn $n1 
 check "chat: second turn gives the cold run's tokens" \
     '[ -n "$(ids "$tmp/t2f.json")" ] && [ "$(ids "$tmp/t2c.json")" = "$(ids "$tmp/t2f.json")" ]'
 curl -s -H "$H" $U/slots >"$tmp/slots.json"
-got=$(json "$tmp/slots.json" '(len(j), sorted(s["cached_tokens"] for s in j)[-1] >= '"$n1"', all(s["state"] == "idle" for s in j))')
-check "/slots: 3 slots, one holding the chat's tokens, all idle ($got)" '[ "$got" = "3 True True" ]'
+got=$(json "$tmp/slots.json" '(len(j), sorted(s["cached_tokens"] for s in j)[-1] >= '"$n1"', all(s["state"] == "idle" for s in j), sum(s["cached_tokens"] > 0 for s in j))')
+# the cold (cache_prompt false) run's slot was left empty: one slot holds tokens
+check "/slots: 3 slots, idle, one holding the chat's tokens, the cold run's emptied ($got)" \
+    '[ "$got" = "3 True True 1" ]'
 # enable_thinking changes the rendered prompt: only the common tokens are reused
 t2x=$(python3 -c 'import json,sys; print(json.dumps({"messages": json.loads(sys.argv[1]), "max_tokens": 4, "temperature": 0, "enable_thinking": False}))' "$t2")
 curl -s -H "$H" $U/v1/chat/completions -d "$t2x" >"$tmp/t2x.json"

@@ -14,7 +14,8 @@
  * exactly the positions hx_kv_len(ctx, s) holds (appended after each successful hx_decode).
  * A waiting job takes the free slot whose tokens share the longest prefix with its prompt
  * (cache_prompt: false, or no prefix worth HX_SRV_CACHE_STEER tokens: the least recently used
- * free slot), the slot's KV is truncated to that prefix, and prefill starts there. At least
+ * free slot), the slot's KV is truncated to that prefix, and prefill starts there. A job with
+ * cache_prompt: false leaves its slot empty. At least
  * the prompt's last token is always prefilled, so there are logits to sample from. KV depends
  * only on the model and the tokens at their positions, so matching tokens is matching KV: one
  * model and template per server, and anything that changes the prompt changes its tokens.
@@ -195,6 +196,7 @@ static void hx_srv_job_release_engine(struct hx_srv_job *job)
         struct hx_srv_cache *k = &hx_srv_s.cache[job->slot];
         int64_t kv = hx_kv_len(hx_srv_s.ctx, job->slot);
         if (k->n > kv) k->n = kv; /* cannot happen: tokens are recorded after the decode */
+        if (!job->req.cache_prompt) k->n = 0; /* opted out: neither reads nor leaves a cache */
         if (kv > k->n) hx_kv_truncate(hx_srv_s.ctx, job->slot, (int32_t)k->n);
         k->used = ++hx_srv_s.clock;
         hx_srv_s.slots[job->slot] = NULL;
