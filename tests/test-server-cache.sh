@@ -27,7 +27,11 @@ start() { # model port extra... (the server's stderr goes to $tmp/server.log)
     for _ in $(seq 200); do curl -sf "127.0.0.1:$p/health" >/dev/null && return 0; sleep 0.1; done
     return 1
 }
-stop() { kill -TERM "$PID"; wait "$PID"; PID=; }
+stop() { # what: the server's name in the check; its exit status after SIGTERM must be 0
+    kill -TERM "$PID"; wait "$PID"; local rc=$?; PID=
+    check "$1: SIGTERM exits 0 (got $rc)" '[ $rc = 0 ]'
+    [ $rc = 0 ] || tail -30 "$tmp/server.log"
+}
 metric() { curl -s "$1/metrics" | awk -v k="$2" '$1 == k { print $2 }'; }
 # post URL ROUTE BODY-JSON OUT: the response as {"status", "body"}
 post() {
@@ -109,7 +113,7 @@ for dp in "--backend cpu" "--backend ref" "--backend vulkan" "--backend npu-sim"
     want="1 3 $(( $(cached "$tmp/a2.json") + $(cached "$tmp/b1.json") + $(cached "$tmp/c1.json") ))"
     got="$(metric $U hx_prompt_cache_misses_total) $(metric $U hx_prompt_cache_hits_total) $(metric $U hx_prompt_cache_tokens_total)"
     check "[$dp] /metrics: misses, hits, cached tokens ($got; want $want)" '[ "$got" = "$want" ]'
-    stop
+    stop "[$dp]"
 done
 
 # ---- /props, /slots, bad input --------------------------------------------------------------------
@@ -163,5 +167,5 @@ c=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["pr
 n2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' "$tmp/t2x.json")
 check "chat: enable_thinking false reuses only the common prefix ($c of $n2)" \
     '[ "$c" -gt 0 ] && [ "$c" -lt $((n2 - 1)) ]'
-stop
+stop "[qwen3-micro]"
 finish
