@@ -131,7 +131,8 @@ char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, int64_t 
     hx__srv_buf_printf(&b,
                        "# HELP hx_prompt_cache_hits_total Requests that reused a cached prompt "
                        "prefix.\n"
-                       "# TYPE hx_prompt_cache_hits_total counter\nhx_prompt_cache_hits_total %lld\n"
+                       "# TYPE hx_prompt_cache_hits_total counter\n"
+                       "hx_prompt_cache_hits_total %lld\n"
                        "# HELP hx_prompt_cache_misses_total Requests with cache_prompt on that "
                        "reused nothing.\n"
                        "# TYPE hx_prompt_cache_misses_total counter\n"

@@ -2,11 +2,12 @@
  * routes.c — what each endpoint answers, and the loop side of generation.
  *
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
- * GET /metrics, GET /props, GET /slots. Order of checks for the generation routes: method (405), API key (401),
- * model loaded (503), body parse and validation (400), model name (404), capacity
- * (503 + Retry-After), then the job goes to the worker. Worker events are matched to
- * their connection through the job's owner pointer, which is cleared when the connection
- * closes (the job is cancelled and its terminal event just frees it). Loop thread only.
+ * GET /metrics, GET /props, GET /slots. Order of checks for the generation routes: method
+ * (405), API key (401), model loaded (503), body parse and validation (400), model name
+ * (404), capacity (503 + Retry-After), then the job goes to the worker. Worker events are
+ * matched to their connection through the job's owner pointer, which is cleared when the
+ * connection closes (the job is cancelled and its terminal event just frees it). Loop thread
+ * only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,13 +111,19 @@ static void hx_srv_metrics(struct hx_srv_conn *c)
     free(text);
 }
 
+/* True (after answering 503) while the model loads. */
+static bool hx_srv_loading(struct hx_srv_conn *c)
+{
+    if (!hx__srv_cfg.loading) return false;
+    hx__srv_respond_error(c, 503, "the model is loading", NULL, "model_loading",
+                          "Retry-After: 1\r\n");
+    return true;
+}
+
 /* llama-server's /props, the parts hx has: the model, its context, the slots, the template. */
 static void hx_srv_props(struct hx_srv_conn *c)
 {
-    if (hx__srv_cfg.loading) {
-        hx__srv_respond_error(c, 503, "the model is loading", NULL, "model_loading", "Retry-After: 1\r\n");
-        return;
-    }
+    if (hx_srv_loading(c)) return;
     const char *tmpl = hx__srv_worker_chat_template();
     json_t *j = json_pack("{sssIsiso}", "model", hx__srv_worker_model_id(), "n_ctx",
                           (json_int_t)hx__srv_worker_n_ctx(), "total_slots",
@@ -131,10 +138,7 @@ static void hx_srv_props(struct hx_srv_conn *c)
 
 static void hx_srv_slots(struct hx_srv_conn *c)
 {
-    if (hx__srv_cfg.loading) {
-        hx__srv_respond_error(c, 503, "the model is loading", NULL, "model_loading", "Retry-After: 1\r\n");
-        return;
-    }
+    if (hx_srv_loading(c)) return;
     char *s = hx__srv_worker_slots_json();
     if (!s) {
         hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
