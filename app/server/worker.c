@@ -15,10 +15,10 @@
  * A waiting job takes the free slot whose tokens share the longest prefix with its prompt
  * (cache_prompt: false, or no prefix worth HX_SRV_CACHE_STEER tokens: the least recently used
  * free slot), the slot's KV is truncated to that prefix, and prefill starts there. A job with
- * cache_prompt: false leaves its slot empty. At least
- * the prompt's last token is always prefilled, so there are logits to sample from. KV depends
- * only on the model and the tokens at their positions, so matching tokens is matching KV: one
- * model and template per server, and anything that changes the prompt changes its tokens.
+ * cache_prompt: false leaves its slot empty. At least the prompt's last token is always
+ * prefilled, so there are logits to sample from. KV depends only on the model and the tokens
+ * at their positions, so matching tokens is matching KV: one model and template per server,
+ * and anything that changes the prompt changes its tokens.
  *
  * Threads: the loop hands jobs over through `incoming` and sets job->cancel; the worker hands
  * results back as events through a locked list plus uv_async_send, and the loop drains the
@@ -61,8 +61,9 @@ struct hx_srv_job {
 };
 
 #define HX_SRV_MAX_DEV 8
-/* A shorter common prefix (a BOS, a role header) does not steer the choice of slot: not worth
- * evicting the least recently used slot's neighbour for. It is still reused when it is there. */
+/* A shorter common prefix (a BOS, a role header) does not steer the choice of slot: it is not
+ * worth evicting another conversation's longer cache for. It is still reused in the slot the
+ * least-recently-used rule picks, when that slot has it. */
 #define HX_SRV_CACHE_STEER 16
 
 /* The tokens a slot's KV holds, positions 0..n-1 (cap n_ctx); `used`: the LRU clock. */
