@@ -89,3 +89,9 @@ int hx_chat_apply(const struct hx_model *model, const char *name, const struct h
 }
 
 const char *const *hx_chat_template_names(void) { return hx__chat_names(); }
+
+const char *hx_chat_template_detect(const struct hx_model *model)
+{
+    const struct hx_vocab *v = hx_vocab_of(model);
+    return hx__chat_detect(v ? hx__vocab_chat_template(v) : NULL);
+}

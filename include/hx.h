@@ -224,6 +224,9 @@ HX_API int hx_chat_apply(const struct hx_model *model, const char *name,
                          bool add_generation_prompt, bool enable_thinking, char **out);
 /* NULL-terminated list of built-in template names (static storage). */
 HX_API const char *const *hx_chat_template_names(void);
+/* Name of the built-in template the model's own tokenizer.chat_template is detected as (the
+ * one hx_chat_apply uses with name NULL), or NULL when it has none that is recognized. */
+HX_API const char *hx_chat_template_detect(const struct hx_model *model);
 
 /* ---- contexts: devices, plan, KV cache, decode ------------------------------------------- */
 

@@ -321,7 +321,7 @@ static void hx_srv_begin_request(struct hx_srv_conn *c)
     c->t_start = hx__srv_now_s();
     c->t_first = 0;
     c->status = 0;
-    c->prompt_tokens = c->completion_tokens = 0;
+    c->prompt_tokens = c->completion_tokens = c->cached_tokens = 0;
     c->keep_alive = r->keep_alive && !hx__srv_cfg.draining;
     snprintf(c->method, sizeof c->method, "%s", http_method_str(r->method));
     snprintf(c->route, sizeof c->route, "%s", "other");

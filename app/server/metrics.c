@@ -3,8 +3,8 @@
  *
  * Loop thread only (no locks): requests by route and status, prompt/completion token totals,
  * the last request's prompt and generation tokens/s, a time-to-first-token histogram, cancelled
- * generations. Queue depth, active slots and per-device busy time come from the worker at
- * render time, requests in flight from routes.c.
+ * generations, prompt-cache hits, misses and reused tokens. Queue depth, active slots and
+ * per-device busy time come from the worker at render time, requests in flight from routes.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +32,7 @@ static struct {
     int64_t ttft_count;
     double ttft_sum;
     int64_t cancelled;
+    int64_t cache_hits, cache_misses, cache_tokens;
 } hx_srv_m;
 
 void hx__srv_metrics_request(const char *route, int status)
@@ -61,6 +62,13 @@ void hx__srv_metrics_tokens(int64_t prompt, int64_t completion, double prompt_tp
 
 void hx__srv_metrics_cancelled(void) { hx_srv_m.cancelled++; }
 
+void hx__srv_metrics_cache(int64_t cached)
+{
+    if (cached > 0) hx_srv_m.cache_hits++;
+    else hx_srv_m.cache_misses++;
+    hx_srv_m.cache_tokens += cached;
+}
+
 void hx__srv_metrics_ttft(double seconds)
 {
     for (size_t i = 0; i < HX_SRV_TTFT_N; i++)
@@ -80,7 +88,8 @@ char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, int64_t 
                            hx_srv_m.rows[i].route, hx_srv_m.rows[i].status,
                            (long long)hx_srv_m.rows[i].n);
     hx__srv_buf_printf(&b,
-                       "# HELP hx_prompt_tokens_total Prompt tokens run through the model.\n"
+                       "# HELP hx_prompt_tokens_total Prompt tokens run through the model (a "
+                       "cached prefix is not).\n"
                        "# TYPE hx_prompt_tokens_total counter\nhx_prompt_tokens_total %lld\n"
                        "# HELP hx_completion_tokens_total Tokens generated (by cancelled and "
                        "failed requests too).\n"
@@ -119,6 +128,21 @@ char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, int64_t 
                        (long long)queue_depth, (long long)active_slots, (long long)in_flight,
                        loading ? 1 : 0,
                        (long long)hx_srv_m.cancelled);
+    hx__srv_buf_printf(&b,
+                       "# HELP hx_prompt_cache_hits_total Requests that reused a cached prompt "
+                       "prefix.\n"
+                       "# TYPE hx_prompt_cache_hits_total counter\n"
+                       "hx_prompt_cache_hits_total %lld\n"
+                       "# HELP hx_prompt_cache_misses_total Requests with cache_prompt on that "
+                       "reused nothing.\n"
+                       "# TYPE hx_prompt_cache_misses_total counter\n"
+                       "hx_prompt_cache_misses_total %lld\n"
+                       "# HELP hx_prompt_cache_tokens_total Prompt tokens taken from the KV cache "
+                       "instead of prefilled.\n"
+                       "# TYPE hx_prompt_cache_tokens_total counter\n"
+                       "hx_prompt_cache_tokens_total %lld\n",
+                       (long long)hx_srv_m.cache_hits, (long long)hx_srv_m.cache_misses,
+                       (long long)hx_srv_m.cache_tokens);
     hx__srv_buf_puts(&b, "# HELP hx_device_busy_seconds_total Decode time by the devices that ran it.\n"
                          "# TYPE hx_device_busy_seconds_total counter\n");
     if (device_lines) hx__srv_buf_puts(&b, device_lines);

@@ -262,6 +262,8 @@ static bool hx_srv_parse_options(json_t *root, struct hx_srv_gen_req *out, const
         HX_SRV_FAIL("enable_thinking", "'enable_thinking' must be a boolean");
     if (hx_srv_bool(root, "return_token_ids", &out->return_token_ids) < 0)
         HX_SRV_FAIL("return_token_ids", "'return_token_ids' must be a boolean");
+    if (hx_srv_bool(root, "cache_prompt", &out->cache_prompt) < 0)
+        HX_SRV_FAIL("cache_prompt", "'cache_prompt' must be a boolean");
     bool lp = false;
     if (hx_srv_bool(root, "logprobs", &lp) < 0 || lp) HX_SRV_FAIL("logprobs", "logprobs are not supported");
     return true;
@@ -277,6 +279,7 @@ bool hx__srv_gen_req_parse(enum hx_srv_kind kind, const char *body, size_t len,
     out->kind = kind;
     out->max_tokens = -1;
     out->enable_thinking = true;
+    out->cache_prompt = true;
     out->sp.struct_size = sizeof out->sp;
     hx_sampler_params_init(&out->sp);
     *param = NULL;
@@ -391,9 +394,10 @@ char *hx__srv_error_json(int status, const char *msg, const char *param, const c
 
 static json_t *hx_srv_usage(const struct hx_srv_result *r)
 {
-    return json_pack("{sIsIsI}", "prompt_tokens", (json_int_t)r->prompt_tokens, "completion_tokens",
-                     (json_int_t)r->completion_tokens, "total_tokens",
-                     (json_int_t)(r->prompt_tokens + r->completion_tokens));
+    return json_pack("{sIsIsIs{sI}}", "prompt_tokens", (json_int_t)r->prompt_tokens,
+                     "completion_tokens", (json_int_t)r->completion_tokens, "total_tokens",
+                     (json_int_t)(r->prompt_tokens + r->completion_tokens),
+                     "prompt_tokens_details", "cached_tokens", (json_int_t)r->cached_tokens);
 }
 
 static json_t *hx_srv_hx(const struct hx_srv_result *r)

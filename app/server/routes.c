@@ -2,11 +2,12 @@
  * routes.c — what each endpoint answers, and the loop side of generation.
  *
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
- * GET /metrics. Order of checks for the generation routes: method (405), API key (401),
- * model loaded (503), body parse and validation (400), model name (404), capacity
- * (503 + Retry-After), then the job goes to the worker. Worker events are matched to
- * their connection through the job's owner pointer, which is cleared when the connection
- * closes (the job is cancelled and its terminal event just frees it). Loop thread only.
+ * GET /metrics, GET /props, GET /slots. Order of checks for the generation routes: method
+ * (405), API key (401), model loaded (503), body parse and validation (400), model name
+ * (404), capacity (503 + Retry-After), then the job goes to the worker. Worker events are
+ * matched to their connection through the job's owner pointer, which is cleared when the
+ * connection closes (the job is cancelled and its terminal event just frees it). Loop thread
+ * only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,43 @@ static void hx_srv_metrics(struct hx_srv_conn *c)
     free(text);
 }
 
+/* True (after answering 503) while the model loads. */
+static bool hx_srv_loading(struct hx_srv_conn *c)
+{
+    if (!hx__srv_cfg.loading) return false;
+    hx__srv_respond_error(c, 503, "the model is loading", NULL, "model_loading",
+                          "Retry-After: 1\r\n");
+    return true;
+}
+
+/* llama-server's /props, the parts hx has: the model, its context, the slots, the template. */
+static void hx_srv_props(struct hx_srv_conn *c)
+{
+    if (hx_srv_loading(c)) return;
+    const char *tmpl = hx__srv_worker_chat_template();
+    json_t *j = json_pack("{sssIsiso}", "model", hx__srv_worker_model_id(), "n_ctx",
+                          (json_int_t)hx__srv_worker_n_ctx(), "total_slots",
+                          hx__srv_worker_n_slots(), "chat_template",
+                          tmpl ? json_string(tmpl) : json_null());
+    json_object_set_new(j, "policy", json_string(hx__srv_worker_policy()));
+    json_object_set_new(j, "default_generation_settings",
+                        json_pack("{sIsb}", "n_ctx", (json_int_t)hx__srv_worker_n_ctx(),
+                                  "cache_prompt", 1));
+    hx_srv_json(c, 200, j);
+}
+
+static void hx_srv_slots(struct hx_srv_conn *c)
+{
+    if (hx_srv_loading(c)) return;
+    char *s = hx__srv_worker_slots_json();
+    if (!s) {
+        hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
+        return;
+    }
+    hx__srv_respond(c, 200, "application/json", s, strlen(s), NULL);
+    free(s);
+}
+
 static void hx_srv_generate(struct hx_srv_conn *c, enum hx_srv_kind kind)
 {
     if (hx__srv_cfg.loading) {
@@ -174,6 +212,8 @@ static const struct hx_srv_route_def hx_srv_routes[] = {
     {"/health", "GET", false, hx_srv_health, -1},
     {"/metrics", "GET", false, hx_srv_metrics, -1},
     {"/v1/models", "GET", true, hx_srv_models, -1},
+    {"/props", "GET", true, hx_srv_props, -1},
+    {"/slots", "GET", true, hx_srv_slots, -1},
     {"/v1/chat/completions", "POST", true, NULL, HX_SRV_CHAT},
     {"/v1/completions", "POST", true, NULL, HX_SRV_COMPLETION},
 };
@@ -218,6 +258,7 @@ static void hx_srv_result_of(struct hx_srv_conn *c, const struct hx_srv_event *e
     r->finish_reason = ev && ev->finish_reason ? ev->finish_reason : "stop";
     r->prompt_tokens = c->prompt_tokens;
     r->completion_tokens = c->completion_tokens;
+    r->cached_tokens = c->cached_tokens;
     if (ev) {
         r->prompt_tps = ev->prompt_tps;
         r->gen_tps = ev->gen_tps;
@@ -340,8 +381,10 @@ void hx__srv_route_event(struct hx_srv_event *ev)
     if (terminal) { /* the work done counts, whatever became of it; speeds only when finished */
         bool cancelled = ev->type == HX_SRV_EV_DONE && !strcmp(ev->finish_reason, "cancelled");
         bool finished = ev->type == HX_SRV_EV_DONE && !cancelled;
-        hx__srv_metrics_tokens(ev->prompt_tokens, ev->completion_tokens,
+        /* tokens run through the model: the cached prefix was not */
+        hx__srv_metrics_tokens(ev->prompt_tokens - ev->cached_tokens, ev->completion_tokens,
                                finished ? ev->prompt_tps : 0, finished ? ev->gen_tps : 0);
+        if (ev->cache_lookup) hx__srv_metrics_cache(ev->cached_tokens);
         if (cancelled) hx__srv_metrics_cancelled();
         else if (finished && ev->ttft_s >= 0) hx__srv_metrics_ttft(ev->ttft_s);
         /* the access line says what the metrics just counted */
@@ -353,6 +396,7 @@ void hx__srv_route_event(struct hx_srv_event *ev)
         } else if (c) {
             c->prompt_tokens = ev->prompt_tokens;
             c->completion_tokens = ev->completion_tokens;
+            c->cached_tokens = ev->cached_tokens;
         }
     }
     if (c) {

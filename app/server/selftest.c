@@ -158,6 +158,11 @@ static void hx_srv_test_json(void)
     HX_SRV_CHECK(r.max_tokens == 7 && r.sp.temperature == 0 && r.n_stops == 2 && r.stream);
     HX_SRV_CHECK(r.include_usage && r.seed_set && r.sp.seed == 42 && !r.enable_thinking);
     HX_SRV_CHECK(r.model && !strcmp(r.model, "m"));
+    HX_SRV_CHECK(r.cache_prompt); /* the prompt cache is on unless a request says otherwise */
+    hx__srv_gen_req_free(&r);
+    const char *nocache = "{\"prompt\":\"x\",\"cache_prompt\":false}";
+    HX_SRV_CHECK(hx__srv_gen_req_parse(HX_SRV_COMPLETION, nocache, strlen(nocache), &r, &param, msg,
+                                       sizeof msg) && !r.cache_prompt);
     hx__srv_gen_req_free(&r);
     HX_SRV_CHECK(hx_srv_try(HX_SRV_COMPLETION, "{\"prompt\":\"x\"}", NULL));
     HX_SRV_CHECK(hx_srv_try(HX_SRV_COMPLETION, "{\"prompt\":[\"x\"],\"stop\":\"y\",\"n\":1}", NULL));
@@ -181,11 +186,13 @@ static void hx_srv_test_json(void)
     HX_SRV_CHECK(!hx_srv_try(HX_SRV_CHAT, "{\"model\":3,\"messages\":[]}", "model"));
     HX_SRV_CHECK(!hx_srv_try(HX_SRV_COMPLETION, "{\"prompt\":\"x\",\"return_token_ids\":1}",
                              "return_token_ids"));
+    HX_SRV_CHECK(!hx_srv_try(HX_SRV_COMPLETION, "{\"prompt\":\"x\",\"cache_prompt\":\"no\"}",
+                             "cache_prompt"));
 
     /* responses are valid JSON, even for invalid UTF-8 text */
     struct hx_srv_result res = {.id = "chatcmpl-1", .model = "m", .devices = "cpu", .policy = "single",
                                 .finish_reason = "length", .created = 1, .prompt_tokens = 3,
-                                .completion_tokens = 2};
+                                .completion_tokens = 2, .cached_tokens = 1};
     char *s = hx__srv_response_json(HX_SRV_CHAT, &res, "a\xffz", 3);
     json_error_t e;
     json_t *j = s ? json_loads(s, 0, &e) : NULL;
@@ -193,6 +200,8 @@ static void hx_srv_test_json(void)
     json_t *content = json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message"), "content");
     HX_SRV_CHECK(json_is_string(content) && !strcmp(json_string_value(content), "a\xEF\xBF\xBDz"));
     HX_SRV_CHECK(json_integer_value(json_object_get(json_object_get(j, "usage"), "total_tokens")) == 5);
+    json_t *details = json_object_get(json_object_get(j, "usage"), "prompt_tokens_details");
+    HX_SRV_CHECK(json_integer_value(json_object_get(details, "cached_tokens")) == 1);
     HX_SRV_CHECK(json_is_object(json_object_get(j, "hx")));
     json_decref(j);
     free(s);

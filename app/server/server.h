@@ -90,6 +90,7 @@ struct hx_srv_gen_req {
     bool stream, include_usage;
     bool enable_thinking;
     bool return_token_ids; /* extension: the generated ids in choices[0].token_ids */
+    bool cache_prompt;     /* default true: reuse a slot's cached prefix (worker.c) */
 };
 
 /* Parse and validate a JSON body. On failure returns false with *status (400/...), *param
@@ -106,6 +107,7 @@ const char *hx__srv_status_text(int status);
 struct hx_srv_result {
     const char *id, *model, *devices, *policy, *finish_reason;
     int64_t created, prompt_tokens, completion_tokens;
+    int64_t cached_tokens; /* usage.prompt_tokens_details.cached_tokens */
     double prompt_tps, gen_tps;
     bool with_ids;       /* write choices[0].token_ids = ids[0..n_ids) */
     const hx_token *ids;
@@ -146,6 +148,8 @@ void hx__srv_metrics_tokens(int64_t prompt, int64_t completion, double prompt_tp
                             double gen_tps);
 void hx__srv_metrics_ttft(double seconds);
 void hx__srv_metrics_cancelled(void); /* a generation cancelled (client gone, shutdown) */
+/* A job that looked its prompt up in the slots' KV: a hit when cached > 0 tokens reused. */
+void hx__srv_metrics_cache(int64_t cached);
 /* Prometheus text; devices_text: pre-rendered per-device lines from the worker. */
 char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, int64_t in_flight,
                              bool loading, const char *device_lines);
@@ -177,6 +181,8 @@ struct hx_srv_event {
     int64_t n_ids;
     int64_t prompt_tokens;     /* ACCEPTED: the prompt's tokens; ERROR/DONE: those prefilled */
     int64_t completion_tokens; /* ERROR/DONE: tokens generated (cancelled ones included) */
+    int64_t cached_tokens;     /* ERROR/DONE: prompt tokens taken from the slot's KV cache */
+    bool cache_lookup;         /* ERROR/DONE: the job got a slot with cache_prompt on */
     double ttft_s, prompt_tps, gen_tps;
     char devices[64];
 };
@@ -213,6 +219,13 @@ const char *hx__srv_worker_chat_error(void);
 const char *hx__srv_worker_devices(void); /* last devices string (loop-side copy) */
 void hx__srv_worker_note_devices(const char *devices);
 int64_t hx__srv_worker_n_ctx(void);
+int hx__srv_worker_n_slots(void);
+/* The chat template's name (--chat-template, or the one the model's own was detected as), or
+ * NULL when chat is unavailable. */
+const char *hx__srv_worker_chat_template(void);
+/* GET /slots: one JSON object per slot, a JSON array as a malloc'ed string (NULL: no memory).
+ * A snapshot the worker refreshes at the start of every step. */
+char *hx__srv_worker_slots_json(void);
 
 /* One access-log line's facts (http.c prints it and counts it in hx_requests_total). A request
  * whose client went away while its generation ran is logged when the generation's terminal
@@ -253,7 +266,7 @@ struct hx_srv_conn {
     char method[12], route[40];
     int status;
     bool truncated; /* the stream was cut short (see struct hx_srv_access) */
-    int64_t prompt_tokens, completion_tokens;
+    int64_t prompt_tokens, completion_tokens, cached_tokens;
     /* generation */
     struct hx_srv_job *job;
     enum hx_srv_kind kind;

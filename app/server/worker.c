@@ -10,6 +10,16 @@
  * Logits are read by the row index of the last hx_decode's batch. Each job has its own
  * sampler, detokenizer and stop matcher.
  *
+ * Prompt cache: a slot keeps its KV when its job ends, and cache[s] records the tokens of
+ * exactly the positions hx_kv_len(ctx, s) holds (appended after each successful hx_decode).
+ * A waiting job takes the free slot whose tokens share the longest prefix with its prompt
+ * (cache_prompt: false, or no prefix worth HX_SRV_CACHE_STEER tokens: the least recently used
+ * free slot), the slot's KV is truncated to that prefix, and prefill starts there. A job with
+ * cache_prompt: false leaves its slot empty. At least the prompt's last token is always
+ * prefilled, so there are logits to sample from. KV depends only on the model and the tokens
+ * at their positions, so matching tokens is matching KV: one model and template per server,
+ * and anything that changes the prompt changes its tokens.
+ *
  * Threads: the loop hands jobs over through `incoming` and sets job->cancel; the worker hands
  * results back as events through a locked list plus uv_async_send, and the loop drains the
  * whole list on every wakeup (sends coalesce). The worker never touches a libuv handle other
@@ -39,6 +49,8 @@ struct hx_srv_job {
     int64_t n_prompt, n_prefilled, n_gen, max_gen;
     int slot;
     hx_token last;
+    int64_t n_cached;  /* prompt tokens reused from the slot's KV (prefill started there) */
+    bool cache_lookup; /* got a slot with cache_prompt on */
     hx_token *ids; /* generated ids, kept only for return_token_ids */
     int64_t ids_cap;
     bool ids_failed;
@@ -49,6 +61,23 @@ struct hx_srv_job {
 };
 
 #define HX_SRV_MAX_DEV 8
+/* A shorter common prefix (a BOS, a role header) does not steer the choice of slot: it is not
+ * worth evicting another conversation's longer cache for. It is still reused in the slot the
+ * least-recently-used rule picks, when that slot has it. */
+#define HX_SRV_CACHE_STEER 16
+
+/* The tokens a slot's KV holds, positions 0..n-1 (cap n_ctx); `used`: the LRU clock. */
+struct hx_srv_cache {
+    hx_token *toks;
+    int64_t n;
+    uint64_t used;
+};
+
+/* What GET /slots shows of a slot (copied under mu at the start of every step). */
+struct hx_srv_slot_view {
+    bool busy;
+    int64_t n_kv, n_prompt, n_cached, n_prefilled, n_gen;
+};
 
 static struct {
     uv_loop_t *loop;
@@ -64,6 +93,7 @@ static struct {
     struct hx_srv_event *ev_head, *ev_tail;
     bool stop, poke;
     int64_t n_queued, n_active;
+    struct hx_srv_slot_view *view; /* n_seq, allocated before LOADED */
     struct { char name[64]; double s; } dev[HX_SRV_MAX_DEV];
     int n_dev;
     /* worker only */
@@ -75,6 +105,8 @@ static struct {
     int64_t chunk;   /* prompt rows per prefill step: min(HX_SRV_PREFILL_CHUNK, n_batch) */
     size_t max_piece_bytes; /* longest token text: no token covers more input bytes */
     struct hx_srv_job **slots;
+    struct hx_srv_cache *cache; /* per slot */
+    uint64_t clock;             /* LRU clock */
     struct hx_srv_job *wait_head, *wait_tail;
     int rr; /* prefill round-robin start */
     uint64_t seed_state;
@@ -161,8 +193,13 @@ static void hx_srv_job_release_engine(struct hx_srv_job *job)
     free(job->ids);
     job->ids = NULL;
     hx__srv_stopper_free(&job->stop);
-    if (job->slot >= 0) {
-        hx_kv_truncate(hx_srv_s.ctx, job->slot, 0);
+    if (job->slot >= 0) { /* the KV stays, for the next job with the same prefix */
+        struct hx_srv_cache *k = &hx_srv_s.cache[job->slot];
+        int64_t kv = hx_kv_len(hx_srv_s.ctx, job->slot);
+        if (k->n > kv) k->n = kv; /* cannot happen: tokens are recorded after the decode */
+        if (!job->req.cache_prompt) k->n = 0; /* opted out: neither reads nor leaves a cache */
+        if (kv > k->n) hx_kv_truncate(hx_srv_s.ctx, job->slot, (int32_t)k->n);
+        k->used = ++hx_srv_s.clock;
         hx_srv_s.slots[job->slot] = NULL;
         job->slot = -1;
     }
@@ -175,6 +212,8 @@ static void hx_srv_job_error_code(struct hx_srv_job *job, int status, const char
     struct hx_srv_event *ev = hx_srv_ev_term(HX_SRV_EV_ERROR, job);
     ev->prompt_tokens = job->n_prefilled;
     ev->completion_tokens = job->n_gen;
+    ev->cached_tokens = job->n_cached;
+    ev->cache_lookup = job->cache_lookup;
     ev->status = status;
     ev->code = code;
     size_t n = strlen(fmt) + (detail ? strlen(detail) : 0) + 1;
@@ -206,9 +245,12 @@ static void hx_srv_job_done(struct hx_srv_job *job, const char *reason)
     ev->finish_reason = reason;
     ev->prompt_tokens = job->n_prefilled; /* == n_prompt unless cancelled while prefilling */
     ev->completion_tokens = job->n_gen;
+    ev->cached_tokens = job->n_cached;
+    ev->cache_lookup = job->cache_lookup;
     ev->ttft_s = job->t_first > 0 ? job->t_first - job->t_submit : -1;
     if (job->t_prefill1 > job->t_prefill0)
-        ev->prompt_tps = (double)job->n_prompt / (job->t_prefill1 - job->t_prefill0);
+        ev->prompt_tps =
+            (double)(job->n_prompt - job->n_cached) / (job->t_prefill1 - job->t_prefill0);
     if (job->n_gen > 1 && now > job->t_first)
         ev->gen_tps = (double)(job->n_gen - 1) / (now - job->t_first);
     snprintf(ev->devices, sizeof ev->devices, "%s", hx_context_devices(hx_srv_s.ctx));
@@ -367,13 +409,16 @@ static void hx_srv_prefill(struct hx_srv_job *job, int64_t rows)
         seq[i] = job->slot;
         want[i] = last && i == rows - 1;
     }
-    if (job->n_prefilled == 0) job->t_prefill0 = hx__srv_now_s();
+    if (job->t_prefill0 == 0) job->t_prefill0 = hx__srv_now_s();
     struct hx_batch b = {.n_rows = rows, .token = tok, .pos = pos, .seq = seq, .logits = want};
     int st = hx_srv_decode(&b);
     if (st != HX_OK) {
         hx_srv_job_error(job, st == HX_E_RANGE ? 400 : 500, "prefill failed: %s", hx_last_error());
         return;
     }
+    struct hx_srv_cache *k = &hx_srv_s.cache[job->slot];
+    memcpy(k->toks + job->n_prefilled, tok, (size_t)rows * sizeof *tok);
+    k->n = job->n_prefilled + rows;
     job->n_prefilled += rows;
     if (!last) return;
     job->t_prefill1 = hx__srv_now_s();
@@ -420,6 +465,11 @@ static void hx_srv_step_decode(void)
         struct hx_batch b = {
             .n_rows = m, .token = tok + i0, .pos = pos + i0, .seq = seq + i0, .logits = want + i0};
         int st = hx_srv_decode(&b);
+        for (int i = 0; st == HX_OK && i < m; i++) { /* the slots' KV holds these now */
+            struct hx_srv_cache *k = &hx_srv_s.cache[seq[i0 + i]];
+            k->toks[pos[i0 + i]] = tok[i0 + i];
+            k->n = pos[i0 + i] + 1;
+        }
         for (int i = 0; i < m; i++) {
             struct hx_srv_job *j = rows[i0 + i];
             hx_token t;
@@ -448,17 +498,63 @@ static void hx_srv_drop_cancelled(void)
             hx_srv_job_done(hx_srv_s.slots[s], "cancelled");
 }
 
+static int64_t hx_srv_common_prefix(const struct hx_srv_cache *k, const hx_token *p, int64_t n)
+{
+    int64_t i = 0, m = k->n < n ? k->n : n;
+    while (i < m && k->toks[i] == p[i]) i++;
+    return i;
+}
+
+/* Waiting jobs in order, each to the free slot with the longest cached prefix of its prompt
+ * (ties and short prefixes: the least recently used); the slot keeps that prefix's KV. */
 static void hx_srv_assign_slots(void)
 {
-    for (int s = 0; s < hx_srv_s.n_seq && hx_srv_s.wait_head; s++) {
-        if (hx_srv_s.slots[s]) continue;
+    while (hx_srv_s.wait_head) {
         struct hx_srv_job *j = hx_srv_s.wait_head;
+        int best = -1;
+        int64_t best_n = 0, best_rank = -1;
+        for (int s = 0; s < hx_srv_s.n_seq; s++) {
+            if (hx_srv_s.slots[s]) continue;
+            struct hx_srv_cache *k = &hx_srv_s.cache[s];
+            int64_t n = j->req.cache_prompt ? hx_srv_common_prefix(k, j->prompt, j->n_prompt) : 0;
+            int64_t steer = HX_SRV_CACHE_STEER < j->n_prompt - 1 ? HX_SRV_CACHE_STEER
+                                                                 : j->n_prompt - 1;
+            int64_t rank = n >= steer && n > 0 ? n : 0;
+            if (best < 0 || rank > best_rank ||
+                (rank == best_rank && k->used < hx_srv_s.cache[best].used))
+                best = s, best_n = n, best_rank = rank;
+        }
+        if (best < 0) return;
         hx_srv_s.wait_head = j->next;
         if (!hx_srv_s.wait_head) hx_srv_s.wait_tail = NULL;
         j->next = NULL;
-        j->slot = s;
-        hx_kv_truncate(hx_srv_s.ctx, s, 0);
-        hx_srv_s.slots[s] = j;
+        /* the last prompt token is always run: its logits give the first sampled token */
+        int64_t reuse = best_n < j->n_prompt ? best_n : j->n_prompt - 1;
+        struct hx_srv_cache *k = &hx_srv_s.cache[best];
+        if (hx_kv_truncate(hx_srv_s.ctx, best, (int32_t)reuse) != HX_OK ||
+            hx_kv_len(hx_srv_s.ctx, best) != reuse)
+            reuse = 0, hx_kv_truncate(hx_srv_s.ctx, best, 0);
+        k->n = reuse;
+        k->used = ++hx_srv_s.clock;
+        j->slot = best;
+        j->n_prefilled = j->n_cached = reuse;
+        j->cache_lookup = j->req.cache_prompt;
+        hx_srv_s.slots[best] = j;
+    }
+}
+
+/* Under mu: what GET /slots will show until the next step. */
+static void hx_srv_update_view(void)
+{
+    for (int s = 0; s < hx_srv_s.n_seq; s++) {
+        const struct hx_srv_job *j = hx_srv_s.slots[s];
+        struct hx_srv_slot_view *v = &hx_srv_s.view[s];
+        v->busy = j != NULL;
+        v->n_kv = hx_srv_s.cache[s].n;
+        v->n_prompt = j ? j->n_prompt : 0;
+        v->n_cached = j ? j->n_cached : 0;
+        v->n_prefilled = j ? j->n_prefilled : 0;
+        v->n_gen = j ? j->n_gen : 0;
     }
 }
 
@@ -497,6 +593,7 @@ static void hx_srv_worker_loop(void)
         uv_mutex_lock(&hx_srv_s.mu);
         hx_srv_s.n_active = hx_srv_count_active();
         hx_srv_s.n_queued = hx_srv_count_waiting();
+        hx_srv_update_view();
         while (!hx_srv_s.stop && !hx_srv_s.in_head && !hx_srv_s.poke && hx_srv_s.n_active == 0 &&
                hx_srv_s.n_queued == 0)
             uv_cond_wait(&hx_srv_s.cv, &hx_srv_s.mu);
@@ -550,8 +647,24 @@ static int hx_srv_load(void)
         size_t n = piece ? strlen(piece) : 0;
         if (n > hx_srv_s.max_piece_bytes) hx_srv_s.max_piece_bytes = n;
     }
+    if (hx_srv_s.n_seq < 1) return HX_E_NOMEM;
     hx_srv_s.slots = calloc((size_t)hx_srv_s.n_seq, sizeof *hx_srv_s.slots);
-    if (!hx_srv_s.slots || hx_srv_s.n_seq < 1) return HX_E_NOMEM;
+    hx_srv_s.cache = calloc((size_t)hx_srv_s.n_seq, sizeof *hx_srv_s.cache);
+    struct hx_srv_slot_view *view = calloc((size_t)hx_srv_s.n_seq, sizeof *view);
+    if (!hx_srv_s.slots || !hx_srv_s.cache || !view) {
+        free(view);
+        return HX_E_NOMEM;
+    }
+    for (int s = 0; s < hx_srv_s.n_seq; s++) {
+        hx_srv_s.cache[s].toks = malloc((size_t)hx_srv_s.n_ctx * sizeof(hx_token));
+        if (!hx_srv_s.cache[s].toks) {
+            free(view);
+            return HX_E_NOMEM;
+        }
+    }
+    uv_mutex_lock(&hx_srv_s.mu);
+    hx_srv_s.view = view;
+    uv_mutex_unlock(&hx_srv_s.mu);
     const char *pol = hx_context_policy(hx_srv_s.ctx);
     snprintf(hx_srv_s.policy, sizeof hx_srv_s.policy, "%s", pol ? pol : "single");
     return HX_OK;
@@ -708,6 +821,11 @@ void hx__srv_worker_stop(void)
     hx_context_free(hx_srv_s.ctx);
     hx_model_free(hx_srv_s.model);
     free(hx_srv_s.slots);
+    for (int s = 0; hx_srv_s.cache && s < hx_srv_s.n_seq; s++) free(hx_srv_s.cache[s].toks);
+    free(hx_srv_s.cache);
+    free(hx_srv_s.view);
+    hx_srv_s.cache = NULL;
+    hx_srv_s.view = NULL;
     hx_srv_s.ctx = NULL;
     hx_srv_s.model = NULL;
     hx_srv_s.slots = NULL;
@@ -747,3 +865,37 @@ void hx__srv_worker_note_devices(const char *devices)
     snprintf(hx_srv_s.devices, sizeof hx_srv_s.devices, "%s", devices);
 }
 int64_t hx__srv_worker_n_ctx(void) { return hx_srv_s.n_ctx; }
+int hx__srv_worker_n_slots(void) { return hx_srv_s.n_seq; }
+
+const char *hx__srv_worker_chat_template(void)
+{
+    if (hx_srv_s.p.chat_template) return hx_srv_s.p.chat_template;
+    if (hx_srv_s.chat_error[0] || !hx_srv_s.model) return NULL;
+    return hx_chat_template_detect(hx_srv_s.model);
+}
+
+char *hx__srv_worker_slots_json(void)
+{
+    struct hx_srv_buf b = {0};
+    hx__srv_buf_puts(&b, "[");
+    uv_mutex_lock(&hx_srv_s.mu);
+    for (int s = 0; hx_srv_s.view && s < hx_srv_s.n_seq; s++) {
+        const struct hx_srv_slot_view *v = &hx_srv_s.view[s];
+        hx__srv_buf_printf(&b,
+                           "%s{\"id\":%d,\"state\":\"%s\",\"is_processing\":%s,\"n_ctx\":%lld,"
+                           "\"cached_tokens\":%lld,\"n_prompt_tokens\":%lld,"
+                           "\"n_prompt_tokens_cached\":%lld,\"n_prompt_tokens_processed\":%lld,"
+                           "\"n_decoded\":%lld}",
+                           s ? "," : "", s, v->busy ? "processing" : "idle",
+                           v->busy ? "true" : "false", (long long)hx_srv_s.n_ctx,
+                           (long long)v->n_kv, (long long)v->n_prompt, (long long)v->n_cached,
+                           (long long)(v->n_prefilled - v->n_cached), (long long)v->n_gen);
+    }
+    uv_mutex_unlock(&hx_srv_s.mu);
+    hx__srv_buf_puts(&b, "]");
+    if (b.failed) {
+        hx__srv_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
+}
