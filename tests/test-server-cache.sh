@@ -34,18 +34,7 @@ stop() { # what: the server's name in the check; its exit status after SIGTERM m
 }
 metric() { curl -s "$1/metrics" | awk -v k="$2" '$1 == k { print $2 }'; }
 # post URL ROUTE BODY-JSON OUT: the response as {"status", "body"}
-post() {
-    python3 - "$@" <<'EOF'
-import json, sys, urllib.request, urllib.error
-url, route, body, out = sys.argv[1:5]
-req = urllib.request.Request(url + route, body.encode())
-try:
-    r = urllib.request.urlopen(req, timeout=300); code, data = r.status, r.read()
-except urllib.error.HTTPError as e:
-    code, data = e.code, e.read()
-open(out, "w").write(json.dumps({"status": code, "body": json.loads(data)}))
-EOF
-}
+post() { python3 "$here/server/http_post.py" "$@"; }
 # json FILE EXPR: the python expression EXPR with j = the JSON in FILE (tuples space-separated)
 json() {
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); r=eval(sys.argv[2])

@@ -105,18 +105,13 @@ kill -INT $PID2; wait $PID2; rc=$?; check "SIGINT exits 0 (got $rc)" '[ $rc = 0 
 # ---- long prompts: 1x, 1x+1, 3x the batch size and nearly the whole context ---------------------
 # "the" x k tokenizes to k+1 tokens on stories260K (BOS + one per word); usage shows the count.
 ask() { # url words max_tokens(or -) out
-    python3 - "$1" "$2" "$3" "$4" <<'EOF'
-import json, sys, urllib.request, urllib.error
-url, k, mt, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    local body
+    body=$(python3 -c 'import json, sys
+k, mt = int(sys.argv[1]), sys.argv[2]
 body = {"prompt": " ".join(["the"] * k), "temperature": 0}
 if mt != "-": body["max_tokens"] = int(mt)
-req = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode())
-try:
-    r = urllib.request.urlopen(req, timeout=300); code, data = r.status, r.read()
-except urllib.error.HTTPError as e:
-    code, data = e.code, e.read()
-open(out, "w").write(json.dumps({"status": code, "body": json.loads(data)}))
-EOF
+print(json.dumps(body))' "$2" "$3")
+    python3 "$here/server/http_post.py" "$1" /v1/completions "$body" "$4"
 }
 N_CTX=2048
 cfgs=("--parallel 2" "--parallel 3 --batch 100" "--parallel 3 --batch 7")
