@@ -158,6 +158,33 @@ char *hx__srv_metrics_render(int64_t queue_depth, int64_t active_slots, int64_t 
 
 struct hx_srv_job;
 
+/* ---- prompt-cache.c: the tokens each slot's KV holds (worker thread only) ------------------ */
+
+struct hx_srv_cached {
+    hx_token *toks; /* positions 0..n-1 of the slot's KV (room for n_ctx) */
+    int64_t n;
+    uint64_t used; /* the LRU clock when the slot was last taken or freed */
+};
+struct hx_srv_cache {
+    struct hx_srv_cached *slot;
+    int n_slots;
+    uint64_t clock;
+};
+/* 0, or -1 when out of memory (c is then empty). */
+int hx__srv_cache_init(struct hx_srv_cache *c, int n_slots, int64_t n_ctx);
+void hx__srv_cache_free(struct hx_srv_cache *c);
+/* The free slot (taken[s] NULL) for prompt[0..n), n >= 1, or -1 when none is free; *reuse: how
+ * many of its leading tokens that slot's KV can keep (< n; 0 when !use, cache_prompt: false). */
+int hx__srv_cache_pick(const struct hx_srv_cache *c, struct hx_srv_job *const *taken,
+                       const hx_token *prompt, int64_t n, bool use, int64_t *reuse);
+/* Slot s taken by a job, its KV truncated to keep positions. */
+void hx__srv_cache_take(struct hx_srv_cache *c, int s, int64_t keep);
+/* Slot s's KV now holds toks at positions pos..pos+n-1 (and nothing after them). */
+void hx__srv_cache_record(struct hx_srv_cache *c, int s, int64_t pos, const hx_token *toks,
+                          int64_t n);
+/* Slot s freed with kv_len positions in its KV: the length to truncate the KV to (0 when !keep). */
+int64_t hx__srv_cache_release(struct hx_srv_cache *c, int s, int64_t kv_len, bool keep);
+
 enum hx_srv_ev_type {
     HX_SRV_EV_LOADED,   /* model and context ready (job NULL) */
     HX_SRV_EV_LOAD_FAILED,

@@ -10,15 +10,10 @@
  * Logits are read by the row index of the last hx_decode's batch. Each job has its own
  * sampler, detokenizer and stop matcher.
  *
- * Prompt cache: a slot keeps its KV when its job ends, and cache[s] records the tokens of
- * exactly the positions hx_kv_len(ctx, s) holds (appended after each successful hx_decode).
- * A waiting job takes the free slot whose tokens share the longest prefix with its prompt
- * (cache_prompt: false, or no prefix worth HX_SRV_CACHE_STEER tokens: the least recently used
- * free slot), the slot's KV is truncated to that prefix, and prefill starts there. A job with
- * cache_prompt: false leaves its slot empty. At least the prompt's last token is always
- * prefilled, so there are logits to sample from. KV depends only on the model and the tokens
- * at their positions, so matching tokens is matching KV: one model and template per server,
- * and anything that changes the prompt changes its tokens.
+ * Prompt cache (prompt-cache.c keeps the books): a slot keeps its KV when its job ends, the
+ * tokens of every successful hx_decode are recorded for its slot, a waiting job takes the free
+ * slot with the longest cached prefix of its prompt and the slot's KV is truncated to it, and
+ * prefill starts there (at least the prompt's last token runs, for logits to sample from).
  *
  * Threads: the loop hands jobs over through `incoming` and sets job->cancel; the worker hands
  * results back as events through a locked list plus uv_async_send, and the loop drains the
@@ -61,18 +56,6 @@ struct hx_srv_job {
 };
 
 #define HX_SRV_MAX_DEV 8
-/* A shorter common prefix (a BOS, a role header) does not steer the choice of slot: it is not
- * worth evicting another conversation's longer cache for. It is still reused in the slot the
- * least-recently-used rule picks, when that slot has it. */
-#define HX_SRV_CACHE_STEER 16
-
-/* The tokens a slot's KV holds, positions 0..n-1 (cap n_ctx); `used`: the LRU clock. */
-struct hx_srv_cache {
-    hx_token *toks;
-    int64_t n;
-    uint64_t used;
-};
-
 /* What GET /slots shows of a slot (copied under mu at the start of every step). */
 struct hx_srv_slot_view {
     bool busy;
@@ -105,8 +88,7 @@ static struct {
     int64_t chunk;   /* prompt rows per prefill step: min(HX_SRV_PREFILL_CHUNK, n_batch) */
     size_t max_piece_bytes; /* longest token text: no token covers more input bytes */
     struct hx_srv_job **slots;
-    struct hx_srv_cache *cache; /* per slot */
-    uint64_t clock;             /* LRU clock */
+    struct hx_srv_cache cache; /* the tokens each slot's KV holds */
     struct hx_srv_job *wait_head, *wait_tail;
     int rr; /* prefill round-robin start */
     uint64_t seed_state;
@@ -194,12 +176,10 @@ static void hx_srv_job_release_engine(struct hx_srv_job *job)
     job->ids = NULL;
     hx__srv_stopper_free(&job->stop);
     if (job->slot >= 0) { /* the KV stays, for the next job with the same prefix */
-        struct hx_srv_cache *k = &hx_srv_s.cache[job->slot];
-        int64_t kv = hx_kv_len(hx_srv_s.ctx, job->slot);
-        if (k->n > kv) k->n = kv; /* cannot happen: tokens are recorded after the decode */
-        if (!job->req.cache_prompt) k->n = 0; /* opted out: neither reads nor leaves a cache */
-        if (kv > k->n) hx_kv_truncate(hx_srv_s.ctx, job->slot, (int32_t)k->n);
-        k->used = ++hx_srv_s.clock;
+        const int64_t kv = hx_kv_len(hx_srv_s.ctx, job->slot);
+        const int64_t keep =
+            hx__srv_cache_release(&hx_srv_s.cache, job->slot, kv, job->req.cache_prompt);
+        if (kv > keep) hx_kv_truncate(hx_srv_s.ctx, job->slot, (int32_t)keep);
         hx_srv_s.slots[job->slot] = NULL;
         job->slot = -1;
     }
@@ -416,9 +396,7 @@ static void hx_srv_prefill(struct hx_srv_job *job, int64_t rows)
         hx_srv_job_error(job, st == HX_E_RANGE ? 400 : 500, "prefill failed: %s", hx_last_error());
         return;
     }
-    struct hx_srv_cache *k = &hx_srv_s.cache[job->slot];
-    memcpy(k->toks + job->n_prefilled, tok, (size_t)rows * sizeof *tok);
-    k->n = job->n_prefilled + rows;
+    hx__srv_cache_record(&hx_srv_s.cache, job->slot, job->n_prefilled, tok, rows);
     job->n_prefilled += rows;
     if (!last) return;
     job->t_prefill1 = hx__srv_now_s();
@@ -465,11 +443,8 @@ static void hx_srv_step_decode(void)
         struct hx_batch b = {
             .n_rows = m, .token = tok + i0, .pos = pos + i0, .seq = seq + i0, .logits = want + i0};
         int st = hx_srv_decode(&b);
-        for (int i = 0; st == HX_OK && i < m; i++) { /* the slots' KV holds these now */
-            struct hx_srv_cache *k = &hx_srv_s.cache[seq[i0 + i]];
-            k->toks[pos[i0 + i]] = tok[i0 + i];
-            k->n = pos[i0 + i] + 1;
-        }
+        for (int i = 0; st == HX_OK && i < m; i++) /* the slots' KV holds these now */
+            hx__srv_cache_record(&hx_srv_s.cache, seq[i0 + i], pos[i0 + i], &tok[i0 + i], 1);
         for (int i = 0; i < m; i++) {
             struct hx_srv_job *j = rows[i0 + i];
             hx_token t;
@@ -498,44 +473,23 @@ static void hx_srv_drop_cancelled(void)
             hx_srv_job_done(hx_srv_s.slots[s], "cancelled");
 }
 
-static int64_t hx_srv_common_prefix(const struct hx_srv_cache *k, const hx_token *p, int64_t n)
-{
-    int64_t i = 0, m = k->n < n ? k->n : n;
-    while (i < m && k->toks[i] == p[i]) i++;
-    return i;
-}
-
 /* Waiting jobs in order, each to the free slot with the longest cached prefix of its prompt
  * (ties and short prefixes: the least recently used); the slot keeps that prefix's KV. */
 static void hx_srv_assign_slots(void)
 {
     while (hx_srv_s.wait_head) {
         struct hx_srv_job *j = hx_srv_s.wait_head;
-        int best = -1;
-        int64_t best_n = 0, best_rank = -1;
-        for (int s = 0; s < hx_srv_s.n_seq; s++) {
-            if (hx_srv_s.slots[s]) continue;
-            struct hx_srv_cache *k = &hx_srv_s.cache[s];
-            int64_t n = j->req.cache_prompt ? hx_srv_common_prefix(k, j->prompt, j->n_prompt) : 0;
-            int64_t steer = HX_SRV_CACHE_STEER < j->n_prompt - 1 ? HX_SRV_CACHE_STEER
-                                                                 : j->n_prompt - 1;
-            int64_t rank = n >= steer && n > 0 ? n : 0;
-            if (best < 0 || rank > best_rank ||
-                (rank == best_rank && k->used < hx_srv_s.cache[best].used))
-                best = s, best_n = n, best_rank = rank;
-        }
+        int64_t reuse;
+        const int best = hx__srv_cache_pick(&hx_srv_s.cache, hx_srv_s.slots, j->prompt, j->n_prompt,
+                                            j->req.cache_prompt, &reuse);
         if (best < 0) return;
         hx_srv_s.wait_head = j->next;
         if (!hx_srv_s.wait_head) hx_srv_s.wait_tail = NULL;
         j->next = NULL;
-        /* the last prompt token is always run: its logits give the first sampled token */
-        int64_t reuse = best_n < j->n_prompt ? best_n : j->n_prompt - 1;
-        struct hx_srv_cache *k = &hx_srv_s.cache[best];
         if (hx_kv_truncate(hx_srv_s.ctx, best, (int32_t)reuse) != HX_OK ||
             hx_kv_len(hx_srv_s.ctx, best) != reuse)
             reuse = 0, hx_kv_truncate(hx_srv_s.ctx, best, 0);
-        k->n = reuse;
-        k->used = ++hx_srv_s.clock;
+        hx__srv_cache_take(&hx_srv_s.cache, best, reuse);
         j->slot = best;
         j->n_prefilled = j->n_cached = reuse;
         j->cache_lookup = j->req.cache_prompt;
@@ -550,7 +504,7 @@ static void hx_srv_update_view(void)
         const struct hx_srv_job *j = hx_srv_s.slots[s];
         struct hx_srv_slot_view *v = &hx_srv_s.view[s];
         v->busy = j != NULL;
-        v->n_kv = hx_srv_s.cache[s].n;
+        v->n_kv = hx_srv_s.cache.slot[s].n;
         v->n_prompt = j ? j->n_prompt : 0;
         v->n_cached = j ? j->n_cached : 0;
         v->n_prefilled = j ? j->n_prefilled : 0;
@@ -649,18 +603,11 @@ static int hx_srv_load(void)
     }
     if (hx_srv_s.n_seq < 1) return HX_E_NOMEM;
     hx_srv_s.slots = calloc((size_t)hx_srv_s.n_seq, sizeof *hx_srv_s.slots);
-    hx_srv_s.cache = calloc((size_t)hx_srv_s.n_seq, sizeof *hx_srv_s.cache);
     struct hx_srv_slot_view *view = calloc((size_t)hx_srv_s.n_seq, sizeof *view);
-    if (!hx_srv_s.slots || !hx_srv_s.cache || !view) {
+    if (!hx_srv_s.slots || !view ||
+        hx__srv_cache_init(&hx_srv_s.cache, hx_srv_s.n_seq, hx_srv_s.n_ctx) != 0) {
         free(view);
         return HX_E_NOMEM;
-    }
-    for (int s = 0; s < hx_srv_s.n_seq; s++) {
-        hx_srv_s.cache[s].toks = malloc((size_t)hx_srv_s.n_ctx * sizeof(hx_token));
-        if (!hx_srv_s.cache[s].toks) {
-            free(view);
-            return HX_E_NOMEM;
-        }
     }
     uv_mutex_lock(&hx_srv_s.mu);
     hx_srv_s.view = view;
@@ -821,10 +768,8 @@ void hx__srv_worker_stop(void)
     hx_context_free(hx_srv_s.ctx);
     hx_model_free(hx_srv_s.model);
     free(hx_srv_s.slots);
-    for (int s = 0; hx_srv_s.cache && s < hx_srv_s.n_seq; s++) free(hx_srv_s.cache[s].toks);
-    free(hx_srv_s.cache);
+    hx__srv_cache_free(&hx_srv_s.cache);
     free(hx_srv_s.view);
-    hx_srv_s.cache = NULL;
     hx_srv_s.view = NULL;
     hx_srv_s.ctx = NULL;
     hx_srv_s.model = NULL;
