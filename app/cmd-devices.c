@@ -153,8 +153,9 @@ int hx_cmd_devices(int argc, char **argv)
             continue;
         }
         const int nd = e->n_devices;
-        printf("  %-8s available (score %d), %d device%s%s%s\n", e->ops->name, e->score, nd, nd == 1 ? "" : "s",
-               nd == 0 ? ": " : "", nd == 0 ? (e->why[0] ? e->why : hx_strerror(HX_OK)) : "");
+        printf("  %-8s available (score %d), %d device%s%s%s\n", e->ops->name, e->score, nd,
+               nd == 1 ? "" : "s", nd == 0 ? ": " : "",
+               nd == 0 ? (e->why[0] ? e->why : "its probe found none") : "");
         for (int i = 0; i < nd; i++) hx_devices_print_one(e, i);
     }
     hx_devices_npu_report(npu_kernels, model);

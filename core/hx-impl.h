@@ -37,6 +37,16 @@ void hx__assert_fail(const char *expr, const char *file, int line, const char *f
 #define HX_MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /* Checked size arithmetic: false on overflow. */
+/* splitmix64: the next of a stream of 64-bit pseudo-random numbers from state *x (sampling,
+ * verify's twins). */
+static inline uint64_t hx__splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 static inline bool hx__mul_size(size_t a, size_t b, size_t *out)
 {
     return !__builtin_mul_overflow(a, b, out);

@@ -25,9 +25,9 @@ double hx__op_nmse_threshold(enum hx_op_kind kind)
 double hx__op_elem_limit(double nmse_threshold) { return 8.0 * sqrt(nmse_threshold); }
 
 /* The NPU's weight conversion (docs/npu-backend.md §2): exact when every value is an integer
- * multiple q, |q| <= 127, of the row's smallest non-zero magnitude; else amax/127, rounded to
- * nearest. */
-bool hx__mm_int8_row_delta(const float *w, int64_t k, float *delta)
+ * multiple q, |q| <= 127, of the row's smallest non-zero magnitude (false); else amax/127,
+ * rounded to nearest, with *d = amax/127 and *inv = 127/amax as the device computes them. */
+static bool hx__mm_int8_row_scale(const float *w, int64_t k, float *d, float *inv)
 {
     float amax = 0.0f, amin = INFINITY;
     for (int64_t i = 0; i < k; i++) {
@@ -44,25 +44,34 @@ bool hx__mm_int8_row_delta(const float *w, int64_t k, float *delta)
         }
         if (i == k) return false;
     }
-    /* as the device rounds (npu-gemm.c): w · (127/amax) in f32, to nearest even */
-    const float d = amax / 127.0f, inv = 127.0f / amax;
-    for (int64_t i = 0; i < k; i++) delta[i] = (float)((double)(nearbyintf(w[i] * inv) * d) - w[i]);
+    *d = amax / 127.0f, *inv = 127.0f / amax;
+    return true;
+}
+
+/* ŵ − w of one element, as the device rounds (npu-gemm.c): w · (127/amax) in f32, to nearest
+ * even */
+static inline float hx__mm_int8_err(float w, float d, float inv)
+{
+    return (float)((double)(nearbyintf(w * inv) * d) - w);
+}
+
+bool hx__mm_int8_row_delta(const float *w, int64_t k, float *delta)
+{
+    float d, inv;
+    if (!hx__mm_int8_row_scale(w, k, &d, &inv)) return false;
+    for (int64_t i = 0; i < k; i++) delta[i] = hx__mm_int8_err(w[i], d, inv);
     return true;
 }
 
 /* Adds Σ (w − ŵ)² of that conversion per block to dw. */
 static void hx__mm_int8_row_werr(const float *w, int64_t k, double *dw)
 {
-    float *delta = hx__malloc((size_t)k * sizeof *delta);
-    if (!delta) { /* the bound of round-to-nearest instead: (amax/127)²/12 per element */
-        float amax = 0.0f;
-        for (int64_t i = 0; i < k; i++) amax = fmaxf(amax, fabsf(w[i]));
-        for (int64_t i = 0; i < k; i++) dw[i / HX_NUM_BLOCK] += amax * amax / (127.0 * 127.0 * 12.0);
-        return;
+    float d, inv;
+    if (!hx__mm_int8_row_scale(w, k, &d, &inv)) return;
+    for (int64_t i = 0; i < k; i++) {
+        const double e = hx__mm_int8_err(w[i], d, inv);
+        dw[i / HX_NUM_BLOCK] += e * e;
     }
-    if (hx__mm_int8_row_delta(w, k, delta))
-        for (int64_t i = 0; i < k; i++) dw[i / HX_NUM_BLOCK] += (double)delta[i] * delta[i];
-    hx__free(delta);
 }
 
 void hx__mm_weight_row(enum hx_numerics num, const float *w, int64_t k, double *e, double *dw)

@@ -201,7 +201,7 @@ int hx__device_open(const char *spec, const struct hx_device_config *cfg, struct
     int n = e->n_devices, st;
     if (n <= 0)
         return hx__set_error(HX_E_UNAVAILABLE, "backend '%s' has no usable device: %s", name,
-                             e->why[0] ? e->why : hx_strerror(HX_OK));
+                             e->why[0] ? e->why : "its probe found none");
     int idx;
     if ((st = hx__pick_device(e, colon ? colon + 1 : NULL, n, &idx)) != HX_OK) return st;
 

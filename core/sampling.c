@@ -90,14 +90,6 @@ void hx_sampler_accept(struct hx_sampler *s, hx_token tok)
     s->count[tok]++;
 }
 
-static uint64_t hx__splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static void hx__penalize(struct hx_sampler *s, float *l)
 {
     const struct hx_sampler_params *p = &s->p;

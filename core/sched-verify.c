@@ -72,14 +72,6 @@ struct hx_verify {
     int64_t tw_delta_bytes; /* bytes of cached conversion errors */
 };
 
-static char *hx__verify_strdup(const char *str)
-{
-    size_t n = strlen(str) + 1;
-    char *d = hx__malloc(n);
-    if (d) memcpy(d, str, n);
-    return d;
-}
-
 /* Scratch arrays of n elements at least (their contents are not kept). */
 static int hx__grow_f(float **p, size_t *cap, size_t n)
 {
@@ -120,8 +112,8 @@ int hx__verify_new(const char *spec, const struct hx_device_config *cfg,
     v->on = true;
     /* kept for the twins, if engine diff asks for them (hx__verify_twins_start) */
     v->tw_cfg = *cfg;
-    v->tw_spec = hx__verify_strdup(spec);
-    v->tw_cfg.kernels_dir = cfg->kernels_dir ? hx__verify_strdup(cfg->kernels_dir) : NULL;
+    v->tw_spec = hx_strdup(spec);
+    v->tw_cfg.kernels_dir = cfg->kernels_dir ? hx_strdup(cfg->kernels_dir) : NULL;
     if (!v->tw_spec || (cfg->kernels_dir && !v->tw_cfg.kernels_dir)) {
         hx__verify_free(v);
         return HX_E_NOMEM;
@@ -417,11 +409,7 @@ static int hx__verify_compare(struct hx_verify *v, const struct hx_graph *g, int
 
 static double hx__tw_uniform(struct hx_verify *v) /* in (0, 1) */
 {
-    uint64_t z = (v->tw_rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return ((double)(z >> 11) + 0.5) * 0x1.0p-53;
+    return ((double)(hx__splitmix(&v->tw_rng) >> 11) + 0.5) * 0x1.0p-53;
 }
 
 static double hx__tw_gauss(struct hx_verify *v)

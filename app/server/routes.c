@@ -150,10 +150,7 @@ static void hx_srv_slots(struct hx_srv_conn *c)
 
 static void hx_srv_generate(struct hx_srv_conn *c, enum hx_srv_kind kind)
 {
-    if (hx__srv_cfg.loading) {
-        hx__srv_respond_error(c, 503, "the model is loading", NULL, "model_loading", "Retry-After: 1\r\n");
-        return;
-    }
+    if (hx_srv_loading(c)) return;
     struct hx_srv_gen_req req;
     const char *param = NULL;
     char msg[512];
