@@ -361,6 +361,40 @@ HX_API hx_token hx_sampler_sample(struct hx_sampler *s, const float *logits);
 HX_API void hx_sampler_accept(struct hx_sampler *s, hx_token tok);
 HX_API void hx_sampler_reset(struct hx_sampler *s);
 
+/* ---- constrained decoding (docs/grammar.md) ------------------------------------------------ */
+
+/*
+ * A grammar in GBNF (the notation llama.cpp uses; the subset is in docs/grammar.md), compiled
+ * for one model's vocabulary: sampling under it only picks tokens whose bytes keep the text a
+ * prefix of a sentence of the grammar. The start rule is `root`. Errors: HX_E_INVAL with
+ * hx_last_error() naming the line and the problem (an undefined rule, left recursion, bad
+ * syntax, a grammar too large). Text is matched as bytes; character classes and `.` match
+ * whole UTF-8 characters.
+ */
+struct hx_grammar;
+HX_API int hx_grammar_new(const struct hx_model *model, const char *gbnf, size_t len,
+                          struct hx_grammar **out);
+HX_API void hx_grammar_free(struct hx_grammar *g);
+/* Back to the start (before any token). */
+HX_API void hx_grammar_reset(struct hx_grammar *g);
+/*
+ * Like hx_sampler_sample, but only among the tokens the grammar allows now: those whose bytes
+ * continue the text validly and after which the grammar can still be completed within the
+ * budget (budget = tokens that may still be generated, this one included; <= 0: no limit).
+ * End-of-generation tokens are allowed exactly when the text so far is a whole sentence;
+ * tokens with no text (control tokens) never are otherwise. HX_TOKEN_NULL when nothing is
+ * allowed (a grammar already done: see hx_grammar_done). Does not advance the grammar.
+ */
+HX_API hx_token hx_sampler_sample_grammar(struct hx_sampler *s, struct hx_grammar *g,
+                                          const float *logits, int64_t budget);
+/* Advance past tok. HX_E_INVAL (state unchanged) if the grammar does not allow it. An
+ * end-of-generation token is accepted when the text is whole and changes nothing. */
+HX_API int hx_grammar_accept(struct hx_grammar *g, hx_token tok);
+/* The text so far is a whole sentence and nothing may follow it: stop generating. */
+HX_API bool hx_grammar_done(const struct hx_grammar *g);
+/* The text so far is a whole sentence (more may still follow, e.g. digits of a number). */
+HX_API bool hx_grammar_can_end(const struct hx_grammar *g);
+
 #ifdef __cplusplus
 }
 #endif
