@@ -390,6 +390,9 @@ HX_API hx_token hx_sampler_sample_grammar(struct hx_sampler *s, struct hx_gramma
 /* Advance past tok. HX_E_INVAL (state unchanged) if the grammar does not allow it. An
  * end-of-generation token is accepted when the text is whole and changes nothing. */
 HX_API int hx_grammar_accept(struct hx_grammar *g, hx_token tok);
+/* Advance past text (len bytes), as if tokens spelling it had been accepted: for tests and to
+ * force a prefix. HX_E_INVAL (state unchanged) if the grammar does not allow it. */
+HX_API int hx_grammar_accept_text(struct hx_grammar *g, const char *text, size_t len);
 /* The text so far is a whole sentence and nothing may follow it: stop generating. */
 HX_API bool hx_grammar_done(const struct hx_grammar *g);
 /* The text so far is a whole sentence (more may still follow, e.g. digits of a number). */

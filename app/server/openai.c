@@ -311,6 +311,8 @@ void hx__srv_gen_req_free(struct hx_srv_gen_req *r)
     free(r->msgs);
     free(r->model);
     free(r->prompt);
+    free(r->grammar);
+    r->grammar = NULL;
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
     r->msgs = NULL;
     r->n_msgs = 0;

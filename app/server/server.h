@@ -91,6 +91,7 @@ struct hx_srv_gen_req {
     bool enable_thinking;
     bool return_token_ids; /* extension: the generated ids in choices[0].token_ids */
     bool cache_prompt;     /* default true: reuse a slot's cached prefix (worker.c) */
+    char *grammar;         /* GBNF (docs/grammar.md) sampling is constrained by; NULL: none */
 };
 
 /* Parse and validate a JSON body. On failure returns false with *status (400/...), *param
@@ -99,6 +100,18 @@ bool hx__srv_gen_req_parse(enum hx_srv_kind kind, const char *body, size_t len,
                            struct hx_srv_gen_req *out, const char **param, char *msg,
                            size_t msg_cap);
 void hx__srv_gen_req_free(struct hx_srv_gen_req *r);
+
+/* ---- JSON Schema → grammar (json-schema.c) ------------------------------------------------- */
+
+/*
+ * Append to *out GBNF rules (docs/grammar.md) that match exactly the JSON texts that the JSON
+ * Schema `schema` (len bytes of JSON; NULL: any JSON value) validates. The rule for the value is
+ * named <prefix>root and every rule written starts with prefix, so several schemas can share one
+ * grammar. On a schema feature not supported or an invalid schema: false, with err naming the
+ * keyword and where it is ("'pattern' is not supported (at /properties/name)").
+ */
+bool hx__srv_schema_gbnf(const char *schema, size_t len, const char *prefix,
+                         struct hx_srv_buf *out, char *err, size_t err_cap);
 
 /* {"error":{"message","type","param","code"}} as a malloc'ed string. */
 char *hx__srv_error_json(int status, const char *msg, const char *param, const char *code);
