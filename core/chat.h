@@ -20,3 +20,8 @@ const char *hx__chat_detect(const char *tmpl_src);
  */
 int hx__chat_apply(const char *tmpl_src, const char *name, const struct hx_chat_msg *msgs,
                    size_t n_msgs, bool add_generation_prompt, bool enable_thinking, char **out);
+/* hx_chat_apply_tools without the model: tmpl_src as above. */
+int hx__chat_apply_tools(const char *tmpl_src, const char *name,
+                         const struct hx_chat_message *msgs, size_t n_msgs,
+                         const char *tools_json, bool add_generation_prompt, bool enable_thinking,
+                         char **out);

@@ -88,6 +88,17 @@ int hx_chat_apply(const struct hx_model *model, const char *name, const struct h
                           add_generation_prompt, enable_thinking, out);
 }
 
+int hx_chat_apply_tools(const struct hx_model *model, const char *name,
+                        const struct hx_chat_message *msgs, size_t n_msgs, const char *tools_json,
+                        bool add_generation_prompt, bool enable_thinking, char **out)
+{
+    if (!out) return hx__set_error(HX_E_INVAL, "hx_chat_apply_tools: out is NULL");
+    *out = NULL;
+    const struct hx_vocab *v = hx_vocab_of(model);
+    return hx__chat_apply_tools(v ? hx__vocab_chat_template(v) : NULL, name, msgs, n_msgs,
+                                tools_json, add_generation_prompt, enable_thinking, out);
+}
+
 const char *const *hx_chat_template_names(void) { return hx__chat_names(); }
 
 const char *hx_chat_template_detect(const struct hx_model *model)

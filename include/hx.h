@@ -222,6 +222,34 @@ struct hx_chat_msg {
 HX_API int hx_chat_apply(const struct hx_model *model, const char *name,
                          const struct hx_chat_msg *msgs, size_t n_msgs,
                          bool add_generation_prompt, bool enable_thinking, char **out);
+/* A call an assistant message made (hx_chat_apply_tools). */
+struct hx_chat_tool_call {
+    const char *name;      /* the function's name */
+    const char *arguments; /* its arguments: the text of a JSON object */
+};
+
+/* A chat message with OpenAI's tool-call parts (hx_chat_apply_tools). */
+struct hx_chat_message {
+    const char *role;    /* "system", "user", "assistant", "tool" (a tool's result) */
+    const char *content; /* "" when none */
+    const struct hx_chat_tool_call *tool_calls; /* assistant: the calls it made (or NULL) */
+    size_t n_tool_calls;
+};
+
+/*
+ * hx_chat_apply with tools, in the format of the model's official template (qwen3/chatml:
+ * Qwen3's; llama3: Llama 3.1's JSON tool calling; docs/server.md "Tool calls"). tools_json:
+ * NULL (no tools) or the JSON text of an array of tools as OpenAI's API takes them
+ * ([{"type":"function","function":{...}}]). Assistant tool calls and "tool" messages are
+ * rendered as the template renders them; with no tools and no tool parts the text equals
+ * hx_chat_apply's. HX_E_INVAL (message in hx_last_error()) for invalid JSON, tools or tool
+ * calls with a template that has no tool format (llama2, bitnet), or what the official template
+ * refuses (llama3: more than one call in a message, tools with no message after the system one).
+ */
+HX_API int hx_chat_apply_tools(const struct hx_model *model, const char *name,
+                               const struct hx_chat_message *msgs, size_t n_msgs,
+                               const char *tools_json, bool add_generation_prompt,
+                               bool enable_thinking, char **out);
 /* NULL-terminated list of built-in template names (static storage). */
 HX_API const char *const *hx_chat_template_names(void);
 /* Name of the built-in template the model's own tokenizer.chat_template is detected as (the
