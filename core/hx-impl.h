@@ -61,6 +61,9 @@ static inline bool hx__add_size(size_t a, size_t b, size_t *out)
  * directory, device, FIFO, socket or dangling link is HX_E_INVAL with a message. */
 int hx__outfile_resolve(const char *path, char **target, bool *exists, unsigned *mode);
 
+/* The parameters a sampler was made with (grammar.c reads them). */
+const struct hx_sampler_params *hx__sampler_params(const struct hx_sampler *s);
+
 /* Monotonic clock in microseconds. */
 double hx__time_us(void);
 

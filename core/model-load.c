@@ -416,6 +416,7 @@ void hx_model_free(struct hx_model *m)
     hx__free(m->owned);
     hx__free(m->layers);
     if (m->vocab) hx__vocab_free(m->vocab);
+    hx__tok_table_free(m->tok_table);
     hx__gguf_close(m->gguf);
     hx__free(m);
 }

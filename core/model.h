@@ -56,7 +56,11 @@ struct hx_model {
     int64_t n_params;
     size_t weight_bytes;
     char weight_types[256];
+    /* the vocabulary's token bytes and trie for grammars (grammar.c): built on first use under
+     * a lock, the one thing written after load */
+    struct hx__tok_table *tok_table;
 };
+void hx__tok_table_free(struct hx__tok_table *t);
 
 const struct hx_vocab *hx__model_vocab(const struct hx_model *m);
 const char *hx__arch_name(enum hx_arch a);

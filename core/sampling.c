@@ -58,6 +58,8 @@ int hx_sampler_new(const struct hx_sampler_params *p, int64_t n_vocab, struct hx
     return HX_OK;
 }
 
+const struct hx_sampler_params *hx__sampler_params(const struct hx_sampler *s) { return &s->p; }
+
 void hx_sampler_free(struct hx_sampler *s)
 {
     if (!s) return;
