@@ -290,7 +290,8 @@ bool hx__srv_gen_req_parse(enum hx_srv_kind kind, const char *body, size_t len,
     bool ok = hx_srv_parse_options(root, out, param, msg, msg_cap) &&
               hx_srv_parse_sampling(root, out, param, msg, msg_cap) &&
               hx_srv_parse_stop(root, out, param, msg, msg_cap) &&
-              (kind == HX_SRV_CHAT ? hx_srv_parse_messages(root, out, param, msg, msg_cap)
+              (kind == HX_SRV_CHAT ? hx_srv_parse_messages(root, out, param, msg, msg_cap) &&
+                                         hx__srv_tools_parse(root, out, param, msg, msg_cap)
                                    : hx_srv_parse_prompt(root, out, param, msg, msg_cap));
     json_decref(root);
     if (!ok) hx__srv_gen_req_free(out);
@@ -313,6 +314,8 @@ void hx__srv_gen_req_free(struct hx_srv_gen_req *r)
     free(r->prompt);
     free(r->grammar);
     r->grammar = NULL;
+    hx__srv_tools_free(r->tools);
+    r->tools = NULL;
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
     r->msgs = NULL;
     r->n_msgs = 0;

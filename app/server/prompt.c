@@ -30,8 +30,12 @@ int hx__srv_prompt_prepare(const struct hx_srv_prompt_env *env, const struct hx_
     *n_ids = 0;
     *code = NULL;
     if (r->kind == HX_SRV_CHAT) {
-        int st = hx_chat_apply(env->model, env->chat_template, r->msgs, r->n_msgs, true,
-                               r->enable_thinking, &rendered);
+        int st = r->tools ? hx__srv_tools_render(r, env->model, env->chat_template,
+                                                 r->enable_thinking, &rendered)
+                          : hx_chat_apply(env->model, env->chat_template, r->msgs, r->n_msgs, true,
+                                          r->enable_thinking, &rendered);
+        if (st == HX_E_INVAL && r->tools) /* what the tool format refuses (tools.c checks first) */
+            HX_SRV_PFAIL(400, NULL, "cannot render the chat with its tools: %s", hx_last_error());
         /* the messages are validated already: the server's template is at fault */
         if (st == HX_E_NOTFOUND)
             HX_SRV_PFAIL(501, "chat_template_unavailable",

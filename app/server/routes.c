@@ -175,6 +175,12 @@ static void hx_srv_generate(struct hx_srv_conn *c, enum hx_srv_kind kind)
         hx__srv_respond_error(c, 501, msg, NULL, "chat_template_unavailable", NULL);
         return;
     }
+    /* tools in the template's format: its checks, the grammar of a required call, the parser */
+    if (!hx__srv_tools_prepare(&req, hx__srv_worker_chat_template(), &param, msg, sizeof msg)) {
+        hx__srv_gen_req_free(&req);
+        hx__srv_respond_error(c, 400, msg, param, NULL, NULL);
+        return;
+    }
     if (hx__srv_cfg.draining ||
         hx__srv_cfg.in_flight >= (int64_t)hx__srv_cfg.n_parallel + hx__srv_cfg.n_queue) {
         hx__srv_gen_req_free(&req);
@@ -304,6 +310,14 @@ static void hx_srv_on_text(struct hx_srv_conn *c, struct hx_srv_event *ev)
     }
     struct hx_srv_result r;
     hx_srv_result_of(c, NULL, &r);
+    struct hx_srv_tools *t = hx__srv_job_req(ev->job)->tools;
+    if (hx__srv_tools_parsing(t)) { /* content and tool_calls deltas */
+        struct hx_srv_buf b = {0};
+        hx__srv_tools_stream(t, &r, ev->text, ev->text_len, false, &b);
+        if (b.len && !b.failed) hx__srv_stream_send(c, b.data, b.len);
+        hx__srv_buf_free(&b);
+        return;
+    }
     hx_srv_sse_json(c, hx__srv_chunk_json(c->kind, HX_SRV_CHUNK_TEXT, &r, ev->text, ev->text_len));
 }
 
@@ -357,14 +371,24 @@ static void hx_srv_on_done(struct hx_srv_conn *c, struct hx_srv_event *ev)
         hx_srv_stream_fail(c, 500, "out of memory", NULL);
         return;
     }
+    struct hx_srv_tools *t = hx__srv_job_req(ev->job)->tools;
     if (!c->stream) {
-        char *body = hx__srv_response_json(c->kind, &r, c->text.data, c->text.len);
+        char *body = hx__srv_tools_parsing(t)
+                         ? hx__srv_tools_response(t, &r, c->text.data, c->text.len)
+                         : hx__srv_response_json(c->kind, &r, c->text.data, c->text.len);
         if (!body) hx__srv_respond_error(c, 500, "out of memory", NULL, NULL, NULL);
         else hx__srv_respond(c, 200, "application/json", body, strlen(body), NULL);
         free(body);
         return;
     }
     hx__srv_stream_begin(c); /* no-op unless ACCEPTED was lost */
+    if (hx__srv_tools_parsing(t)) { /* what the parser still held, then the calls' reason */
+        struct hx_srv_buf b = {0};
+        hx__srv_tools_stream(t, &r, NULL, 0, true, &b);
+        if (b.len && !b.failed) hx__srv_stream_send(c, b.data, b.len);
+        hx__srv_buf_free(&b);
+        r.finish_reason = hx__srv_tools_finish_reason(t, r.finish_reason);
+    }
     hx_srv_sse_json(c, hx__srv_chunk_json(c->kind, HX_SRV_CHUNK_FINISH, &r, NULL, 0));
     if (c->include_usage) hx_srv_sse_json(c, hx__srv_chunk_json(c->kind, HX_SRV_CHUNK_USAGE, &r, NULL, 0));
     hx_srv_send_chunk(c, "data: [DONE]\n\n");

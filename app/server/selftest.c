@@ -114,7 +114,7 @@ static void hx_srv_test_roles(void)
 {
     struct hx_srv_gen_req r;
     const char *param = NULL;
-    char msg[256], body[160];
+    char msg[256], body[320];
     const char *bad = "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}";
     HX_SRV_CHECK(
         !hx__srv_gen_req_parse(HX_SRV_CHAT, bad, strlen(bad), &r, &param, msg, sizeof msg));
@@ -127,6 +127,12 @@ static void hx_srv_test_roles(void)
     for (char *save = NULL, *w = strtok_r(words, " ,", &save); w; w = strtok_r(NULL, " ,", &save)) {
         if (!strcmp(w, "or")) continue;
         snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"%s\",\"content\":\"hi\"}]}", w);
+        if (!strcmp(w, "tool")) /* a tool result answers an earlier call (tools.c) */
+            snprintf(body, sizeof body,
+                     "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":"
+                     "[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+                     "\"arguments\":\"{}\"}}]},{\"role\":\"%s\",\"tool_call_id\":\"c\","
+                     "\"content\":\"hi\"}]}", w);
         if (!hx_srv_try(HX_SRV_CHAT, body, NULL)) {
             fprintf(stderr, "self-test FAIL: role '%s' is listed in \"%s\" but refused\n", w, msg);
             hx_srv_failures++;
@@ -272,6 +278,7 @@ int hx__srv_selftest(void)
     hx_srv_test_parser();
     hx_srv_test_json();
     hx_srv_test_sse();
+    hx_srv_failures += hx__srv_selftest_tools();
     fprintf(stderr, "engine serve --self-test: %s (%d failure(s))\n",
             hx_srv_failures ? "FAILED" : "ok", hx_srv_failures);
     return hx_srv_failures;

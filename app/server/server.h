@@ -76,6 +76,8 @@ bool hx__srv_reqp_started(const struct hx_srv_reqp *rp); /* any byte of a reques
 
 enum hx_srv_kind { HX_SRV_CHAT, HX_SRV_COMPLETION };
 
+struct hx_srv_tools; /* tools.c */
+
 struct hx_srv_gen_req {
     enum hx_srv_kind kind;
     char *model;                /* NULL when absent */
@@ -92,6 +94,7 @@ struct hx_srv_gen_req {
     bool return_token_ids; /* extension: the generated ids in choices[0].token_ids */
     bool cache_prompt;     /* default true: reuse a slot's cached prefix (worker.c) */
     char *grammar;         /* GBNF (docs/grammar.md) sampling is constrained by; NULL: none */
+    struct hx_srv_tools *tools; /* chat: tools, the messages' tool parts (tools.c); or NULL */
 };
 
 /* Parse and validate a JSON body. On failure returns false with *status (400/...), *param
@@ -133,6 +136,48 @@ char *hx__srv_response_json(enum hx_srv_kind kind, const struct hx_srv_result *r
 enum hx_srv_chunk { HX_SRV_CHUNK_ROLE, HX_SRV_CHUNK_TEXT, HX_SRV_CHUNK_FINISH, HX_SRV_CHUNK_USAGE };
 char *hx__srv_chunk_json(enum hx_srv_kind kind, enum hx_srv_chunk what,
                          const struct hx_srv_result *r, const char *text, size_t text_len);
+/* Tool calls (tools.c), loop side. A streamed chat's text (end: the generation is over) as SSE
+ * events of content and tool_calls deltas appended to sse; the finish_reason to report
+ * ("tool_calls" once a call was made); the whole response of a non-streamed chat. */
+void hx__srv_tools_stream(struct hx_srv_tools *t, const struct hx_srv_result *r, const char *text,
+                          size_t len, bool end, struct hx_srv_buf *sse);
+const char *hx__srv_tools_finish_reason(const struct hx_srv_tools *t, const char *reason);
+char *hx__srv_tools_response(struct hx_srv_tools *t, const struct hx_srv_result *r,
+                             const char *text, size_t len);
+
+/* ---- tool calls (tools.c) ------------------------------------------------------------------ */
+
+struct json_t;
+enum hx_srv_tool_fmt { HX_SRV_TOOLFMT_NONE, HX_SRV_TOOLFMT_QWEN3, HX_SRV_TOOLFMT_LLAMA3 };
+
+/* After the messages: `tools`, `tool_choice`, `parallel_tool_calls` and the messages'
+ * `tool_calls` / `tool_call_id`, validated (the failure conventions of hx__srv_gen_req_parse).
+ * Sets out->tools, or leaves it NULL when the request has none of these. */
+bool hx__srv_tools_parse(struct json_t *root, struct hx_srv_gen_req *out, const char **param,
+                         char *msg, size_t msg_cap);
+void hx__srv_tools_free(struct hx_srv_tools *t);
+/* Loop side, with the chat template's name: check the request against the template's tool
+ * format, set r->grammar for tool_choice "required" or a named function, start the output
+ * parser. False: a 400 with *param and msg. No-op without r->tools. */
+bool hx__srv_tools_prepare(struct hx_srv_gen_req *r, const char *tmpl, const char **param,
+                           char *msg, size_t msg_cap);
+/* The chat with its tool parts (hx_chat_apply_tools); hx_chat_apply's statuses. */
+int hx__srv_tools_render(const struct hx_srv_gen_req *r, const struct hx_model *model,
+                         const char *tmpl, bool enable_thinking, char **out);
+/* Loop side: whether the output is parsed into tool calls (the parser is running). */
+bool hx__srv_tools_parsing(const struct hx_srv_tools *t);
+
+/* The output parser (pure). It reports content text and whole calls, in order, through cb
+ * (content: name NULL; a call: content NULL, args the arguments' JSON text as generated). */
+struct hx_srv_tparse;
+typedef void (*hx_srv_tparse_cb)(void *user, const char *content, size_t len, const char *name,
+                                 const char *args, size_t args_len);
+/* names: the functions a call may name (borrowed). NULL when out of memory. */
+struct hx_srv_tparse *hx__srv_tparse_new(enum hx_srv_tool_fmt fmt, char *const *names, int n);
+void hx__srv_tparse_push(struct hx_srv_tparse *p, const char *s, size_t n, hx_srv_tparse_cb cb,
+                         void *user);
+void hx__srv_tparse_end(struct hx_srv_tparse *p, hx_srv_tparse_cb cb, void *user);
+void hx__srv_tparse_free(struct hx_srv_tparse *p);
 
 /* ---- SSE framing and stop strings (sse.c) -------------------------------------------------- */
 
@@ -285,6 +330,7 @@ struct hx_srv_access *hx__srv_job_access(struct hx_srv_job *job);
 
 /* ---- self-test (selftest.c) -------------------------------------------------------------- */
 int hx__srv_selftest(void);
+int hx__srv_selftest_tools(void); /* selftest-tools.c: the number of failures */
 
 /* ---- connections (http.c) and routes (routes.c), loop thread only -------------------------- */
 
