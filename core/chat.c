@@ -92,7 +92,8 @@ struct hx_jw {
 
 static void hx_jw_ws(struct hx_jw *w)
 {
-    while (w->p < w->end && (*w->p == ' ' || *w->p == '\t' || *w->p == '\n' || *w->p == '\r')) w->p++;
+    while (w->p < w->end && (*w->p == ' ' || *w->p == '\t' || *w->p == '\n' || *w->p == '\r'))
+        w->p++;
 }
 
 static void hx_jw_put(struct hx_jw *w, const char *s, size_t n)
@@ -449,7 +450,8 @@ static int hx_render_qwen3(struct hx_strbuf *sb, const struct hx_chat_message *m
                 hx_sb_str(sb, "<tool_call>\n{\"name\": \"");
                 hx_sb_str(sb, tc->name);
                 hx_sb_str(sb, "\", \"arguments\": ");
-                if (!hx_json_dump(sb, tc->arguments, 0)) return hx_bad_json("the arguments of message", i);
+                if (!hx_json_dump(sb, tc->arguments, 0))
+                    return hx_bad_json("the arguments of message", i);
                 hx_sb_str(sb, "}\n</tool_call>");
             }
             hx_sb_str(sb, "<|im_end|>\n");
@@ -493,7 +495,7 @@ static int hx_render_llama3(struct hx_strbuf *sb, const struct hx_chat_message *
         }
         if (i == n)
             return hx__set_error(HX_E_INVAL, "chat: llama3 puts the tools in the first user "
-                                             "message, and there is no message after the system one");
+                                             "message, and there is none after the system one");
         hx_sb_str(sb, "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
                       "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
         hx__sb_append(sb, sys, sl);
@@ -519,8 +521,9 @@ static int hx_render_llama3(struct hx_strbuf *sb, const struct hx_chat_message *
             hx_sb_str(sb, "<|eot_id|>");
         } else if (m[i].n_tool_calls > 0) {
             if (m[i].n_tool_calls != 1)
-                return hx__set_error(HX_E_INVAL, "chat: llama3 takes one tool call per "
-                                                 "message; message %zu has %zu", i, m[i].n_tool_calls);
+                return hx__set_error(HX_E_INVAL,
+                                     "chat: llama3 takes one tool call per message; message %zu "
+                                     "has %zu", i, m[i].n_tool_calls);
             hx_sb_str(sb, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
             hx_sb_str(sb, m[i].tool_calls[0].name);
             hx_sb_str(sb, "\", \"parameters\": ");

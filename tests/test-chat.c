@@ -152,9 +152,9 @@ TEST(qwen3_tools)
         "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist "
         "with the user query.\n\nYou are provided with function signatures within <tools></tools> "
         "XML tags:\n<tools>\n"
-        "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get "
-        "the weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
-        "\"string\"}}, \"required\": [\"city\"]}}}\n"
+        "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+        "\"description\": \"Get the weather\", \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}\n"
         "</tools>\n\nFor each function call, return a json object with function name and arguments "
         "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
         "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
@@ -179,12 +179,12 @@ TEST(qwen3_tools)
         "query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n"
         "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"a\"}}\n</tools>\n\nFor each "
         "function call, return a json object with function name and arguments within "
-        "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
-        "<args-json-object>}\n</tool_call><|im_end|>\n"
+        "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+        "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
         "<|im_start|>user\ngo<|im_end|>\n"
-        "<|im_start|>assistant\n<think>\nplan\n</think>\n\nCalling.\n<tool_call>\n{\"name\": \"a\", "
-        "\"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": "
-        "[1, 2.5e3, -0.5]}}\n</tool_call><|im_end|>\n");
+        "<|im_start|>assistant\n<think>\nplan\n</think>\n\nCalling.\n<tool_call>\n"
+        "{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", "
+        "\"arguments\": {\"x\": [1, 2.5e3, -0.5]}}\n</tool_call><|im_end|>\n");
     hx_free(a);
 }
 
@@ -203,8 +203,9 @@ TEST(qwen3_tool_history_without_tools)
     char *a = render_tools("qwen3", m, 5, NULL, false, true);
     ASSERT_STREQ(a, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq<|im_end|>\n"
                     "<|im_start|>assistant\n<think>\nx\n</think>\n\nLet me look.\n<tool_call>\n"
-                    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
-                    "<|im_end|>\n<|im_start|>user\n<tool_response>\n20\n</tool_response><|im_end|>\n"
+                    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+                    "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n20\n"
+                    "</tool_response><|im_end|>\n"
                     "<|im_start|>assistant\n<think>\n\n</think>\n\nIt is 20.<|im_end|>\n");
     hx_free(a);
     /* without a user query no assistant turn keeps a think block (last_query_index = n - 1) */
@@ -274,18 +275,20 @@ TEST(tool_json_as_tojson_writes_it)
 {
     /* escapes decoded and written again as json.dumps(ensure_ascii=False) does */
     static const struct hx_chat_tool_call c[] = {
-        {"f", " { \"s\" : \"\\u00e9\\/\\ud83d\\ude00\\u0001\\t\\\"\\\\\" , \"n\":null,\"t\":true } "}};
+        {"f", " { \"s\" : \"\\u00e9\\/\\ud83d\\ude00\\u0001\\t\\\"\\\\\" , "
+              "\"n\":null,\"t\":true } "}};
     struct hx_chat_message m[] = {{"assistant", "", c, 1}};
     char *a = render_tools("qwen3", m, 1, NULL, false, true);
     ASSERT_STREQ(a, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"s\": "
                     "\"\xC3\xA9/\xF0\x9F\x98\x80\\u0001\\t\\\"\\\\\", \"n\": null, \"t\": true}}\n"
                     "</tool_call><|im_end|>\n");
     hx_free(a);
-    struct hx_chat_message t[] = {{"user", "q", NULL, 0}, {"tool", "a\"b\\c\nd\x01\xC3\xA9", NULL, 0}};
+    struct hx_chat_message t[] = {{"user", "q", NULL, 0},
+                                  {"tool", "a\"b\\c\nd\x01\xC3\xA9", NULL, 0}};
     a = render_tools("llama3", t, 2, NULL, false, true);
     ASSERT_STREQ(a, "<|start_header_id|>user<|end_header_id|>\n\nq<|eot_id|>"
-                    "<|start_header_id|>ipython<|end_header_id|>\n\n\"a\\\"b\\\\c\\nd\\u0001\xC3\xA9\""
-                    "<|eot_id|>");
+                    "<|start_header_id|>ipython<|end_header_id|>\n\n"
+                    "\"a\\\"b\\\\c\\nd\\u0001\xC3\xA9\"<|eot_id|>");
     hx_free(a);
 }
 

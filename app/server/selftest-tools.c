@@ -14,12 +14,12 @@
 
 static int hx_tt_failures;
 
-#define HX_TT_CHECK(cond)                                                                    \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "self-test FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
-            hx_tt_failures++;                                                                \
-        }                                                                                    \
+#define HX_TT_CHECK(cond)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "self-test FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);              \
+            hx_tt_failures++;                                                                      \
+        }                                                                                          \
     } while (0)
 
 /* What the parser reported: content concatenated, calls as "name(args)" joined by ";". */
@@ -83,9 +83,10 @@ static void hx_tt_case(enum hx_srv_tool_fmt fmt, const char *text, const char *c
     for (size_t at = 0; at <= n; at++) { /* every split in two, then a byte at a time */
         struct hx_tt_out o;
         hx_tt_parse(fmt, text, at, 0, &o);
-        bool same = !strcmp(o.content.data, whole.content.data) &&
-                    !strcmp(o.calls.data, whole.calls.data);
-        if (!same) fprintf(stderr, "self-test: tools parse of [%s] split at %zu differs\n", text, at);
+        bool same =
+            !strcmp(o.content.data, whole.content.data) && !strcmp(o.calls.data, whole.calls.data);
+        if (!same)
+            fprintf(stderr, "self-test: tools parse of [%s] split at %zu differs\n", text, at);
         HX_TT_CHECK(same);
         hx_tt_free(&o);
     }
@@ -101,11 +102,13 @@ static void hx_tt_parser(void)
 {
     const enum hx_srv_tool_fmt Q = HX_SRV_TOOLFMT_QWEN3, L = HX_SRV_TOOLFMT_LLAMA3;
 #define CALL_W "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"
-    hx_tt_case(Q, "<tool_call>\n" CALL_W "\n</tool_call>", "", "get_weather({\"city\": \"Paris\"})");
+    hx_tt_case(Q, "<tool_call>\n" CALL_W "\n</tool_call>", "",
+               "get_weather({\"city\": \"Paris\"})");
     /* text before (its trailing whitespace is the separator), two calls, whitespace after;
      * the arguments exactly as generated, braces inside strings included */
     hx_tt_case(Q,
-               "Let me check.\n<tool_call>\n" CALL_W "\n</tool_call>\n<tool_call>\n{\"name\":\"add\""
+               "Let me check.\n<tool_call>\n" CALL_W
+               "\n</tool_call>\n<tool_call>\n{\"name\":\"add\""
                ",\"arguments\":{\"a\":1,\"b\":[2,{\"c\":\"}\\\"]\"}]}}\n</tool_call>\n",
                "Let me check.",
                "get_weather({\"city\": \"Paris\"});add({\"a\":1,\"b\":[2,{\"c\":\"}\\\"]\"}]})");
@@ -130,8 +133,8 @@ static void hx_tt_parser(void)
     hx_tt_case(Q, "<tool_call>" CALL_W "</tool_call>\n<tool_call>oops</tool_call>",
                "<tool_call>oops</tool_call>", "get_weather({\"city\": \"Paris\"})");
     /* a key spelled with an escape: the arguments as jansson writes them */
-    hx_tt_case(Q, "<tool_call>{\"name\": \"add\", \"argum\\u0065nts\": {\"a\": 1}}</tool_call>",
-               "", "add({\"a\":1})");
+    hx_tt_case(Q, "<tool_call>{\"name\": \"add\", \"argum\\u0065nts\": {\"a\": 1}}</tool_call>", "",
+               "add({\"a\":1})");
 
     hx_tt_case(L, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "",
                "get_weather({\"city\": \"Paris\"})");
@@ -160,9 +163,9 @@ static bool hx_tt_req(const char *body, struct hx_srv_gen_req *r, const char **p
     return hx__srv_gen_req_parse(HX_SRV_CHAT, body, strlen(body), r, param, msg, cap);
 }
 
-#define TOOLS2                                                                                 \
-    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"  \
-    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":"       \
+#define TOOLS2                                                                                     \
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"     \
+    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":"           \
     "[\"city\"]}}},{\"type\":\"function\",\"function\":{\"name\":\"add\"}}]"
 #define USER "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
 
@@ -177,37 +180,45 @@ static void hx_tt_requests(void)
          "name"},
         {"{" USER ",\"tools\":[{\"type\":\"function\",\"function\":{}}]}", "tools", "name"},
         {"{" USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\"}},"
-         "{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]}", "tools", "twice"},
+         "{\"type\":\"function\",\"function\":{\"name\":\"a\"}}]}",
+         "tools", "twice"},
         {"{" USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":"
-         "[]}}]}", "tools", "parameters"},
+         "[]}}]}",
+         "tools", "parameters"},
         {"{" USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":"
-         "{\"type\":\"string\"}}}]}", "tools", "object"},
+         "{\"type\":\"string\"}}}]}",
+         "tools", "object"},
         {"{" USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\",\"parameters\":"
-         "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"pattern\":\"a+\"}}}}}]}",
+         "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"pattern\":"
+         "\"a+\"}}}}}]}",
          "tools", "pattern"},
         {"{" USER "," TOOLS2 ",\"tool_choice\":\"sometimes\"}", "tool_choice", "must be"},
         {"{" USER "," TOOLS2 ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
-         "\"nope\"}}}", "tool_choice", "nope"},
+         "\"nope\"}}}",
+         "tool_choice", "nope"},
         {"{" USER "," TOOLS2 ",\"tool_choice\":{\"type\":\"function\"}}", "tool_choice", "must be"},
         {"{" USER ",\"tool_choice\":\"required\"}", "tool_choice", "needs"},
         {"{" USER "," TOOLS2 ",\"parallel_tool_calls\":1}", "parallel_tool_calls", "boolean"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"tool\","
-         "\"tool_call_id\":\"c1\",\"content\":\"x\"}]}", "messages", "matches no"},
+         "\"tool_call_id\":\"c1\",\"content\":\"x\"}]}",
+         "messages", "matches no"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"tool\",\"content\":"
-         "\"x\"}]}", "messages", "tool_call_id"},
+         "\"x\"}]}",
+         "messages", "tool_call_id"},
         {"{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
          "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"[1]\"}}]}]}",
          "messages", "JSON object"},
         {"{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
-         "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":{}}}]}]}", "messages",
-         "must be"},
+         "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":{}}}]}]}",
+         "messages", "must be"},
         {"{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
          "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":\"}}]}]}",
          "messages", "JSON object"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"q\",\"tool_calls\":[]}]}", "messages",
          "only assistant"},
         {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\","
-         "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}", "messages", "must be"},
+         "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}",
+         "messages", "must be"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct hx_srv_gen_req r;
@@ -226,11 +237,12 @@ static void hx_tt_requests(void)
     struct hx_srv_gen_req r;
     const char *param = NULL;
     char msg[512] = "";
-    const char *conv = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
-                       "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
-                       "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}},{\"id\":\"c2\",\"type\":"
-                       "\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{\\\"a\\\":1}\"}}]},"
-                       "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"ok\"}]}";
+    const char *conv =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
+        "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+        "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}},{\"id\":\"c2\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{\\\"a\\\":1}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"ok\"}]}";
     HX_TT_CHECK(hx_tt_req(conv, &r, &param, msg, sizeof msg) && r.tools);
     HX_TT_CHECK(hx__srv_tools_prepare(&r, "qwen3", &param, msg, sizeof msg));
     HX_TT_CHECK(!hx__srv_tools_parsing(r.tools) && !r.grammar);
@@ -243,8 +255,8 @@ static void hx_tt_requests(void)
     HX_TT_CHECK(hx_tt_req("{" USER "}", &r, &param, msg, sizeof msg) && !r.tools);
     hx__srv_gen_req_free(&r);
     /* tools with tool_choice "none": nothing rendered, nothing parsed */
-    HX_TT_CHECK(hx_tt_req("{" USER "," TOOLS2 ",\"tool_choice\":\"none\"}", &r, &param, msg,
-                          sizeof msg));
+    HX_TT_CHECK(
+        hx_tt_req("{" USER "," TOOLS2 ",\"tool_choice\":\"none\"}", &r, &param, msg, sizeof msg));
     HX_TT_CHECK(hx__srv_tools_prepare(&r, "llama2", &param, msg, sizeof msg));
     HX_TT_CHECK(!hx__srv_tools_parsing(r.tools) && !r.grammar);
     hx__srv_gen_req_free(&r);
@@ -254,8 +266,8 @@ static void hx_tt_requests(void)
                 !strcmp(param, "tools"));
     hx__srv_gen_req_free(&r);
     /* llama3: tools need a message after the system one */
-    HX_TT_CHECK(hx_tt_req("{\"messages\":[{\"role\":\"system\",\"content\":\"s\"}]," TOOLS2 "}",
-                          &r, &param, msg, sizeof msg));
+    HX_TT_CHECK(hx_tt_req("{\"messages\":[{\"role\":\"system\",\"content\":\"s\"}]," TOOLS2 "}", &r,
+                          &param, msg, sizeof msg));
     HX_TT_CHECK(!hx__srv_tools_prepare(&r, "llama3", &param, msg, sizeof msg) &&
                 !strcmp(param, "messages"));
     hx__srv_gen_req_free(&r);
@@ -270,8 +282,9 @@ static void hx_tt_grammar(void)
                           "\"function\":{\"name\":\"get_weather\"}}}",
                           &r, &param, msg, sizeof msg));
     HX_TT_CHECK(hx__srv_tools_prepare(&r, "qwen3", &param, msg, sizeof msg));
-    static const char root[] = "root ::= \"<tool_call>\\n{\\\"name\\\": \\\"\" ( \"get_weather\\\", "
-                               "\\\"arguments\\\": \" f0-root ) \"}\\n</tool_call>\"\n";
+    static const char root[] =
+        "root ::= \"<tool_call>\\n{\\\"name\\\": \\\"\" ( \"get_weather\\\", "
+        "\\\"arguments\\\": \" f0-root ) \"}\\n</tool_call>\"\n";
     HX_TT_CHECK(r.grammar && !strncmp(r.grammar, root, sizeof root - 1));
     HX_TT_CHECK(r.grammar && strstr(r.grammar, "f0-root ::=") && !strstr(r.grammar, "f1-"));
     HX_TT_CHECK(hx__srv_tools_parsing(r.tools));
@@ -322,9 +335,12 @@ static void hx_tt_shapes(void)
     for (size_t i = 0; text[i]; i++) hx__srv_tools_stream(r.tools, &res, text + i, 1, false, &sse);
     hx__srv_tools_stream(r.tools, &res, NULL, 0, true, &sse);
     HX_TT_CHECK(!strcmp(hx__srv_tools_finish_reason(r.tools, "stop"), "tool_calls"));
-    const char *want[] = {"\"delta\":{\"content\":\"S\"}", "\"delta\":{\"tool_calls\":[{\"index\":0,"
-                          "\"id\":\"call_", "\"type\":\"function\",\"function\":{\"name\":\"add\","
-                          "\"arguments\":\"\"}}]}", "\"delta\":{\"tool_calls\":[{\"index\":0,"
+    const char *want[] = {"\"delta\":{\"content\":\"S\"}",
+                          "\"delta\":{\"tool_calls\":[{\"index\":0,"
+                          "\"id\":\"call_",
+                          "\"type\":\"function\",\"function\":{\"name\":\"add\","
+                          "\"arguments\":\"\"}}]}",
+                          "\"delta\":{\"tool_calls\":[{\"index\":0,"
                           "\"function\":{\"arguments\":\"{}\"}}]}"};
     const char *at = sse.data ? sse.data : "";
     for (size_t i = 0; i < 4; i++) {

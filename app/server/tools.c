@@ -25,11 +25,11 @@
 
 #include "server.h"
 
-#define HX_SRV_FAIL(p, ...)                                                                  \
-    do {                                                                                     \
-        *param = (p);                                                                        \
-        snprintf(msg, msg_cap, __VA_ARGS__);                                                 \
-        goto fail;                                                                           \
+#define HX_SRV_FAIL(p, ...)                                                                        \
+    do {                                                                                           \
+        *param = (p);                                                                              \
+        snprintf(msg, msg_cap, __VA_ARGS__);                                                       \
+        goto fail;                                                                                 \
     } while (0)
 
 enum hx_srv_tool_choice { HX_SRV_TC_AUTO, HX_SRV_TC_NONE, HX_SRV_TC_REQUIRED, HX_SRV_TC_NAMED };
@@ -40,7 +40,7 @@ struct hx_srv_tools {
     char **params; /* each one's parameters schema as JSON text, NULL when not given */
     char *json;    /* the tools array to render; NULL: none are (no tools, or choice "none") */
     enum hx_srv_tool_choice choice;
-    int named;     /* HX_SRV_TC_NAMED: index into names */
+    int named; /* HX_SRV_TC_NAMED: index into names */
     /* the messages with their tool parts; role and content borrowed from the request */
     struct hx_chat_message *msgs;
     struct hx_chat_tool_call *calls; /* all assistant calls, owned strings */
@@ -120,8 +120,10 @@ static bool hx_srv_parse_tool_list(json_t *tools, struct hx_srv_tools *t, const 
                         i);
         json_t *name = json_object_get(fn, "name");
         if (!hx_srv_fn_name_ok(name))
-            HX_SRV_FAIL("tools", "tools[%zu].function.name must be 1 to 64 of a-z, A-Z, 0-9, _ "
-                        "and -", i);
+            HX_SRV_FAIL("tools",
+                        "tools[%zu].function.name must be 1 to 64 of a-z, A-Z, 0-9, _ "
+                        "and -",
+                        i);
         for (size_t k = 0; k < i; k++)
             if (!strcmp(t->names[k], json_string_value(name)))
                 HX_SRV_FAIL("tools", "tools[%zu]: the function name '%s' is used twice", i,
@@ -140,8 +142,10 @@ static bool hx_srv_parse_tool_list(json_t *tools, struct hx_srv_tools *t, const 
             json_t *pt = json_is_object(p) ? json_object_get(p, "type") : NULL;
             if (!json_is_object(p) ||
                 (pt && (!json_is_string(pt) || strcmp(json_string_value(pt), "object"))))
-                HX_SRV_FAIL("tools", "tools[%zu].function.parameters must be a JSON Schema "
-                            "object of type \"object\"", i);
+                HX_SRV_FAIL("tools",
+                            "tools[%zu].function.parameters must be a JSON Schema "
+                            "object of type \"object\"",
+                            i);
             t->params[i] = json_dumps(p, JSON_COMPACT);
             if (!t->params[i]) HX_SRV_FAIL(NULL, "out of memory");
         }
@@ -158,8 +162,8 @@ fail:
     return false;
 }
 
-static bool hx_srv_parse_choice(json_t *root, struct hx_srv_tools *t, const char **param,
-                                char *msg, size_t msg_cap)
+static bool hx_srv_parse_choice(json_t *root, struct hx_srv_tools *t, const char **param, char *msg,
+                                size_t msg_cap)
 {
     json_t *c = json_object_get(root, "tool_choice");
     t->choice = t->n_fns > 0 ? HX_SRV_TC_AUTO : HX_SRV_TC_NONE; /* OpenAI's defaults */
@@ -168,7 +172,8 @@ static bool hx_srv_parse_choice(json_t *root, struct hx_srv_tools *t, const char
         size_t k = 0;
         while (k < 3 && strcmp(json_string_value(c), hx_srv_choice_names[k])) k++;
         if (k == 3)
-            HX_SRV_FAIL("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" "
+            HX_SRV_FAIL("tool_choice",
+                        "'tool_choice' must be \"auto\", \"none\", \"required\" "
                         "or {\"type\": \"function\", \"function\": {\"name\": ...}}");
         t->choice = (enum hx_srv_tool_choice)k;
     } else {
@@ -177,13 +182,16 @@ static bool hx_srv_parse_choice(json_t *root, struct hx_srv_tools *t, const char
         json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
         if (!json_is_string(type) || strcmp(json_string_value(type), "function") ||
             !json_is_string(name))
-            HX_SRV_FAIL("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" "
+            HX_SRV_FAIL("tool_choice",
+                        "'tool_choice' must be \"auto\", \"none\", \"required\" "
                         "or {\"type\": \"function\", \"function\": {\"name\": ...}}");
         int k = 0;
         while (k < t->n_fns && strcmp(t->names[k], json_string_value(name))) k++;
         if (k == t->n_fns)
-            HX_SRV_FAIL("tool_choice", "tool_choice names the function '%.100s', which is not in "
-                        "'tools'", json_string_value(name));
+            HX_SRV_FAIL("tool_choice",
+                        "tool_choice names the function '%.100s', which is not in "
+                        "'tools'",
+                        json_string_value(name));
         t->choice = HX_SRV_TC_NAMED;
         t->named = k;
     }
@@ -195,9 +203,8 @@ fail:
 }
 
 /* The messages' tool parts. ids: the assistant calls' ids so far (borrowed from root). */
-static bool hx_srv_parse_msg_tools(json_t *root, struct hx_srv_gen_req *out,
-                                   struct hx_srv_tools *t, const char **param, char *msg,
-                                   size_t msg_cap)
+static bool hx_srv_parse_msg_tools(json_t *root, struct hx_srv_gen_req *out, struct hx_srv_tools *t,
+                                   const char **param, char *msg, size_t msg_cap)
 {
     json_t *m = json_object_get(root, "messages");
     size_t n = out->n_msgs, total = 0;
@@ -219,8 +226,10 @@ static bool hx_srv_parse_msg_tools(json_t *root, struct hx_srv_gen_req *out,
         json_t *tc = json_object_get(e, "tool_calls");
         if (tc && !json_is_null(tc)) {
             if (strcmp(role, "assistant"))
-                HX_SRV_FAIL("messages", "messages[%zu]: only assistant messages have tool_calls", i);
-            if (!json_is_array(tc)) HX_SRV_FAIL("messages", "messages[%zu].tool_calls must be an array", i);
+                HX_SRV_FAIL("messages", "messages[%zu]: only assistant messages have tool_calls",
+                            i);
+            if (!json_is_array(tc))
+                HX_SRV_FAIL("messages", "messages[%zu].tool_calls must be an array", i);
             t->msgs[i].tool_calls = t->calls + t->n_calls;
             size_t k;
             json_t *c;
@@ -231,19 +240,24 @@ static bool hx_srv_parse_msg_tools(json_t *root, struct hx_srv_gen_req *out,
                 json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
                 json_t *args = json_is_object(fn) ? json_object_get(fn, "arguments") : NULL;
                 if (!json_is_string(id) || json_string_length(id) == 0 ||
-                    (type && (!json_is_string(type) || strcmp(json_string_value(type), "function"))) ||
+                    (type &&
+                     (!json_is_string(type) || strcmp(json_string_value(type), "function"))) ||
                     !hx_srv_fn_name_ok(name) || !json_is_string(args))
-                    HX_SRV_FAIL("messages", "messages[%zu].tool_calls[%zu] must be {\"id\": ..., "
+                    HX_SRV_FAIL("messages",
+                                "messages[%zu].tool_calls[%zu] must be {\"id\": ..., "
                                 "\"type\": \"function\", \"function\": {\"name\": ..., "
-                                "\"arguments\": \"<a JSON object>\"}}", i, k);
+                                "\"arguments\": \"<a JSON object>\"}}",
+                                i, k);
                 json_error_t jerr;
                 json_t *a = json_loadb(json_string_value(args), json_string_length(args),
                                        JSON_REJECT_DUPLICATES, &jerr);
                 bool obj = json_is_object(a);
                 json_decref(a);
                 if (!obj)
-                    HX_SRV_FAIL("messages", "messages[%zu].tool_calls[%zu].function.arguments "
-                                "must be a string holding a JSON object", i, k);
+                    HX_SRV_FAIL("messages",
+                                "messages[%zu].tool_calls[%zu].function.arguments "
+                                "must be a string holding a JSON object",
+                                i, k);
                 struct hx_chat_tool_call *call = &t->calls[t->n_calls];
                 call->name = strdup(json_string_value(name));
                 call->arguments = strdup(json_string_value(args));
@@ -260,8 +274,10 @@ static bool hx_srv_parse_msg_tools(json_t *root, struct hx_srv_gen_req *out,
             size_t k = 0;
             while (k < t->n_calls && strcmp(ids[k], json_string_value(id))) k++;
             if (k == t->n_calls)
-                HX_SRV_FAIL("messages", "messages[%zu].tool_call_id '%.100s' matches no earlier "
-                            "assistant tool call", i, json_string_value(id));
+                HX_SRV_FAIL("messages",
+                            "messages[%zu].tool_call_id '%.100s' matches no earlier "
+                            "assistant tool call",
+                            i, json_string_value(id));
         }
     }
     free(ids);
@@ -300,7 +316,7 @@ fail:
     return false;
 }
 
-/* ---- the template's format, the grammar -------------------------------------------------------- */
+/* ---- the template's format, the grammar --------------------------------------------------- */
 
 static enum hx_srv_tool_fmt hx_srv_fmt_of(const char *tmpl)
 {
@@ -347,23 +363,25 @@ bool hx__srv_tools_prepare(struct hx_srv_gen_req *r, const char *tmpl, const cha
     if (t->fmt == HX_SRV_TOOLFMT_NONE && (t->json || t->n_calls || t->tool_msgs))
         HX_SRV_FAIL(t->json ? "tools" : "messages",
                     "the chat template '%s' has no tool-call format; tools work with the qwen3 "
-                    "(chatml) and llama3 templates", tmpl ? tmpl : "?");
+                    "(chatml) and llama3 templates",
+                    tmpl ? tmpl : "?");
     if (t->fmt == HX_SRV_TOOLFMT_LLAMA3) {
         for (size_t i = 0; i < r->n_msgs; i++)
             if (t->msgs[i].n_tool_calls > 1)
-                HX_SRV_FAIL("messages", "messages[%zu] has %zu tool calls; the llama3 format "
-                            "takes one per message", i, t->msgs[i].n_tool_calls);
+                HX_SRV_FAIL("messages",
+                            "messages[%zu] has %zu tool calls; the llama3 format "
+                            "takes one per message",
+                            i, t->msgs[i].n_tool_calls);
         if (t->json && !strcmp(r->msgs[0].role, "system") && r->n_msgs == 1)
             HX_SRV_FAIL("messages", "the llama3 format puts the tools in the first message "
-                        "after the system one; there is none");
+                                    "after the system one; there is none");
     }
     if (t->choice == HX_SRV_TC_REQUIRED || t->choice == HX_SRV_TC_NAMED) {
         if (r->grammar)
             HX_SRV_FAIL("tool_choice", "response_format and a required tool call cannot both "
-                        "constrain the answer");
+                                       "constrain the answer");
         char err[384];
-        if (!hx_srv_tools_grammar(t, &r->grammar, err, sizeof err))
-            HX_SRV_FAIL("tools", "%s", err);
+        if (!hx_srv_tools_grammar(t, &r->grammar, err, sizeof err)) HX_SRV_FAIL("tools", "%s", err);
     }
     if (t->json) {
         t->parse = hx__srv_tparse_new(t->fmt, t->names, t->n_fns);
@@ -381,7 +399,10 @@ int hx__srv_tools_render(const struct hx_srv_gen_req *r, const struct hx_model *
                                enable_thinking, out);
 }
 
-bool hx__srv_tools_parsing(const struct hx_srv_tools *t) { return t && t->parse; }
+bool hx__srv_tools_parsing(const struct hx_srv_tools *t)
+{
+    return t && t->parse;
+}
 
 /* ---- the output parser ----------------------------------------------------------------------- */
 
@@ -422,7 +443,10 @@ void hx__srv_tparse_free(struct hx_srv_tparse *p)
     free(p);
 }
 
-static bool hx_srv_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static bool hx_srv_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 /* End of the JSON value at s (valid JSON: jansson judged it). */
 static const char *hx_srv_skip_value(const char *s, const char *end)
@@ -432,7 +456,8 @@ static const char *hx_srv_skip_value(const char *s, const char *end)
     for (const char *p = s; p < end; p++) {
         char c = *p;
         if (in_str) {
-            if (c == '\\') p++;
+            if (c == '\\')
+                p++;
             else if (c == '"') {
                 in_str = false;
                 if (depth == 0) return p + 1;
@@ -598,9 +623,12 @@ static void hx_srv_llama_push(struct hx_srv_tparse *p, hx_srv_tparse_cb cb, void
                     break;
                 }
             } else if (p->in_str) {
-                if (p->esc) p->esc = false;
-                else if (c == '\\') p->esc = true;
-                else if (c == '"') p->in_str = false;
+                if (p->esc)
+                    p->esc = false;
+                else if (c == '\\')
+                    p->esc = true;
+                else if (c == '"')
+                    p->in_str = false;
             } else if (c == '"') {
                 p->in_str = true;
             } else if (c == '{' || c == '[') {
@@ -625,8 +653,10 @@ void hx__srv_tparse_push(struct hx_srv_tparse *p, const char *s, size_t n, hx_sr
         return;
     }
     hx__srv_buf_append(&p->buf, s, n);
-    if (p->fmt == HX_SRV_TOOLFMT_LLAMA3) hx_srv_llama_push(p, cb, user);
-    else hx_srv_qwen_push(p, cb, user);
+    if (p->fmt == HX_SRV_TOOLFMT_LLAMA3)
+        hx_srv_llama_push(p, cb, user);
+    else
+        hx_srv_qwen_push(p, cb, user);
 }
 
 void hx__srv_tparse_end(struct hx_srv_tparse *p, hx_srv_tparse_cb cb, void *user)
@@ -729,12 +759,12 @@ static void hx_srv_stream_cb(void *user, const char *content, size_t len, const 
         return;
     }
     int index = s->t->n_out++;
-    hx_srv_sse_json(s->sse, hx_srv_call_chunk(s->r, hx_srv_call_json(index, name, strlen(name),
-                                                                       NULL, 0, true)));
+    hx_srv_sse_json(s->sse, hx_srv_call_chunk(
+                                s->r, hx_srv_call_json(index, name, strlen(name), NULL, 0, true)));
     json_t *fn = json_object();
     json_object_set_new(fn, "arguments", json_stringn(args, args_len));
-    hx_srv_sse_json(s->sse, hx_srv_call_chunk(s->r, json_pack("{sisO}", "index", index,
-                                                              "function", fn)));
+    hx_srv_sse_json(s->sse,
+                    hx_srv_call_chunk(s->r, json_pack("{sisO}", "index", index, "function", fn)));
     json_decref(fn);
 }
 
@@ -778,9 +808,9 @@ char *hx__srv_tools_response(struct hx_srv_tools *t, const struct hx_srv_result 
     hx__srv_tparse_end(t->parse, hx_srv_whole_cb, &w);
     struct hx_srv_result rr = *r;
     rr.finish_reason = hx__srv_tools_finish_reason(t, r->finish_reason);
-    char *base = w.content.failed ? NULL
-                                  : hx__srv_response_json(HX_SRV_CHAT, &rr, w.content.data,
-                                                          w.content.len);
+    char *base = w.content.failed
+                     ? NULL
+                     : hx__srv_response_json(HX_SRV_CHAT, &rr, w.content.data, w.content.len);
     char *out = NULL;
     json_t *root = base ? json_loads(base, 0, NULL) : NULL;
     json_t *m = json_object_get(json_array_get(json_object_get(root, "choices"), 0), "message");
