@@ -1007,7 +1007,7 @@ static uint32_t hx_g_dist(const struct hx_grammar *g, const struct hx_g_set *s)
     for (uint32_t i = 0; i < s->n; i++) {
         uint32_t d = 0;
         const uint32_t *st = s->data + s->off[i];
-        for (uint32_t k = 0; k < s->len[i]; k++) d += g->sufmin[st[k]];
+        for (uint32_t k = 0; k < s->len[i]; k++) d = HX_MIN(d + g->sufmin[st[k]], HX_G_INF);
         best = HX_MIN(best, d);
     }
     return best;
@@ -1373,11 +1373,13 @@ int hx_grammar_new(const struct hx_model *model, const char *text, size_t len,
             for (int w = 0; R->dispatch && w < 4; w++) R->first[w] |= g->sets[e->v][w];
         }
     }
-    if (g->rules[root].minlen >= HX_G_INF) {
-        p.line = g->rules[root].line;
-        hx_g_fail(&p, "rule 'root' can never finish");
-        goto fail;
-    }
+    for (uint32_t r = 0; r < g->n_rules; r++) /* a parse that enters it could never end */
+        if (g->rules[r].minlen >= HX_G_INF) {
+            p.line = g->rules[r].line;
+            snprintf(p.errbuf, sizeof p.errbuf, "rule '%.100s' can never finish", g->rules[r].name);
+            hx_g_fail(&p, p.errbuf);
+            goto fail;
+        }
     rc = hx_g_table(model, &g->tt);
     if (rc != HX_OK) goto fail;
     int64_t nv = g->tt->n_vocab;
