@@ -51,6 +51,7 @@ static void hx_fg_load(void)
     if (!hx_fg_logits) exit(1);
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!hx_fg_models[0]) hx_fg_load();
