@@ -4,7 +4,8 @@
  *
  * The grammar matches a subset of the JSON texts the schema validates (never one it does not):
  * declared properties in declaration order, no undeclared keys when properties are declared,
- * at most 20 whitespace characters at each place JSON allows them, numbers of bounded length.
+ * at each place JSON allows whitespace only nothing, a space, or a newline and up to 20 spaces
+ * or tabs, numbers of bounded length.
  * Every sub-schema is its own rule; every `$ref` target is compiled once, so recursion is a
  * rule that names itself (after a "{" or "[", which the compiler checks: a `$ref` that comes
  * back to itself without consuming anything would be left recursion). After compiling, a
@@ -218,7 +219,8 @@ static void hx_js_write_shared(struct hx_js *c)
     if (u & HX_JS_U_NUM) u |= HX_JS_U_INT;
     const char *p = c->prefix;
     struct hx_srv_buf *o = c->out;
-    if (u & HX_JS_U_WS) hx__srv_buf_printf(o, "%sws ::= [ \\t\\n]{0,20}\n", p);
+    /* nothing, a space, or a newline and up to 20 spaces or tabs (indentation) */
+    if (u & HX_JS_U_WS) hx__srv_buf_printf(o, "%sws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n", p);
     /* any character but '"', '\' and controls; the escapes; no \u escape of a surrogate, so a
      * string's length in characters is the same whichever way a validator counts it */
     if (u & HX_JS_U_CHAR)
