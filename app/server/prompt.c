@@ -30,8 +30,10 @@ int hx__srv_prompt_prepare(const struct hx_srv_prompt_env *env, const struct hx_
     *n_ids = 0;
     *code = NULL;
     if (r->kind == HX_SRV_CHAT) {
+        /* under a grammar the answer starts at once: no thinking (Qwen3's empty think block
+         * is pre-filled), so the first token can be the JSON */
         int st = hx_chat_apply(env->model, env->chat_template, r->msgs, r->n_msgs, true,
-                               r->enable_thinking, &rendered);
+                               r->enable_thinking && !r->grammar, &rendered);
         /* the messages are validated already: the server's template is at fault */
         if (st == HX_E_NOTFOUND)
             HX_SRV_PFAIL(501, "chat_template_unavailable",

@@ -216,6 +216,7 @@ struct hx_srv_event {
     size_t text_len;
     int status;                /* ERROR: HTTP status */
     const char *code;          /* ERROR: OpenAI error code or NULL (static) */
+    const char *param;         /* ERROR: OpenAI param or NULL (static) */
     const char *finish_reason; /* DONE: "stop", "length", "cancelled" (static) */
     hx_token *ids;             /* DONE with return_token_ids: generated ids (malloc'ed) */
     int64_t n_ids;
