@@ -285,7 +285,10 @@ void hx__srv_job_set_access(struct hx_srv_job *job, struct hx_srv_access *a);
 struct hx_srv_access *hx__srv_job_access(struct hx_srv_job *job);
 
 /* ---- self-test (selftest.c) -------------------------------------------------------------- */
-int hx__srv_selftest(void);
+/* model_path (or NULL): a model to build the structured-output grammars for. */
+int hx__srv_selftest(const char *model_path);
+/* selftest-schema.c: the JSON-Schema compiler and response_format; counts into *failures. */
+void hx__srv_selftest_schema(const char *model_path, int *failures);
 
 /* ---- connections (http.c) and routes (routes.c), loop thread only -------------------------- */
 
