@@ -11,12 +11,12 @@
 
 #include "server.h"
 
-#define HX_SRV_SCHECK(cond)                                                                   \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "self-test FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);         \
-            (*failures)++;                                                                    \
-        }                                                                                     \
+#define HX_SRV_SCHECK(cond)                                                                        \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "self-test FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);              \
+            (*failures)++;                                                                         \
+        }                                                                                          \
     } while (0)
 
 /* Schemas refused, and a piece of the message each must give. */
@@ -25,7 +25,8 @@ static const struct {
 } hx_srv_bad_schemas[] = {
     {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"pattern\":\"^a\"}}}",
      "'pattern' is not supported (at /properties/name)"},
-    {"{\"type\":\"string\",\"format\":\"date\"}", "'format' is not supported (at the schema's root)"},
+    {"{\"type\":\"string\",\"format\":\"date\"}",
+     "'format' is not supported (at the schema's root)"},
     {"{\"type\":\"number\",\"minimum\":0}", "'minimum' is not supported"},
     {"{\"type\":\"number\",\"exclusiveMinimum\":0}", "'exclusiveMinimum' is not supported"},
     {"{\"type\":\"integer\",\"multipleOf\":2}", "'multipleOf' is not supported"},
@@ -35,7 +36,8 @@ static const struct {
     {"{\"allOf\":[{\"type\":\"null\"}]}", "'allOf' is not supported"},
     {"{\"oneOf\":[{\"type\":\"null\"}]}", "'oneOf' is not supported"},
     {"{\"if\":{},\"then\":{}}", "is not supported"},
-    {"{\"type\":\"object\",\"patternProperties\":{\"a\":{}}}", "'patternProperties' is not supported"},
+    {"{\"type\":\"object\",\"patternProperties\":{\"a\":{}}}",
+     "'patternProperties' is not supported"},
     {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"type\":"
      "\"string\",\"maxLength\":3,\"pattern\":\"x\"}}}}",
      "'pattern' is not supported (at /properties/a/items)"},
@@ -46,7 +48,8 @@ static const struct {
     {"false", "a 'false' schema admits no value"},
     {"{\"enum\":[]}", "'enum' must be a non-empty array"},
     {"{\"type\":\"integer\",\"enum\":[1.5,\"a\"]}", "no value of 'enum' has the 'type' given"},
-    {"{\"type\":\"string\",\"minLength\":5,\"maxLength\":2}", "'minLength' is greater than 'maxLength'"},
+    {"{\"type\":\"string\",\"minLength\":5,\"maxLength\":2}",
+     "'minLength' is greater than 'maxLength'"},
     {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}", "'minItems' is greater than 'maxItems'"},
     {"{\"type\":\"array\",\"maxItems\":10001}", "'maxItems' above 10000 is not supported"},
     {"{\"type\":\"string\",\"maxLength\":20000}", "'maxLength' above 10000 is not supported"},
@@ -64,7 +67,8 @@ static const struct {
     {"{\"type\":\"strin\"}", "'type' must be one of"},
     {"{\"type\":[]}", "'type' must be one of"},
     {"{\"anyOf\":[]}", "'anyOf' must be a non-empty array"},
-    {"{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1}]}", "'type' next to 'anyOf' is not supported"},
+    {"{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1}]}",
+     "'type' next to 'anyOf' is not supported"},
     {"{\"$ref\":\"#/$defs/A\",\"type\":\"null\",\"$defs\":{\"A\":{}}}",
      "'type' next to '$ref' is not supported"},
     {"{\"enum\":[1],\"minimum\":0}", "'minimum' is not supported"},
@@ -86,7 +90,8 @@ static const struct hx_srv_schema_case hx_srv_schema_cases[] = {
     {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":1,"
      "\"maxLength\":8},\"age\":{\"type\":\"integer\"},\"email\":{\"type\":\"string\"}},"
      "\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
-     {"{\"name\":\"Al\",\"age\":30}", "{ \"name\" : \"Al\" ,\n \"age\" : -5 , \"email\" : \"a@b\" }",
+     {"{\"name\":\"Al\",\"age\":30}",
+      "{ \"name\" : \"Al\" ,\n \"age\" : -5 , \"email\" : \"a@b\" }",
       "{\"name\":\"\\u00e9\\n\\\"\",\"age\":0}", "{\"name\":\"日本語\",\"age\":7}"},
      {"{\"name\":\"\",\"age\":1}", "{\"name\":\"x\"}", "{\"name\":\"x\",\"age\":1.5}",
       "{\"name\":\"x\",\"age\":01}", "{\"name\":\"x\",\"age\":1,\"extra\":1}",
@@ -143,7 +148,8 @@ static const struct hx_srv_schema_case hx_srv_schema_cases[] = {
      {"{}", "{\"a\":null}", "{\"c\":null}", "{\"a\":null,\"c\":null}", "{\"b\":null,}"}},
     {"{\"definitions\":{\"x\":{\"type\":\"boolean\"}},\"type\":\"array\",\"items\":{\"$ref\":"
      "\"#/definitions/x\"},\"maxItems\":2}",
-     {"[]", "[true,false]"}, {"[true,false,true]", "[1]"}},
+     {"[]", "[true,false]"},
+     {"[true,false,true]", "[1]"}},
     {"true", {"null", "{\"x\":[]}"}, {"", "x"}},
 };
 
@@ -155,8 +161,7 @@ static void hx_srv_schema_compile_tests(int *failures)
         const char *s = hx_srv_bad_schemas[i].schema;
         bool ok = hx__srv_schema_gbnf(s, strlen(s), "", &out, err, sizeof err);
         bool named = !ok && strstr(err, hx_srv_bad_schemas[i].msg);
-        if (!named)
-            fprintf(stderr, "self-test: schema %s: %s\n", s, ok ? "accepted" : err);
+        if (!named) fprintf(stderr, "self-test: schema %s: %s\n", s, ok ? "accepted" : err);
         HX_SRV_SCHECK(named);
         HX_SRV_SCHECK(!out.len); /* nothing written on failure */
         hx__srv_buf_free(&out);
@@ -207,7 +212,8 @@ static void hx_srv_response_format_tests(int *failures)
         {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\"}}", 1, NULL},
         {"{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\",\"schema\":{\"type\":\"object\","
          "\"properties\":{\"name\":{\"type\":\"string\",\"pattern\":\"^a\"}}}}}",
-         -1, "response_format.json_schema.schema: 'pattern' is not supported (at /properties/name)"},
+         -1,
+         "response_format.json_schema.schema: 'pattern' is not supported (at /properties/name)"},
         {"{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"nope\"}}}", -1,
          "'type' must be one of"},
         {"{\"type\":\"json_schema\"}", -1, "response_format.json_schema must be an object"},
@@ -291,8 +297,10 @@ static void hx_srv_schema_model_tests(const char *model_path, int *failures)
         hx_grammar_free(g);
         hx__srv_buf_free(&gb);
     }
-    fprintf(stderr, "engine serve --self-test: %d JSON texts checked against their schemas' "
-                    "grammars on %s\n", checked, model_path);
+    fprintf(stderr,
+            "engine serve --self-test: %d JSON texts checked against their schemas' "
+            "grammars on %s\n",
+            checked, model_path);
     hx_model_free(model);
 }
 
