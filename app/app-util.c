@@ -208,3 +208,30 @@ int hx_app_rows(int64_t n_rows, int64_t width, int n_threads, hx_app_row_fn fn, 
     hx__pool_run(n_threads, hx_app_rows_task, &j);
     return atomic_load(&j.status);
 }
+
+char *hx_app_read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t r = fread(b + len, 1, cap - len, f);
+        len += r;
+        if (r == 0) break;
+        if (len == cap) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb) free(b);
+            b = nb;
+        }
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(b);
+        return NULL;
+    }
+    if (b) b[len] = '\0'; /* the loop leaves room: it ends on a short read */
+    *n = len;
+    return b;
+}

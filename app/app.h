@@ -28,6 +28,8 @@ int hx_cmd_mkmodel(int argc, char **argv);
 
 /* Print "engine <cmd>: <message>" to stderr (app/progress.c). */
 void hx_app_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A whole file into a malloc'ed buffer with a NUL after its *n bytes; NULL on failure. */
+char *hx_app_read_file(const char *path, size_t *n);
 
 /*
  * Feed ids[0..n) to sequence seq at positions pos0.. in batches of at most the context's

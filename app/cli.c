@@ -38,6 +38,7 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
         else if (!strcmp(a, "--backend") || !strcmp(a, "-b")) { VAL(); o->backend = v; }
         else if (!strcmp(a, "--policy")) { VAL(); o->policy = v; }
         else if (!strcmp(a, "--fallback")) { VAL(); o->fallback = v; }
+        else if (!strcmp(a, "--grammar") && !strcmp(cmd, "run")) { VAL(); o->grammar = v; }
         else if (!strcmp(a, "--chat-template")) { VAL(); o->chat_template = v; }
         else if (!strcmp(a, "--npu-kernels")) { VAL(); o->npu_kernels = v; }
         else if (!strcmp(a, "--ids")) o->ids = true;

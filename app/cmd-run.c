@@ -2,8 +2,12 @@
  * cmd-run.c — `engine run -m M -p TEXT [-n N] [--backend B] [--policy P] [sampling...]`:
  * prefill the prompt (BOS when the vocabulary asks), then sample and stream each piece to
  * stdout as it is produced (UTF-8 safe); timings on stderr. --ids prints the generated ids.
+ * --grammar FILE constrains sampling (core/grammar.c): generation ends when the grammar's
+ * sentence is whole and nothing may follow, and -n is the budget it closes within.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -14,7 +18,8 @@ static void hx_run_usage(void)
 {
     printf("usage: engine run -m MODEL -p TEXT [-n N] [--backend B] [--policy P] [--fallback L]\n"
            "       [-t THREADS] [-c N_CTX] [--batch N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-           "       [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S] [--ids]\n");
+           "       [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S] [--ids]\n"
+           "       [--grammar FILE]   (GBNF, docs/grammar.md: only text the grammar allows)\n");
 }
 
 int hx_cmd_run(int argc, char **argv)
@@ -36,6 +41,7 @@ int hx_cmd_run(int argc, char **argv)
     hx_token *ids = NULL, *out = NULL;
     struct hx_sampler *s = NULL;
     struct hx_detok *dt = NULL;
+    struct hx_grammar *gr = NULL;
     int64_t n = 0, cap = (int64_t)strlen(o.prompt) + 8, n_out = 0;
     ids = hx_malloc((size_t)cap * sizeof *ids);
     out = hx_malloc((size_t)o.n_predict * sizeof *out);
@@ -68,6 +74,20 @@ int hx_cmd_run(int argc, char **argv)
         hx_app_error("run", "%s", hx_last_error());
         goto done;
     }
+    if (o.grammar) {
+        size_t glen;
+        char *text = hx_app_read_file(o.grammar, &glen);
+        if (!text) {
+            hx_app_error("run", "cannot read the grammar %s: %s", o.grammar, strerror(errno));
+            goto done;
+        }
+        int grc = hx_grammar_new(m, text, glen, &gr);
+        free(text);
+        if (grc != HX_OK) {
+            hx_app_error("run", "%s: %s", o.grammar, hx_last_error());
+            goto done;
+        }
+    }
     for (int64_t i = 0; i < n; i++) hx_sampler_accept(s, ids[i]);
     double t0 = 0, t1, t2;
     {
@@ -87,16 +107,18 @@ int hx_cmd_run(int argc, char **argv)
     char dev_pre[256] = "", dev_dec[256] = "";
     hx_app_devices_add(n > 1 ? dev_pre : dev_dec, sizeof dev_pre, hx_context_devices(c));
     for (n_out = 0; n_out < o.n_predict; n_out++) {
-        hx_token t = hx_sampler_sample(s, logits);
-        if (hx_vocab_is_eog(m, t)) break;
+        hx_token t = gr ? hx_sampler_sample_grammar(s, gr, logits, o.n_predict - n_out)
+                        : hx_sampler_sample(s, logits);
+        if (t == HX_TOKEN_NULL || hx_vocab_is_eog(m, t)) break;
         out[n_out] = t;
         hx_sampler_accept(s, t);
+        if (gr) hx_grammar_accept(gr, t);
         if (!o.ids) {
             const char *piece;
             size_t len;
             if (hx_detok_push(dt, t, &piece, &len) == HX_OK && len) fwrite(piece, 1, len, stdout), fflush(stdout);
         }
-        if (n_out + 1 == o.n_predict) {
+        if (n_out + 1 == o.n_predict || (gr && hx_grammar_done(gr))) {
             n_out++;
             break;
         }
@@ -134,6 +156,7 @@ int hx_cmd_run(int argc, char **argv)
             n_out > 1 ? (n_out - 1) / (t2 - t1) : 0.0, devs, hx_context_policy(c));
     rc = 0;
 done:
+    hx_grammar_free(gr);
     hx_detok_free(dt);
     hx_sampler_free(s);
     hx_free(ids);

@@ -35,32 +35,6 @@ static void hx_json_str(const char *s, size_t n)
     putchar('"');
 }
 
-static char *hx_tok_read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + len, 1, cap - len, f);
-        len += r;
-        if (r == 0) break;
-        if (len == cap) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb) free(b);
-            b = nb;
-        }
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(b);
-        return NULL;
-    }
-    *n = len;
-    return b;
-}
-
 int hx_cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *file = NULL;
@@ -101,7 +75,7 @@ int hx_cmd_tokenize(int argc, char **argv)
     char *text = NULL;
     size_t len = 0;
     if (file) {
-        text = hx_tok_read_file(file, &len);
+        text = hx_app_read_file(file, &len);
         if (!text) {
             hx_app_error("tokenize", "cannot read '%s'", file);
             return 1;

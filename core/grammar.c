@@ -292,6 +292,8 @@ struct hx_grammar {
     uint64_t tick;
     uint64_t *mask; /* scratch mask */
     struct hx_g_cand *cand;
+    struct hx_g_dfa *dfa;
+    uint32_t *ids; /* per trie depth: the DFA state there */
 };
 
 /* ---- building ------------------------------------------------------------------------------- */
@@ -1005,7 +1007,7 @@ static uint32_t hx_g_dist(const struct hx_grammar *g, const struct hx_g_set *s)
     for (uint32_t i = 0; i < s->n; i++) {
         uint32_t d = 0;
         const uint32_t *st = s->data + s->off[i];
-        for (uint32_t k = 0; k < s->len[i]; k++) d += g->sufmin[st[k]];
+        for (uint32_t k = 0; k < s->len[i]; k++) d = HX_MIN(d + g->sufmin[st[k]], HX_G_INF);
         best = HX_MIN(best, d);
     }
     return best;
@@ -1043,6 +1045,204 @@ static const struct hx_g_set *hx_g_walk(struct hx_grammar *g, const struct hx_g_
     return cur;
 }
 
+/* ---- a lazily built DFA over stack sets ------------------------------------------------------
+ * Every distinct stack set met is interned as a state (0 is the empty, dead set) with its
+ * distance to the end; transitions by one byte are memoized. Inside a string, say, every
+ * character leads back to the same set, so the trie walk becomes one table lookup per node.
+ * When it grows past its limits it is dropped and rebuilt (between walks, never during one). */
+
+#define HX_G_DFA_MAX_STATES (1u << 18)
+#define HX_G_DFA_MAX_TRANS (1u << 23)
+
+struct hx_g_dfa {
+    uint32_t *arena; /* states serialized: n_stacks, then (len, entries...) each */
+    size_t n_arena, cap_arena;
+    uint32_t *off, *dist; /* per state */
+    uint32_t n, cap;
+    uint32_t *ht; /* state index + 1 by content hash (open addressing) */
+    uint32_t ht_cap;
+    uint64_t *tr_key; /* (state << 8 | byte) + 1; 0 = free */
+    uint32_t *tr_val;
+    uint32_t tr_cap, tr_n;
+};
+
+static void hx_g_dfa_free(struct hx_g_dfa *d)
+{
+    if (!d) return;
+    hx__free(d->arena);
+    hx__free(d->off);
+    hx__free(d->dist);
+    hx__free(d->ht);
+    hx__free(d->tr_key);
+    hx__free(d->tr_val);
+    hx__free(d);
+}
+
+static uint64_t hx_g_mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+static bool hx_g_dfa_reset(struct hx_g_dfa *d)
+{
+    d->n_arena = 0;
+    d->n = 0;
+    d->tr_n = 0;
+    if (!d->ht) {
+        d->ht_cap = 1024;
+        d->ht = hx__malloc(d->ht_cap * sizeof *d->ht);
+        d->tr_cap = 1u << 14;
+        d->tr_key = hx__malloc(d->tr_cap * sizeof *d->tr_key);
+        d->tr_val = hx__malloc(d->tr_cap * sizeof *d->tr_val);
+        if (!d->ht || !d->tr_key || !d->tr_val) return false;
+    }
+    memset(d->ht, 0, d->ht_cap * sizeof *d->ht);
+    memset(d->tr_key, 0, d->tr_cap * sizeof *d->tr_key);
+    return true;
+}
+
+static const uint32_t *hx_g_dfa_state(const struct hx_g_dfa *d, uint32_t id)
+{
+    return d->arena + d->off[id];
+}
+
+static size_t hx_g_dfa_len(const uint32_t *st)
+{
+    size_t k = 1;
+    for (uint32_t i = 0; i < st[0]; i++) k += 1 + st[k];
+    return k;
+}
+
+/* The state of set s (interned if new); UINT32_MAX when out of memory. */
+static uint32_t hx_g_dfa_intern(struct hx_grammar *g, const struct hx_g_set *s)
+{
+    struct hx_g_dfa *d = g->dfa;
+    if (s->n == 0 && d->n > 0) return 0;
+    size_t need = 1 + s->n + s->n_data;
+    if (d->n_arena + need > d->cap_arena) {
+        size_t nc = HX_MAX(d->cap_arena * 2, d->n_arena + need + 4096);
+        uint32_t *na = hx__realloc(d->arena, nc * sizeof *na);
+        if (!na) return UINT32_MAX;
+        d->arena = na, d->cap_arena = nc;
+    }
+    uint32_t *w = d->arena + d->n_arena;
+    size_t k = 0;
+    w[k++] = s->n;
+    for (uint32_t i = 0; i < s->n; i++) {
+        w[k++] = s->len[i];
+        memcpy(w + k, s->data + s->off[i], s->len[i] * sizeof *w);
+        k += s->len[i];
+    }
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < k; i++) h = hx_g_mix(h ^ w[i]);
+    uint32_t mask = d->ht_cap - 1;
+    for (uint32_t j = (uint32_t)h & mask;; j = (j + 1) & mask) {
+        uint32_t v = d->ht[j];
+        if (v == 0) break;
+        const uint32_t *o = hx_g_dfa_state(d, v - 1);
+        if (hx_g_dfa_len(o) == k && !memcmp(o, w, k * sizeof *w)) return v - 1;
+    }
+    if (d->n == d->cap) {
+        uint32_t nc = d->cap ? d->cap * 2 : 256;
+        uint32_t *no = hx__realloc(d->off, nc * sizeof *no),
+                 *nd = no ? hx__realloc(d->dist, nc * sizeof *nd) : NULL;
+        if (no) d->off = no;
+        if (!no || !nd) return UINT32_MAX;
+        d->dist = nd, d->cap = nc;
+    }
+    if ((d->n + 1) * 2 > d->ht_cap) { /* grow the table and rehash */
+        uint32_t nc = d->ht_cap * 2;
+        uint32_t *nh = hx__calloc(nc, sizeof *nh);
+        if (!nh) return UINT32_MAX;
+        for (uint32_t id = 0; id < d->n; id++) {
+            const uint32_t *o = hx_g_dfa_state(d, id);
+            size_t ol = hx_g_dfa_len(o);
+            uint64_t oh = 0x9E3779B97F4A7C15ull;
+            for (size_t i = 0; i < ol; i++) oh = hx_g_mix(oh ^ o[i]);
+            uint32_t j = (uint32_t)oh & (nc - 1);
+            while (nh[j]) j = (j + 1) & (nc - 1);
+            nh[j] = id + 1;
+        }
+        hx__free(d->ht);
+        d->ht = nh, d->ht_cap = nc, mask = nc - 1;
+    }
+    uint32_t j = (uint32_t)h & mask;
+    while (d->ht[j]) j = (j + 1) & mask;
+    uint32_t id = d->n++;
+    d->ht[j] = id + 1;
+    d->off[id] = (uint32_t)d->n_arena;
+    d->dist[id] = hx_g_dist(g, s);
+    d->n_arena += k;
+    return id;
+}
+
+static void hx_g_dfa_load(const struct hx_g_dfa *d, uint32_t id, struct hx_g_set *out)
+{
+    const uint32_t *st = hx_g_dfa_state(d, id);
+    hx_g_set_clear(out);
+    size_t k = 1;
+    for (uint32_t i = 0; i < st[0]; i++) {
+        hx_g_set_add(out, st + k + 1, st[k]);
+        k += 1 + st[k];
+    }
+}
+
+/* The state after one byte; UINT32_MAX when out of memory. */
+static uint32_t hx_g_dfa_step(struct hx_grammar *g, uint32_t id, uint8_t byte)
+{
+    struct hx_g_dfa *d = g->dfa;
+    uint64_t key = ((uint64_t)id << 8 | byte) + 1;
+    uint32_t mask = d->tr_cap - 1;
+    uint32_t j = (uint32_t)hx_g_mix(key) & mask;
+    for (; d->tr_key[j]; j = (j + 1) & mask)
+        if (d->tr_key[j] == key) return d->tr_val[j];
+    struct hx_g_set *a = &g->lv[0], *b = &g->lv[1];
+    hx_g_dfa_load(d, id, a);
+    hx_g_advance(g, a, byte, b);
+    if (a->oom || b->oom) return UINT32_MAX;
+    uint32_t to = hx_g_dfa_intern(g, b);
+    if (to == UINT32_MAX) return to;
+    if ((d->tr_n + 1) * 2 > d->tr_cap) { /* grow and rehash */
+        uint32_t nc = d->tr_cap * 2;
+        uint64_t *nk = hx__calloc(nc, sizeof *nk);
+        uint32_t *nv = hx__malloc(nc * sizeof *nv);
+        if (!nk || !nv) {
+            hx__free(nk);
+            hx__free(nv);
+            return UINT32_MAX;
+        }
+        for (uint32_t i = 0; i < d->tr_cap; i++) {
+            if (!d->tr_key[i]) continue;
+            uint32_t q = (uint32_t)hx_g_mix(d->tr_key[i]) & (nc - 1);
+            while (nk[q]) q = (q + 1) & (nc - 1);
+            nk[q] = d->tr_key[i], nv[q] = d->tr_val[i];
+        }
+        hx__free(d->tr_key);
+        hx__free(d->tr_val);
+        d->tr_key = nk, d->tr_val = nv, d->tr_cap = nc, mask = nc - 1;
+        j = (uint32_t)hx_g_mix(key) & mask;
+        while (d->tr_key[j]) j = (j + 1) & mask;
+    }
+    d->tr_key[j] = key, d->tr_val[j] = to;
+    d->tr_n++;
+    return to;
+}
+
+/* The current state's DFA state, after dropping the DFA if it grew too large. */
+static uint32_t hx_g_dfa_cur(struct hx_grammar *g)
+{
+    struct hx_g_dfa *d = g->dfa;
+    if (d->n > HX_G_DFA_MAX_STATES || d->tr_n > HX_G_DFA_MAX_TRANS || d->n == 0) {
+        if (!hx_g_dfa_reset(d)) return UINT32_MAX;
+        struct hx_g_set empty = {0};
+        if (hx_g_dfa_intern(g, &empty) != 0) return UINT32_MAX; /* state 0: dead */
+    }
+    return hx_g_dfa_intern(g, &g->cur);
+}
+
 /* ---- public: build ------------------------------------------------------------------------- */
 
 void hx_grammar_free(struct hx_grammar *g)
@@ -1058,6 +1258,8 @@ void hx_grammar_free(struct hx_grammar *g)
     hx__free(g->sufmin);
     hx_g_set_free(&g->start);
     hx_g_set_free(&g->cur);
+    hx_g_dfa_free(g->dfa);
+    hx__free(g->ids);
     for (uint32_t i = 0; i < g->n_lv; i++) hx_g_set_free(&g->lv[i]);
     hx__free(g->lv);
     hx__free(g->stk);
@@ -1171,18 +1373,23 @@ int hx_grammar_new(const struct hx_model *model, const char *text, size_t len,
             for (int w = 0; R->dispatch && w < 4; w++) R->first[w] |= g->sets[e->v][w];
         }
     }
-    if (g->rules[root].minlen >= HX_G_INF) {
-        p.line = g->rules[root].line;
-        hx_g_fail(&p, "rule 'root' can never finish");
-        goto fail;
-    }
+    for (uint32_t r = 0; r < g->n_rules; r++) /* a parse that enters it could never end */
+        if (g->rules[r].minlen >= HX_G_INF) {
+            p.line = g->rules[r].line;
+            snprintf(p.errbuf, sizeof p.errbuf, "rule '%.100s' can never finish", g->rules[r].name);
+            hx_g_fail(&p, p.errbuf);
+            goto fail;
+        }
     rc = hx_g_table(model, &g->tt);
     if (rc != HX_OK) goto fail;
     int64_t nv = g->tt->n_vocab;
     g->work = hx__malloc((size_t)nv * sizeof *g->work);
     g->mask = hx__malloc((size_t)(nv + 63) / 64 * 8);
     g->cand = hx__malloc(1024 * sizeof *g->cand);
-    if (!g->work || !g->mask || !g->cand || !hx_g_levels(g) || !hx_g_stk_room(g, 64)) {
+    g->dfa = hx__calloc(1, sizeof *g->dfa);
+    g->ids = hx__malloc(((size_t)g->tt->max_depth + 2) * sizeof *g->ids);
+    if (!g->work || !g->mask || !g->cand || !g->dfa || !g->ids || !hx_g_levels(g) ||
+        !hx_g_stk_room(g, 64)) {
         rc = HX_E_NOMEM;
         goto fail;
     }
@@ -1294,27 +1501,25 @@ static int64_t hx_g_full_mask(struct hx_grammar *g, uint32_t limit, uint32_t *ma
     memset(g->mask, 0, words * 8);
     int64_t count = 0;
     *maxd = 0;
-    /* level 0 = the current state (copied so the levels own their memory) */
-    if (!hx_g_set_copy(&g->lv[0], &g->cur)) return -1;
+    uint32_t *ids = g->ids, *dist;
+    if ((ids[0] = hx_g_dfa_cur(g)) == UINT32_MAX) return -1;
     for (uint32_t i = 0; i < t->n_nodes;) {
         const struct hx_g_node *nd = &t->nodes[i];
-        struct hx_g_set *nx = &g->lv[nd->depth];
-        hx_g_advance(g, &g->lv[nd->depth - 1], nd->byte, nx);
-        if (nx->oom) return -1;
-        if (nx->n == 0) {
+        uint32_t id = hx_g_dfa_step(g, ids[nd->depth - 1], nd->byte);
+        if (id == UINT32_MAX) return -1;
+        if (id == 0) {
             i += nd->size;
             continue;
         }
-        if (nd->tok1 > nd->tok0) {
-            uint32_t d = hx_g_dist(g, nx);
-            if (d <= limit) {
-                for (uint32_t k = nd->tok0; k < nd->tok1; k++) {
-                    int32_t tok = t->sorted[k];
-                    g->mask[tok >> 6] |= 1ull << (tok & 63);
-                }
-                count += nd->tok1 - nd->tok0;
-                *maxd = HX_MAX(*maxd, d);
+        ids[nd->depth] = id;
+        dist = g->dfa->dist; /* may move as the DFA grows */
+        if (nd->tok1 > nd->tok0 && dist[id] <= limit) {
+            for (uint32_t k = nd->tok0; k < nd->tok1; k++) {
+                int32_t tok = t->sorted[k];
+                g->mask[tok >> 6] |= 1ull << (tok & 63);
             }
+            count += nd->tok1 - nd->tok0;
+            *maxd = HX_MAX(*maxd, dist[id]);
         }
         i++;
     }
@@ -1332,14 +1537,17 @@ static void hx_g_apply_mask(struct hx_grammar *g, const uint64_t *mask, const fl
 }
 
 /* Is token tok allowed now (with the budget limit)? */
-static bool hx_g_token_ok(struct hx_grammar *g, int32_t tok, uint32_t limit)
+static bool hx_g_token_ok(struct hx_grammar *g, uint32_t cur_id, int32_t tok, uint32_t limit)
 {
     const struct hx__tok_table *t = g->tt;
     if (t->eog[tok]) return hx_g_has_empty(&g->cur);
-    uint32_t n = t->off[tok + 1] - t->off[tok];
+    uint32_t n = t->off[tok + 1] - t->off[tok], id = cur_id;
     if (n == 0) return false;
-    const struct hx_g_set *s = hx_g_walk(g, &g->cur, t->bytes + t->off[tok], n);
-    return s && s->n > 0 && hx_g_dist(g, s) <= limit;
+    for (uint32_t i = 0; i < n && id != 0; i++) {
+        id = hx_g_dfa_step(g, id, t->bytes[t->off[tok] + i]);
+        if (id == UINT32_MAX) return false;
+    }
+    return id != 0 && g->dfa->dist[id] <= limit;
 }
 
 static struct hx_g_cache *hx_g_cache_find(struct hx_grammar *g, uint64_t key)
@@ -1443,8 +1651,9 @@ hx_token hx_sampler_sample_grammar(struct hx_sampler *s, struct hx_grammar *g, c
                 g->cand[j] = g->cand[j - 1], g->cand[j - 1] = tmp;
             }
         int found = 0;
-        for (int i = 0; i < n && found < need; i++)
-            if (hx_g_token_ok(g, g->cand[i].id, limit)) g->cand[found++] = g->cand[i];
+        uint32_t cur_id = hx_g_dfa_cur(g);
+        for (int i = 0; i < n && found < need && cur_id != UINT32_MAX; i++)
+            if (hx_g_token_ok(g, cur_id, g->cand[i].id, limit)) g->cand[found++] = g->cand[i];
         if (found == need || (found > 0 && n == nv)) {
             for (int64_t i = 0; i < nv; i++) g->work[i] = -INFINITY;
             for (int i = 0; i < found; i++) g->work[g->cand[i].id] = g->cand[i].logit;

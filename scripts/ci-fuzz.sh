@@ -6,7 +6,7 @@
 #   scripts/ci-fuzz.sh [SECONDS]      (default 60 per target; the targets run side by side)
 #
 # Environment: HX_FUZZ_BUILD (build folder, default build-fuzz), HX_DATA (shared test data,
-# default ../shared/data: the vocabularies of fuzz-request, and every .gguf there replayed once
+# default ../shared/data: the vocabularies of fuzz-request and fuzz-grammar, and every .gguf there replayed once
 # through fuzz-gguf), CI=true (missing data fails instead of skipping). New inputs found go to
 # $HX_FUZZ_BUILD/fuzz-corpus/<name>/ (kept between local runs), crash reproducers to
 # $HX_FUZZ_BUILD/fuzz-artifacts/. docs/testing.md, "Fuzzing", says how to reproduce and keep them.
@@ -27,12 +27,12 @@ CC=clang cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHX_
     -DHX_SANITIZE=ON -DHX_BACKEND_VULKAN=OFF -DHX_BACKEND_HIP=OFF -DHX_SERVER=ON -DHX_WERROR=ON \
     -DHX_DATA_DIR="$data" >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log" >&2; die "configure failed"; }
-cmake --build "$build" -j2 --target fuzz-gguf fuzz-http fuzz-request || die "build failed"
+cmake --build "$build" -j2 --target fuzz-gguf fuzz-http fuzz-request fuzz-grammar || die "build failed"
 
-targets=(fuzz-gguf fuzz-http fuzz-request)
+targets=(fuzz-gguf fuzz-http fuzz-request fuzz-grammar)
 if [ ! -f "$data/vocab/ggml-vocab-qwen2.gguf" ]; then
-    if [ "$ci" = true ]; then die "fuzz-request needs the shared test data ($data/vocab/)"; fi
-    echo "SKIP: fuzz-request (no shared test data at $data; set HX_DATA)"
+    if [ "$ci" = true ]; then die "fuzz-request and fuzz-grammar need the shared test data ($data/vocab/)"; fi
+    echo "SKIP: fuzz-request, fuzz-grammar (no shared test data at $data; set HX_DATA)"
     targets=(fuzz-gguf fuzz-http)
 fi
 

@@ -49,6 +49,7 @@ TEST(errors_name_the_line_and_the_problem)
         {"root ::= \"a\" }", "unexpected '}'"},
         {"root ::= x\nx ::= x \"a\"", "can reach itself"},
         {"root ::= x\nx ::= \"a\" x", "never finish"},
+        {"root ::= \"a\" | x\nx ::= \"b\" x", "'x' can never finish"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct hx_grammar *g = (struct hx_grammar *)1;
@@ -184,7 +185,7 @@ TEST(sampling_stays_in_the_grammar_and_closes_within_the_budget)
         sp.top_k = mode == 2 ? 0 : 40; /* top-k off: the whole-vocabulary path */
         for (uint64_t seed = 1; seed <= 3; seed++) {
             sp.seed = seed;
-            int64_t n;
+            int64_t n = 0;
             bool ok;
             int64_t budget = 24 + 10 * (int64_t)seed;
             const char *text = generate(g, &sp, budget, seed * 77, &n, &ok);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test-server-openai.sh — `engine serve` through the official OpenAI client (npm `openai`):
-# tests/server/*.test.mjs under node's test runner. The client is installed into
-# tests/server/node_modules on first use (npm ci, from package-lock.json, the exact version of
-# package.json) and kept. Without node, or without the client (npm missing or the install
+# tests/server/*.test.mjs under node's test runner. The client (and ajv, the JSON-Schema
+# validator structured.test.mjs checks outputs with) is installed into tests/server/node_modules
+# on first use (npm ci, from package-lock.json, the exact versions of package.json) and kept. Without node, or without the client (npm missing or the install
 # failing), the test prints `SKIP: <reason>` and exits 77; with CI=true, where both are
 # expected, the same is a FAILURE (exit 1). Missing shared data: the same rule.
 set -u
@@ -18,20 +18,24 @@ done
 command -v node >/dev/null || skip "node is not installed (the OpenAI-client tests need node >= 18)"
 node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)' ||
     skip "node $(node --version) is too old (the OpenAI-client tests need node >= 18)"
-want=$(node -p 'require(process.argv[1]).dependencies.openai' "$here/package.json")
-have() { node -p 'try { require(process.argv[1]).version } catch { "" }' \
-              "$here/node_modules/openai/package.json" 2>/dev/null; }
-if [ "$(have)" != "$want" ]; then
+# every dependency of package.json installed at its exact version
+have() { node -e 'const d = process.argv[1];
+for (const [n, v] of Object.entries(require(d + "/package.json").dependencies)) {
+    let got = ""; try { got = require(`${d}/node_modules/${n}/package.json`).version } catch {}
+    if (got !== v) process.exit(1);
+}' "$here" 2>/dev/null; }
+if ! have; then
     command -v npm >/dev/null || skip "the openai package is not installed and npm is missing"
     # flock: the plain and the ASan test runs may start this at the same time; the second
     # finds the first one's install
-    if ! (flock 9 && { [ "$(have)" = "$want" ] || {
-            echo "installing openai@$want into tests/server/node_modules"
+    if ! (flock 9 && { have || {
+            echo "installing the test packages of tests/server/package.json into node_modules"
             cd "$here" && npm ci --no-audit --no-fund --loglevel=error; }; }) \
             9>"${TMPDIR:-/tmp}/hx-openai-install.lock"; then
         skip "npm could not install the openai package (is the npm registry reachable?)"
     fi
 fi
-(cd "$here" && node -e 'require.resolve("openai")') || skip "the openai package is not importable"
+(cd "$here" && node -e 'require.resolve("openai"); require.resolve("ajv")') ||
+    skip "the openai or ajv package is not importable"
 cd "$here" && HX_ENGINE=$E HX_DATA=$D exec node --test --test-reporter=spec --test-concurrency=1 \
-    api.test.mjs badinput.test.mjs concurrency.test.mjs
+    api.test.mjs badinput.test.mjs concurrency.test.mjs structured.test.mjs

@@ -24,7 +24,7 @@ for t in curl python3; do
 done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0; check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
-"$E" serve --self-test || exit 1
+"$E" serve --self-test -m "$Q" || exit 1
 port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 start() { # model port extra... (the server's stderr goes to $tmp/server.log)
   local m=$1 p=$2; shift 2

@@ -53,7 +53,8 @@ static void hx_srv_usage(FILE *f)
             "  --idle-timeout S      keep-alive idle seconds (default 30)\n"
             "  --grace S             shutdown grace period (default 10)\n"
             "  --keepalive S         SSE ': keep-alive' comment after S quiet seconds (default 3)\n"
-            "  --self-test           run the server's unit tests and exit\n");
+            "  --self-test [-m M]    run the server's unit tests (with M: the structured-output\n"
+            "                        grammars built for model M too) and exit\n");
 }
 
 static void hx_srv_finish(void)
@@ -266,7 +267,14 @@ static int hx_srv_run(struct hx_srv_args *a)
 
 int hx_cmd_serve(int argc, char **argv)
 {
-    if (argc >= 2 && !strcmp(argv[1], "--self-test")) return hx__srv_selftest() ? 1 : 0;
+    if (argc >= 2 && !strcmp(argv[1], "--self-test")) { /* [-m MODEL]: grammar tests on it */
+        const char *m = argc >= 4 && !strcmp(argv[2], "-m") ? argv[3] : NULL;
+        if (argc != 2 && !m) {
+            hx_app_error("serve", "usage: engine serve --self-test [-m MODEL]");
+            return 2;
+        }
+        return hx__srv_selftest(m) ? 1 : 0;
+    }
     struct hx_srv_args a = {
         .worker = {.n_parallel = 4},
         .http = {.host = "127.0.0.1", .port = 8080, .request_timeout_s = 10, .idle_timeout_s = 30,

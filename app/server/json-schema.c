@@ -4,7 +4,8 @@
  *
  * The grammar matches a subset of the JSON texts the schema validates (never one it does not):
  * declared properties in declaration order, no undeclared keys when properties are declared,
- * at most 20 whitespace characters at each place JSON allows them, numbers of bounded length.
+ * at each place JSON allows whitespace only nothing, a space, or a newline and up to 20 spaces
+ * or tabs, numbers of bounded length.
  * Every sub-schema is its own rule; every `$ref` target is compiled once, so recursion is a
  * rule that names itself (after a "{" or "[", which the compiler checks: a `$ref` that comes
  * back to itself without consuming anything would be left recursion). After compiling, a
@@ -77,13 +78,14 @@ struct hx_js {
     size_t n_slots;
 };
 
-static const char *const hx_js_annotations[] = {
-    "title",  "description", "default",    "examples", "$schema", "$id",
-    "$comment", "strict",    "deprecated", "readOnly", "writeOnly"};
+static const char *const hx_js_annotations[] = {"title",      "description", "default",  "examples",
+                                                "$schema",    "$id",         "$comment", "strict",
+                                                "deprecated", "readOnly",    "writeOnly"};
 static const char *const hx_js_keywords[] = {
-    "$defs",    "definitions", "type",     "enum",     "const",     "$ref",     "anyOf",
-    "properties", "required",  "additionalProperties", "items",     "prefixItems", "minItems",
-    "maxItems", "minLength",   "maxLength"};
+    "$defs",    "definitions", "type",       "enum",     "const",
+    "$ref",     "anyOf",       "properties", "required", "additionalProperties",
+    "items",    "prefixItems", "minItems",   "maxItems", "minLength",
+    "maxLength"};
 
 #define HX_JS_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -96,8 +98,8 @@ static bool hx_js_in(const char *k, const char *const *list, size_t n)
 
 static bool hx_js_annotation(const char *k)
 {
-    return hx_js_in(k, hx_js_annotations, HX_JS_COUNT(hx_js_annotations)) ||
-           !strcmp(k, "$defs") || !strcmp(k, "definitions");
+    return hx_js_in(k, hx_js_annotations, HX_JS_COUNT(hx_js_annotations)) || !strcmp(k, "$defs") ||
+           !strcmp(k, "definitions");
 }
 
 /* ---- errors and locations ------------------------------------------------------------------- */
@@ -114,8 +116,10 @@ static bool hx_js_fail(struct hx_js *c, const char *fmt, ...)
     va_end(ap);
     if (n >= 0 && (size_t)n < c->err_cap) {
         const char *at = c->path.len ? c->path.data : NULL;
-        if (at) snprintf(c->err + n, c->err_cap - (size_t)n, " (at %s)", at);
-        else snprintf(c->err + n, c->err_cap - (size_t)n, " (at the schema's root)");
+        if (at)
+            snprintf(c->err + n, c->err_cap - (size_t)n, " (at %s)", at);
+        else
+            snprintf(c->err + n, c->err_cap - (size_t)n, " (at the schema's root)");
     }
     return false;
 }
@@ -126,9 +130,12 @@ static size_t hx_js_push(struct hx_js *c, const char *seg)
     size_t old = c->path.len;
     hx__srv_buf_puts(&c->path, "/");
     for (const char *p = seg; *p; p++) {
-        if (*p == '~') hx__srv_buf_puts(&c->path, "~0");
-        else if (*p == '/') hx__srv_buf_puts(&c->path, "~1");
-        else hx__srv_buf_append(&c->path, p, 1);
+        if (*p == '~')
+            hx__srv_buf_puts(&c->path, "~0");
+        else if (*p == '/')
+            hx__srv_buf_puts(&c->path, "~1");
+        else
+            hx__srv_buf_append(&c->path, p, 1);
     }
     return old;
 }
@@ -160,13 +167,20 @@ static void hx_js_literal(struct hx_srv_buf *b, const char *s, size_t n)
     hx__srv_buf_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch == '"') hx__srv_buf_puts(b, "\\\"");
-        else if (ch == '\\') hx__srv_buf_puts(b, "\\\\");
-        else if (ch == '\n') hx__srv_buf_puts(b, "\\n");
-        else if (ch == '\r') hx__srv_buf_puts(b, "\\r");
-        else if (ch == '\t') hx__srv_buf_puts(b, "\\t");
-        else if (ch < 0x20 || ch == 0x7f) hx__srv_buf_printf(b, "\\x%02X", ch);
-        else hx__srv_buf_append(b, s + i, 1);
+        if (ch == '"')
+            hx__srv_buf_puts(b, "\\\"");
+        else if (ch == '\\')
+            hx__srv_buf_puts(b, "\\\\");
+        else if (ch == '\n')
+            hx__srv_buf_puts(b, "\\n");
+        else if (ch == '\r')
+            hx__srv_buf_puts(b, "\\r");
+        else if (ch == '\t')
+            hx__srv_buf_puts(b, "\\t");
+        else if (ch < 0x20 || ch == 0x7f)
+            hx__srv_buf_printf(b, "\\x%02X", ch);
+        else
+            hx__srv_buf_append(b, s + i, 1);
     }
     hx__srv_buf_puts(b, "\"");
 }
@@ -185,9 +199,12 @@ static bool hx_js_value_literal(struct hx_js *c, struct hx_srv_buf *b, const jso
 static void hx_js_rep(struct hx_srv_buf *b, int64_t lo, int64_t hi)
 {
     if (hi < 0) {
-        if (lo == 0) hx__srv_buf_puts(b, "*");
-        else if (lo == 1) hx__srv_buf_puts(b, "+");
-        else hx__srv_buf_printf(b, "{%lld,}", (long long)lo);
+        if (lo == 0)
+            hx__srv_buf_puts(b, "*");
+        else if (lo == 1)
+            hx__srv_buf_puts(b, "+");
+        else
+            hx__srv_buf_printf(b, "{%lld,}", (long long)lo);
     } else if (lo == 0 && hi == 1) {
         hx__srv_buf_puts(b, "?");
     } else if (lo == hi) {
@@ -218,15 +235,17 @@ static void hx_js_write_shared(struct hx_js *c)
     if (u & HX_JS_U_NUM) u |= HX_JS_U_INT;
     const char *p = c->prefix;
     struct hx_srv_buf *o = c->out;
-    if (u & HX_JS_U_WS) hx__srv_buf_printf(o, "%sws ::= [ \\t\\n]{0,20}\n", p);
+    /* nothing, a space, or a newline and up to 20 spaces or tabs (indentation) */
+    if (u & HX_JS_U_WS) hx__srv_buf_printf(o, "%sws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n", p);
     /* any character but '"', '\' and controls; the escapes; no \u escape of a surrogate, so a
      * string's length in characters is the same whichever way a validator counts it */
     if (u & HX_JS_U_CHAR)
-        hx__srv_buf_printf(o,
-                           "%schar ::= [^\\\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\\\"\\\\/bfnrt] | \"u\" "
-                           "( [0-9a-cA-C] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | "
-                           "[e-fE-F] [0-9a-fA-F]{3} ) )\n",
-                           p);
+        hx__srv_buf_printf(
+            o,
+            "%schar ::= [^\\\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\\\"\\\\/bfnrt] | \"u\" "
+            "( [0-9a-cA-C] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | "
+            "[e-fE-F] [0-9a-fA-F]{3} ) )\n",
+            p);
     if (u & HX_JS_U_STR) hx__srv_buf_printf(o, "%sstr ::= \"\\\"\" %schar* \"\\\"\"\n", p, p);
     /* at most 16 integer digits, 15 fraction digits, a 2-digit exponent: always finite */
     if (u & HX_JS_U_INT)
@@ -334,10 +353,14 @@ static json_t *hx_js_resolve(json_t *root, const char *ref)
         tok[k] = '\0';
         size_t o = 0;
         for (size_t i = 0; i < k; i++) {
-            if (tok[i] == '~' && tok[i + 1] == '1') tok[o++] = '/', i++;
-            else if (tok[i] == '~' && tok[i + 1] == '0') tok[o++] = '~', i++;
-            else if (tok[i] == '~') v = NULL;
-            else tok[o++] = tok[i];
+            if (tok[i] == '~' && tok[i + 1] == '1')
+                tok[o++] = '/', i++;
+            else if (tok[i] == '~' && tok[i + 1] == '0')
+                tok[o++] = '~', i++;
+            else if (tok[i] == '~')
+                v = NULL;
+            else
+                tok[o++] = tok[i];
         }
         tok[o] = '\0';
         if (!v) break;
@@ -386,7 +409,8 @@ static const char *hx_js_other(json_t *s, const char *const *allowed, size_t n)
 {
     const char *k;
     json_t *v;
-    json_object_foreach(s, k, v) {
+    json_object_foreach(s, k, v)
+    {
         if (!hx_js_annotation(k) && !hx_js_in(k, allowed, n)) return k;
     }
     return NULL;
@@ -397,8 +421,8 @@ static int hx_js_type_bit(const char *t)
     static const struct {
         const char *name;
         int bit;
-    } types[] = {{"null", HX_JS_NULL},   {"boolean", HX_JS_BOOL}, {"object", HX_JS_OBJ},
-                 {"array", HX_JS_ARR},   {"string", HX_JS_STR},   {"number", HX_JS_NUM},
+    } types[] = {{"null", HX_JS_NULL},  {"boolean", HX_JS_BOOL}, {"object", HX_JS_OBJ},
+                 {"array", HX_JS_ARR},  {"string", HX_JS_STR},   {"number", HX_JS_NUM},
                  {"integer", HX_JS_INT}};
     for (size_t i = 0; i < HX_JS_COUNT(types); i++)
         if (!strcmp(t, types[i].name)) return types[i].bit;
@@ -417,7 +441,8 @@ static int hx_js_types(struct hx_js *c, json_t *s)
         } else if (json_is_array(t) && json_array_size(t) > 0) {
             size_t i;
             json_t *e;
-            json_array_foreach(t, i, e) {
+            json_array_foreach(t, i, e)
+            {
                 int b = json_is_string(e) ? hx_js_type_bit(json_string_value(e)) : 0;
                 if (!b) {
                     mask = 0;
@@ -490,9 +515,10 @@ static bool hx_js_enum(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
         if (!hx_js_value_literal(c, body, v)) return false;
     }
     if (!kept)
-        return hx_js_fail(c, "%s", e && k   ? "'enum' and 'const' have no value in common"
-                                   : e      ? "no value of 'enum' has the 'type' given"
-                                            : "the value of 'const' does not have the 'type' given");
+        return hx_js_fail(c, "%s",
+                          e && k ? "'enum' and 'const' have no value in common"
+                          : e    ? "no value of 'enum' has the 'type' given"
+                                 : "the value of 'const' does not have the 'type' given");
     return true;
 }
 
@@ -506,7 +532,8 @@ static bool hx_js_anyof(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
         return hx_js_fail(c, "'anyOf' must be a non-empty array of schemas");
     size_t i;
     json_t *sub;
-    json_array_foreach(a, i, sub) {
+    json_array_foreach(a, i, sub)
+    {
         char name[HX_JS_NAME];
         size_t old = hx_js_push(c, "anyOf");
         hx_js_push_index(c, i);
@@ -538,8 +565,10 @@ static bool hx_js_ref_rule(struct hx_js *c, json_t *target, const char *pointer,
     size_t idx = (size_t)(r - c->refs); /* c->refs may move while the target compiles */
     r->path = path;
     r->depth = c->depth;
-    if (c->n_refs == 1) snprintf(r->name, HX_JS_NAME, "%sroot", c->prefix);
-    else hx_js_new_name(c, r->name);
+    if (c->n_refs == 1)
+        snprintf(r->name, HX_JS_NAME, "%sroot", c->prefix);
+    else
+        hx_js_new_name(c, r->name);
     snprintf(name, HX_JS_NAME, "%s", r->name);
     /* compile it where it is: messages name its own location */
     struct hx_srv_buf saved = c->path;
@@ -565,8 +594,10 @@ static bool hx_js_ref(struct hx_js *c, json_t *s, char *name)
     if (!json_is_string(ref)) return hx_js_fail(c, "'$ref' must be a string");
     const char *r = json_string_value(ref);
     if (r[0] != '#')
-        return hx_js_fail(c, "'$ref' '%s': only local references (\"#\", \"#/$defs/...\") are "
-                             "supported", r);
+        return hx_js_fail(c,
+                          "'$ref' '%s': only local references (\"#\", \"#/$defs/...\") are "
+                          "supported",
+                          r);
     json_t *target = hx_js_resolve(c->root, r);
     if (!target) return hx_js_fail(c, "'$ref' '%s' does not resolve", r);
     return hx_js_ref_rule(c, target, r + 1, name);
@@ -597,15 +628,17 @@ struct hx_js_member {
     bool required;
 };
 
-static bool hx_js_members_rules(struct hx_js *c, const char *name, struct hx_js_member *m,
-                                size_t n, size_t first_req, const char *ws)
+static bool hx_js_members_rules(struct hx_js *c, const char *name, struct hx_js_member *m, size_t n,
+                                size_t first_req, const char *ws)
 {
     /* t<i>: the members from i on, each after a comma; f<i>: the first member present is at i
      * or later (only up to the first required one) */
     for (size_t i = n - 1; i >= 1; i--) {
         struct hx_srv_buf b = {0};
-        if (m[i].required) hx__srv_buf_printf(&b, "%s \",\" %s %s", ws, ws, m[i].kv.data);
-        else hx__srv_buf_printf(&b, "( %s \",\" %s %s )?", ws, ws, m[i].kv.data);
+        if (m[i].required)
+            hx__srv_buf_printf(&b, "%s \",\" %s %s", ws, ws, m[i].kv.data);
+        else
+            hx__srv_buf_printf(&b, "( %s \",\" %s %s )?", ws, ws, m[i].kv.data);
         if (i + 1 < n) hx__srv_buf_printf(&b, " %s-t%zu", name, i + 1);
         hx__srv_buf_printf(c->out, "%s-t%zu ::= %s\n", name, i, b.data);
         hx__srv_buf_free(&b);
@@ -632,7 +665,8 @@ static bool hx_js_object(struct hx_js *c, json_t *s, const char *name, struct hx
         return hx_js_fail(c, "'additionalProperties' must be a schema");
     size_t i;
     json_t *e;
-    json_array_foreach(req, i, e) {
+    json_array_foreach(req, i, e)
+    {
         if (!json_is_string(e)) return hx_js_fail(c, "'required' must be an array of strings");
         if (!props || !json_object_getn(props, json_string_value(e), json_string_length(e)))
             return hx_js_fail(c, "'required' names '%s', which 'properties' does not declare",
@@ -668,7 +702,8 @@ static bool hx_js_object(struct hx_js *c, json_t *s, const char *name, struct hx
     bool ok = true;
     const char *key;
     json_t *sub;
-    json_object_foreach(props, key, sub) {
+    json_object_foreach(props, key, sub)
+    {
         bool required = false;
         json_array_foreach(req, i, e) required = required || !strcmp(json_string_value(e), key);
         size_t old = hx_js_push(c, "properties");
@@ -713,8 +748,10 @@ static bool hx_js_object(struct hx_js *c, json_t *s, const char *name, struct hx
     } else if (ok) {
         if (first_req == np) first_req = n;
         ok = hx_js_members_rules(c, name, m, n, first_req, ws);
-        if (first_req < n) hx__srv_buf_printf(body, "\"{\" %s %s-f0 %s \"}\"", ws, name, ws);
-        else hx__srv_buf_printf(body, "\"{\" %s ( %s-f0 %s )? \"}\"", ws, name, ws);
+        if (first_req < n)
+            hx__srv_buf_printf(body, "\"{\" %s %s-f0 %s \"}\"", ws, name, ws);
+        else
+            hx__srv_buf_printf(body, "\"{\" %s ( %s-f0 %s )? \"}\"", ws, name, ws);
     }
     for (size_t j = 0; j < np; j++) hx__srv_buf_free(&m[j].kv);
     free(m);
@@ -810,8 +847,10 @@ static bool hx_js_array(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
     if (ok) {
         struct hx_srv_buf a = {0};
         hx_js_elements(&a, pre, used_k, it, lo, hi, 0, ws);
-        if (lo == 0) hx__srv_buf_printf(body, "\"[\" %s ( %s %s )? \"]\"", ws, a.data, ws);
-        else hx__srv_buf_printf(body, "\"[\" %s %s %s \"]\"", ws, a.data, ws);
+        if (lo == 0)
+            hx__srv_buf_printf(body, "\"[\" %s ( %s %s )? \"]\"", ws, a.data, ws);
+        else
+            hx__srv_buf_printf(body, "\"[\" %s %s %s \"]\"", ws, a.data, ws);
         hx__srv_buf_free(&a);
     }
     free(pre);
@@ -872,7 +911,8 @@ static bool hx_js_schema(struct hx_js *c, json_t *s, char *name)
         return hx_js_fail(c, "the schema nests deeper than %d levels", HX_JS_MAX_NEST);
     const char *k;
     json_t *v;
-    json_object_foreach(s, k, v) {
+    json_object_foreach(s, k, v)
+    {
         if (!hx_js_annotation(k) && !hx_js_in(k, hx_js_keywords, HX_JS_COUNT(hx_js_keywords)))
             return hx_js_fail(c, "'%s' is not supported", k);
     }
@@ -887,10 +927,12 @@ static bool hx_js_schema(struct hx_js *c, json_t *s, char *name)
     } else {
         hx_js_new_name(c, name);
         struct hx_srv_buf body = {0};
-        if (json_object_get(s, "anyOf")) ok = hx_js_anyof(c, s, &body);
+        if (json_object_get(s, "anyOf"))
+            ok = hx_js_anyof(c, s, &body);
         else if (json_object_get(s, "enum") || json_object_get(s, "const"))
             ok = hx_js_enum(c, s, &body);
-        else ok = hx_js_typed(c, s, name, &body);
+        else
+            ok = hx_js_typed(c, s, name, &body);
         if (ok) hx_js_rule(c, name, &body);
         hx__srv_buf_free(&body);
     }
@@ -907,7 +949,8 @@ static bool hx_js_prod_object(struct hx_js *c, json_t *s)
     json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     size_t i;
     json_t *e;
-    json_array_foreach(req, i, e) {
+    json_array_foreach(req, i, e)
+    {
         json_t *sub = json_object_getn(props, json_string_value(e), json_string_length(e));
         if (!hx_js_prod(c, sub)) return false;
     }
@@ -919,7 +962,9 @@ static bool hx_js_prod_array(struct hx_js *c, json_t *s)
     json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
     if (json_is_array(items)) prefix = items, items = NULL;
     json_t *lo_v = json_object_get(s, "minItems");
-    int64_t lo = !lo_v ? 0 : json_is_integer(lo_v) ? json_integer_value(lo_v) : (int64_t)json_real_value(lo_v);
+    int64_t lo = !lo_v                   ? 0
+                 : json_is_integer(lo_v) ? json_integer_value(lo_v)
+                                         : (int64_t)json_real_value(lo_v);
     size_t k = prefix ? json_array_size(prefix) : 0;
     for (int64_t j = 0; j < lo; j++) {
         json_t *sub = (size_t)j < k ? json_array_get(prefix, (size_t)j) : items;
@@ -974,8 +1019,8 @@ static bool hx_js_check_finite(struct hx_js *c)
 
 /* ---- entry ------------------------------------------------------------------------------------- */
 
-bool hx__srv_schema_gbnf(const char *schema, size_t len, const char *prefix,
-                         struct hx_srv_buf *out, char *err, size_t err_cap)
+bool hx__srv_schema_gbnf(const char *schema, size_t len, const char *prefix, struct hx_srv_buf *out,
+                         char *err, size_t err_cap)
 {
     struct hx_js c = {.prefix = prefix ? prefix : "", .out = out, .err = err, .err_cap = err_cap};
     if (err && err_cap) err[0] = '\0';

@@ -271,6 +271,63 @@ fail:
     return false;
 }
 
+/* response_format → req->grammar: {"type":"text"}, {"type":"json_object"} (any JSON object;
+ * a "schema" next to it, as llama-server takes, is honoured), {"type":"json_schema",
+ * "json_schema":{"name","schema","strict","description"}}. Every problem names the field. */
+static bool hx_srv_parse_response_format(json_t *root, struct hx_srv_gen_req *out,
+                                         const char **param, char *msg, size_t msg_cap)
+{
+    json_t *rf = hx_srv_field(root, "response_format");
+    if (!rf) return true;
+    const char *P = "response_format";
+    if (!json_is_object(rf)) HX_SRV_FAIL(P, "'response_format' must be an object");
+    json_t *type = json_object_get(rf, "type");
+    const char *t = json_is_string(type) ? json_string_value(type) : "";
+    json_t *schema = NULL; /* borrowed from root */
+    const char *fixed = "{\"type\":\"object\"}", *where = "response_format.schema";
+    if (!strcmp(t, "text")) return true;
+    if (!strcmp(t, "json_object")) {
+        schema = hx_srv_field(rf, "schema");
+    } else if (!strcmp(t, "json_schema")) {
+        json_t *js = hx_srv_field(rf, "json_schema");
+        if (!json_is_object(js))
+            HX_SRV_FAIL(P, "response_format.json_schema must be an object with the schema");
+        json_t *name = hx_srv_field(js, "name"), *strict = hx_srv_field(js, "strict");
+        json_t *desc = hx_srv_field(js, "description");
+        if (name && !json_is_string(name))
+            HX_SRV_FAIL(P, "response_format.json_schema.name must be a string");
+        if (strict && !json_is_boolean(strict))
+            HX_SRV_FAIL(P, "response_format.json_schema.strict must be a boolean");
+        if (desc && !json_is_string(desc))
+            HX_SRV_FAIL(P, "response_format.json_schema.description must be a string");
+        schema = hx_srv_field(js, "schema");
+        fixed = "true"; /* no schema: any JSON value */
+        where = "response_format.json_schema.schema";
+    } else {
+        HX_SRV_FAIL(P, "response_format.type must be 'text', 'json_object' or 'json_schema'");
+    }
+    /* the compiler reads text: the schema as sent, or the fixed one */
+    char *text = schema ? json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    if (schema && !text) HX_SRV_FAIL(NULL, "out of memory");
+    const char *src = text ? text : fixed;
+    struct hx_srv_buf g = {0};
+    char err[384];
+    bool ok = hx__srv_schema_gbnf(src, strlen(src), "", &g, err, sizeof err);
+    free(text);
+    if (ok && g.failed) {
+        hx__srv_buf_free(&g);
+        HX_SRV_FAIL(NULL, "out of memory");
+    }
+    if (!ok) {
+        hx__srv_buf_free(&g);
+        HX_SRV_FAIL(P, "%s: %s", where, err);
+    }
+    out->grammar = g.data;
+    return true;
+fail:
+    return false;
+}
+
 bool hx__srv_gen_req_parse(enum hx_srv_kind kind, const char *body, size_t len,
                            struct hx_srv_gen_req *out, const char **param, char *msg,
                            size_t msg_cap)
@@ -290,6 +347,7 @@ bool hx__srv_gen_req_parse(enum hx_srv_kind kind, const char *body, size_t len,
     bool ok = hx_srv_parse_options(root, out, param, msg, msg_cap) &&
               hx_srv_parse_sampling(root, out, param, msg, msg_cap) &&
               hx_srv_parse_stop(root, out, param, msg, msg_cap) &&
+              hx_srv_parse_response_format(root, out, param, msg, msg_cap) &&
               (kind == HX_SRV_CHAT ? hx_srv_parse_messages(root, out, param, msg, msg_cap) &&
                                          hx__srv_tools_parse(root, out, param, msg, msg_cap)
                                    : hx_srv_parse_prompt(root, out, param, msg, msg_cap));

@@ -30,10 +30,12 @@ int hx__srv_prompt_prepare(const struct hx_srv_prompt_env *env, const struct hx_
     *n_ids = 0;
     *code = NULL;
     if (r->kind == HX_SRV_CHAT) {
-        int st = r->tools ? hx__srv_tools_render(r, env->model, env->chat_template,
-                                                 r->enable_thinking, &rendered)
+        /* under a grammar the answer starts at once: no thinking (Qwen3's empty think block
+         * is pre-filled), so the first token can be the JSON (or the tool call) */
+        const bool think = r->enable_thinking && !r->grammar;
+        int st = r->tools ? hx__srv_tools_render(r, env->model, env->chat_template, think, &rendered)
                           : hx_chat_apply(env->model, env->chat_template, r->msgs, r->n_msgs, true,
-                                          r->enable_thinking, &rendered);
+                                          think, &rendered);
         if (st == HX_E_INVAL && r->tools) /* what the tool format refuses (tools.c checks first) */
             HX_SRV_PFAIL(400, NULL, "cannot render the chat with its tools: %s", hx_last_error());
         /* the messages are validated already: the server's template is at fault */

@@ -338,7 +338,7 @@ static void hx_srv_on_error(struct hx_srv_conn *c, struct hx_srv_event *ev)
     const char *msg = ev->text ? ev->text : "generation failed";
     c->job = NULL;
     if (!c->headers_sent) {
-        hx__srv_respond_error(c, ev->status, msg, NULL, ev->code, NULL);
+        hx__srv_respond_error(c, ev->status, msg, ev->param, ev->code, NULL);
         return;
     }
     hx_srv_stream_fail(c, ev->status, msg, ev->code);

@@ -273,11 +273,12 @@ static void hx_srv_test_sse(void)
     hx__srv_buf_free(&out);
 }
 
-int hx__srv_selftest(void)
+int hx__srv_selftest(const char *model_path)
 {
     hx_srv_test_parser();
     hx_srv_test_json();
     hx_srv_test_sse();
+    hx__srv_selftest_schema(model_path, &hx_srv_failures);
     hx_srv_failures += hx__srv_selftest_tools();
     fprintf(stderr, "engine serve --self-test: %s (%d failure(s))\n",
             hx_srv_failures ? "FAILED" : "ok", hx_srv_failures);

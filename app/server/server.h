@@ -164,6 +164,8 @@ bool hx__srv_tools_prepare(struct hx_srv_gen_req *r, const char *tmpl, const cha
 /* The chat with its tool parts (hx_chat_apply_tools); hx_chat_apply's statuses. */
 int hx__srv_tools_render(const struct hx_srv_gen_req *r, const struct hx_model *model,
                          const char *tmpl, bool enable_thinking, char **out);
+/* Whether the request's grammar is that of a required call (tool_choice required or named). */
+bool hx__srv_tools_constrained(const struct hx_srv_tools *t);
 /* Loop side: whether the output is parsed into tool calls (the parser is running). */
 bool hx__srv_tools_parsing(const struct hx_srv_tools *t);
 
@@ -261,6 +263,7 @@ struct hx_srv_event {
     size_t text_len;
     int status;                /* ERROR: HTTP status */
     const char *code;          /* ERROR: OpenAI error code or NULL (static) */
+    const char *param;         /* ERROR: OpenAI param or NULL (static) */
     const char *finish_reason; /* DONE: "stop", "length", "cancelled" (static) */
     hx_token *ids;             /* DONE with return_token_ids: generated ids (malloc'ed) */
     int64_t n_ids;
@@ -329,7 +332,10 @@ void hx__srv_job_set_access(struct hx_srv_job *job, struct hx_srv_access *a);
 struct hx_srv_access *hx__srv_job_access(struct hx_srv_job *job);
 
 /* ---- self-test (selftest.c) -------------------------------------------------------------- */
-int hx__srv_selftest(void);
+/* model_path (or NULL): a model to build the structured-output grammars for. */
+int hx__srv_selftest(const char *model_path);
+/* selftest-schema.c: the JSON-Schema compiler and response_format; counts into *failures. */
+void hx__srv_selftest_schema(const char *model_path, int *failures);
 int hx__srv_selftest_tools(void); /* selftest-tools.c: the number of failures */
 
 /* ---- connections (http.c) and routes (routes.c), loop thread only -------------------------- */

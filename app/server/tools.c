@@ -404,6 +404,11 @@ bool hx__srv_tools_parsing(const struct hx_srv_tools *t)
     return t && t->parse;
 }
 
+bool hx__srv_tools_constrained(const struct hx_srv_tools *t)
+{
+    return t && (t->choice == HX_SRV_TC_REQUIRED || t->choice == HX_SRV_TC_NAMED);
+}
+
 /* ---- the output parser ----------------------------------------------------------------------- */
 
 static const char hx_srv_open[] = "<tool_call>", hx_srv_close[] = "</tool_call>";

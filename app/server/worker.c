@@ -50,6 +50,8 @@ struct hx_srv_job {
     int64_t ids_cap;
     bool ids_failed;
     struct hx_sampler *smp;
+    struct hx_grammar *grammar; /* req.grammar compiled for the model (response_format) */
+    const char *err_param;      /* the `param` of the job's error event (static) or NULL */
     struct hx_detok *dt;
     struct hx_srv_stopper stop;
     double t_submit, t_first, t_prefill0, t_prefill1;
@@ -168,6 +170,8 @@ static void hx_srv_job_release_engine(struct hx_srv_job *job)
 {
     hx_sampler_free(job->smp);
     hx_detok_free(job->dt);
+    hx_grammar_free(job->grammar);
+    job->grammar = NULL;
     job->smp = NULL;
     job->dt = NULL;
     free(job->prompt);
@@ -196,6 +200,7 @@ static void hx_srv_job_error_code(struct hx_srv_job *job, int status, const char
     ev->cache_lookup = job->cache_lookup;
     ev->status = status;
     ev->code = code;
+    ev->param = job->err_param;
     size_t n = strlen(fmt) + (detail ? strlen(detail) : 0) + 1;
     ev->text = malloc(n);
     if (ev->text) snprintf(ev->text, n, fmt, detail ? detail : "");
@@ -267,6 +272,32 @@ static bool hx_srv_job_tokenize(struct hx_srv_job *job)
     return true;
 }
 
+/* Structured output: compile the request's grammar (json-schema.c wrote it) for the model;
+ * false after the job's error. The compiler's grammars are valid, so what the engine refuses
+ * is one too large for it (400, the request's fault), unless memory ran out (500). */
+static bool hx_srv_job_grammar(struct hx_srv_job *job)
+{
+    const char *g = job->req.grammar;
+    int st = hx_grammar_new(hx_srv_s.model, g, strlen(g), &job->grammar);
+    if (st == HX_OK) return true;
+    job->grammar = NULL;
+    const bool tools = hx__srv_tools_constrained(job->req.tools); /* a required call's grammar */
+    if (st == HX_E_NOMEM) {
+        hx_srv_job_error(job, 500,
+                         tools ? "cannot build the tool-call grammar: %s"
+                               : "cannot build the response_format grammar: %s",
+                         hx_last_error());
+    } else {
+        job->err_param = tools ? "tools" : "response_format";
+        hx_srv_job_error(job, 400,
+                         tools ? "tools: the parameters' grammar is too large for this server: %s"
+                               : "response_format: the schema's grammar is too large for this "
+                                 "server: %s",
+                         hx_last_error());
+    }
+    return false;
+}
+
 static bool hx_srv_job_prepare(struct hx_srv_job *job)
 {
     if (!hx_srv_job_tokenize(job)) return false;
@@ -279,6 +310,7 @@ static bool hx_srv_job_prepare(struct hx_srv_job *job)
         hx_srv_job_error(job, 500, "cannot set up sampling: %s", hx_last_error());
         return false;
     }
+    if (job->req.grammar && !hx_srv_job_grammar(job)) return false;
     if (sp.penalty_last_n != 0)
         for (int64_t i = 0; i < job->n_prompt; i++) hx_sampler_accept(job->smp, job->prompt[i]);
     job->stop.stops = job->req.stops;
@@ -310,8 +342,9 @@ static void hx_srv_job_keep_id(struct hx_srv_job *job, hx_token tok)
     job->ids[job->n_gen] = tok;
 }
 
-/* Sample from row `row` of the last hx_decode batch; false (after the job's error) when the
- * context has no logits for that row, which would be a server bug. */
+/* Sample from row `row` of the last hx_decode batch (under the job's grammar if it has one);
+ * false when the job ended instead: no logits for that row (a server bug: its error), or a
+ * grammar that allows no token (finished). */
 static bool hx_srv_sample(struct hx_srv_job *job, int64_t row, hx_token *tok)
 {
     const float *logits = hx_get_logits(hx_srv_s.ctx, row);
@@ -322,8 +355,16 @@ static bool hx_srv_sample(struct hx_srv_job *job, int64_t row, hx_token *tok)
         hx_srv_job_error(job, 500, "no logits for %s", what);
         return false;
     }
-    *tok = hx_sampler_sample(job->smp, logits);
-    return true;
+    if (!job->grammar) {
+        *tok = hx_sampler_sample(job->smp, logits);
+        return true;
+    }
+    /* the budget is what the job may still generate: the grammar closes the value within it */
+    *tok = hx_sampler_sample_grammar(job->smp, job->grammar, logits, job->max_gen - job->n_gen);
+    if (*tok != HX_TOKEN_NULL) return true;
+    /* nothing allowed: the value is whole (done), or it cannot be closed within max_tokens */
+    hx_srv_job_done(job, hx_grammar_done(job->grammar) ? "stop" : "length");
+    return false;
 }
 
 /* A sampled token: release its text; finish on EOG, a stop string or the length limit. */
@@ -332,6 +373,11 @@ static void hx_srv_job_token(struct hx_srv_job *job, hx_token tok)
     if (job->t_first == 0) job->t_first = hx__srv_now_s();
     if (hx_vocab_is_eog(hx_srv_s.model, tok)) {
         hx_srv_job_done(job, "stop");
+        return;
+    }
+    if (job->grammar && hx_grammar_accept(job->grammar, tok) != HX_OK) {
+        hx_srv_job_error(job, 500, "a sampled token breaks the response_format grammar: %s",
+                         hx_last_error());
         return;
     }
     if (job->req.return_token_ids) hx_srv_job_keep_id(job, tok);
@@ -346,6 +392,7 @@ static void hx_srv_job_token(struct hx_srv_job *job, hx_token tok)
         hx__srv_buf_free(&out);
     }
     if (job->stop.matched) hx_srv_job_done(job, "stop");
+    else if (job->grammar && hx_grammar_done(job->grammar)) hx_srv_job_done(job, "stop");
     else if (job->n_gen >= job->max_gen) hx_srv_job_done(job, "length");
     else job->last = tok;
 }

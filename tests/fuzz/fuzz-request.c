@@ -4,7 +4,9 @@
  * object, the model-name check, the chat template and the tokenization of the rendered prompt
  * with a real vocabulary and the context checks (prompt.c), then what the worker does once the
  * job has a slot: the sampler built from the request's fields, the detokenizer and the stop
- * strings (sse.c), and the response JSON.
+ * strings (sse.c), and the response JSON. A `response_format` schema goes through the
+ * JSON-Schema compiler (json-schema.c); the grammar it writes must build for the vocabulary
+ * (or be refused as too large) and sampling under it must give tokens it accepts.
  *
  * Input: byte 0 picks the route and the server setup, the rest is the request body.
  *   bit 0: 1 = /v1/chat/completions, 0 = /v1/completions
@@ -197,6 +199,39 @@ static void hx_fz_generate(const struct hx_model *model, const struct hx_srv_gen
     hx_detok_free(dt);
 }
 
+/* The worker's grammar (response_format) over the setup's vocabulary: what the compiler wrote
+ * builds (anything else the engine refuses is a compiler bug), and a few tokens sampled under
+ * it with a budget are accepted. */
+static void hx_fz_grammar(const struct hx_model *model, int64_t n_vocab,
+                          const struct hx_srv_gen_req *r, uint64_t h)
+{
+    if (!r->grammar) return;
+    struct hx_grammar *g = NULL;
+    int st = hx_grammar_new(model, r->grammar, strlen(r->grammar), &g);
+    if (st != HX_OK) {
+        HX_FZ_CHECK(st == HX_E_NOMEM || strstr(hx_last_error(), "too large"));
+        return;
+    }
+    struct hx_sampler_params sp = r->sp;
+    sp.seed = h;
+    struct hx_sampler *smp = NULL;
+    float *logits = malloc((size_t)n_vocab * sizeof *logits);
+    HX_FZ_CHECK(logits && hx_sampler_new(&sp, n_vocab, &smp) == HX_OK);
+    for (int64_t i = 0; i < n_vocab; i++) {
+        h = h * 6364136223846793005ull + 1442695040888963407ull;
+        logits[i] = (float)(int32_t)(h >> 40) / (float)(1 << 20);
+    }
+    for (int step = 0; step < 4 && !hx_grammar_done(g); step++) {
+        hx_token t = hx_sampler_sample_grammar(smp, g, logits, 256 - step);
+        if (t == HX_TOKEN_NULL) break;
+        HX_FZ_CHECK(t >= 0 && t < n_vocab);
+        HX_FZ_CHECK(hx_grammar_accept(g, t) == HX_OK);
+    }
+    hx_sampler_free(smp);
+    free(logits);
+    hx_grammar_free(g);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -244,6 +279,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 1099511628211ull;
     hx_fz_sample(&req, ids, n, h);
+    hx_fz_grammar(env->model, hx_fz_setups[si].n_vocab, &req, h);
     hx_fz_generate(env->model, &req, ids, n);
 
     free(ids);
