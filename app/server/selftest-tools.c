@@ -2,7 +2,10 @@
  * selftest-tools.c — `engine serve --self-test` cases for tool calls (tools.c): the output
  * parser in both formats (calls, text around them, malformed calls left as content), the
  * same result for the text split at every byte boundary and fed a byte at a time, the
- * response and stream shapes, the grammar of a required call, and the request checks.
+ * response and stream shapes, the grammar of a required call, and the request checks. With a
+ * model (`--self-test -m MODEL`), the grammars of a named and a required call built for its
+ * vocabulary in both formats: they take exactly the calls the parser turns into tool_calls of
+ * valid arguments, and refuse the rest.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,11 +364,88 @@ static void hx_tt_shapes(void)
     hx__srv_gen_req_free(&r);
 }
 
-int hx__srv_selftest_tools(void)
+/* The grammar of tool_choice `choice` in template tmpl, built for the model; texts[i] is a
+ * whole sentence of it exactly when ok[i], and then the parser makes it one call of want. */
+static void hx_tt_grammar_texts(const struct hx_model *model, const char *tmpl, const char *choice,
+                                const char *const *texts, const bool *ok, size_t n,
+                                const char *want)
+{
+    char body[2048];
+    snprintf(body, sizeof body, "{" USER "," TOOLS2 ",\"tool_choice\":%s}", choice);
+    struct hx_srv_gen_req r;
+    const char *param = NULL;
+    char msg[512] = "";
+    HX_TT_CHECK(hx_tt_req(body, &r, &param, msg, sizeof msg));
+    HX_TT_CHECK(hx__srv_tools_prepare(&r, tmpl, &param, msg, sizeof msg) && r.grammar);
+    struct hx_grammar *g = NULL;
+    int st = r.grammar ? hx_grammar_new(model, r.grammar, strlen(r.grammar), &g) : HX_E_INVAL;
+    if (st != HX_OK) fprintf(stderr, "self-test: tool grammar (%s): %s\n", tmpl, hx_last_error());
+    HX_TT_CHECK(st == HX_OK);
+    for (size_t i = 0; g && i < n; i++) {
+        hx_grammar_reset(g);
+        bool whole = hx_grammar_accept_text(g, texts[i], strlen(texts[i])) == HX_OK &&
+                     hx_grammar_done(g);
+        if (whole != ok[i])
+            fprintf(stderr, "self-test: tool grammar (%s, %s) %s [%s]\n", tmpl, choice,
+                    ok[i] ? "refuses" : "takes", texts[i]);
+        HX_TT_CHECK(whole == ok[i]);
+        if (!ok[i]) continue;
+        struct hx_tt_out o;
+        hx_tt_parse(!strcmp(tmpl, "llama3") ? HX_SRV_TOOLFMT_LLAMA3 : HX_SRV_TOOLFMT_QWEN3,
+                    texts[i], strlen(texts[i]), 0, &o);
+        HX_TT_CHECK(o.n_calls == 1 && o.content.len == 0 && !strncmp(o.calls.data, want, strlen(want)));
+        hx_tt_free(&o);
+    }
+    hx_grammar_free(g);
+    hx__srv_gen_req_free(&r);
+}
+
+static void hx_tt_model_grammars(const char *model_path)
+{
+    struct hx_model *model = NULL;
+    struct hx_model_params mp = {.struct_size = sizeof mp, .vocab_only = true};
+    if (hx_model_load(model_path, &mp, &model) != HX_OK) {
+        fprintf(stderr, "self-test FAIL: cannot load %s: %s\n", model_path, hx_last_error());
+        hx_tt_failures++;
+        return;
+    }
+    const char *named = "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}";
+    const char *q[] = {
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": { \"city\": \"\\u00e9\" }}\n"
+        "</tool_call>",
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>", /* required */
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 1}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"add\", \"arguments\": {}}\n</tool_call>",
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}",
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"P\"}}\n</tool_call>x",
+    };
+    const bool q_ok[] = {true, true, false, false, false, false, false};
+    hx_tt_grammar_texts(model, "qwen3", named, q, q_ok, 7, "get_weather(");
+    const char *qr[] = {
+        "<tool_call>\n{\"name\": \"add\", \"arguments\": {}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"x\": [true]}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"x\": 1}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>",
+    };
+    const bool qr_ok[] = {true, false, false, false};
+    hx_tt_grammar_texts(model, "qwen3", "\"required\"", qr, qr_ok, 4, "add({}");
+    const char *l[] = {
+        "{\"name\": \"get_weather\", \"parameters\": {\"city\":\"Paris\"}}",
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}",
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>",
+    };
+    const bool l_ok[] = {true, false, false};
+    hx_tt_grammar_texts(model, "llama3", named, l, l_ok, 3, "get_weather({\"city\":\"Paris\"})");
+    hx_model_free(model);
+}
+
+int hx__srv_selftest_tools(const char *model_path)
 {
     hx_tt_parser();
     hx_tt_requests();
     hx_tt_grammar();
     hx_tt_shapes();
+    if (model_path) hx_tt_model_grammars(model_path);
     return hx_tt_failures;
 }

@@ -279,7 +279,7 @@ int hx__srv_selftest(const char *model_path)
     hx_srv_test_json();
     hx_srv_test_sse();
     hx__srv_selftest_schema(model_path, &hx_srv_failures);
-    hx_srv_failures += hx__srv_selftest_tools();
+    hx_srv_failures += hx__srv_selftest_tools(model_path);
     fprintf(stderr, "engine serve --self-test: %s (%d failure(s))\n",
             hx_srv_failures ? "FAILED" : "ok", hx_srv_failures);
     return hx_srv_failures;

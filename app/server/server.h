@@ -178,6 +178,7 @@ typedef void (*hx_srv_tparse_cb)(void *user, const char *content, size_t len, co
 struct hx_srv_tparse *hx__srv_tparse_new(enum hx_srv_tool_fmt fmt, char *const *names, int n);
 void hx__srv_tparse_push(struct hx_srv_tparse *p, const char *s, size_t n, hx_srv_tparse_cb cb,
                          void *user);
+/* The text is over: report what was held back; the parser is then ready for a new text. */
 void hx__srv_tparse_end(struct hx_srv_tparse *p, hx_srv_tparse_cb cb, void *user);
 void hx__srv_tparse_free(struct hx_srv_tparse *p);
 
@@ -336,7 +337,8 @@ struct hx_srv_access *hx__srv_job_access(struct hx_srv_job *job);
 int hx__srv_selftest(const char *model_path);
 /* selftest-schema.c: the JSON-Schema compiler and response_format; counts into *failures. */
 void hx__srv_selftest_schema(const char *model_path, int *failures);
-int hx__srv_selftest_tools(void); /* selftest-tools.c: the number of failures */
+/* selftest-tools.c: tool calls (with model_path: their grammars built for it); the failures. */
+int hx__srv_selftest_tools(const char *model_path);
 
 /* ---- connections (http.c) and routes (routes.c), loop thread only -------------------------- */
 

@@ -95,7 +95,8 @@ static bool hx_srv_fn_rules(const char *params, int i, struct hx_srv_buf *out, c
                             size_t err_cap)
 {
     /* no parameters: a function of none, {} (OpenAI: "an empty parameter list") */
-    const char *src = params ? params : "{\"type\":\"object\",\"properties\":{}}";
+    const char *src =
+        params ? params : "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
     char prefix[16];
     snprintf(prefix, sizeof prefix, "f%d-", i);
     return hx__srv_schema_gbnf(src, strlen(src), prefix, out, err, err_cap);
@@ -686,9 +687,13 @@ void hx__srv_tparse_end(struct hx_srv_tparse *p, hx_srv_tparse_cb cb, void *user
     } else if (!p->after_call) {
         hx_srv_emit_text(cb, user, d, b->len);
     }
+    /* ready for another text */
     b->len = 0;
     p->ws.len = 0;
-    p->state = HX_TP_TEXT;
+    p->after_call = p->in_str = p->esc = p->closed = false;
+    p->depth = 0;
+    p->scanned = 0;
+    p->state = p->fmt == HX_SRV_TOOLFMT_LLAMA3 ? HX_TP_LSTART : HX_TP_TEXT;
 }
 
 /* ---- responses ------------------------------------------------------------------------------- */
