@@ -4,7 +4,9 @@
  * object, the model-name check, the chat template and the tokenization of the rendered prompt
  * with a real vocabulary and the context checks (prompt.c), then what the worker does once the
  * job has a slot: the sampler built from the request's fields, the detokenizer and the stop
- * strings (sse.c), and the response JSON. A `response_format` schema goes through the
+ * strings (sse.c), and the response JSON. With tools (tools.c): the checks against the setup's
+ * template, the grammar of a required call, and the output parser over the "generated" text,
+ * whole and streamed (the same number of calls). A `response_format` schema goes through the
  * JSON-Schema compiler (json-schema.c); the grammar it writes must build for the vocabulary
  * (or be refused as too large) and sampling under it must give tokens it accepts.
  *
@@ -193,6 +195,21 @@ static void hx_fz_generate(const struct hx_model *model, const struct hx_srv_gen
     j = hx__srv_chunk_json(r->kind, HX_SRV_CHUNK_TEXT, &res, out.data, out.len);
     HX_FZ_CHECK(j);
     free(j);
+    if (hx__srv_tools_parsing(r->tools)) { /* the text as a tool-call answer, whole and streamed */
+        j = hx__srv_tools_response(r->tools, &res, out.data, out.len);
+        json_t *parsed = j ? json_loads(j, 0, NULL) : NULL;
+        HX_FZ_CHECK(parsed);
+        json_decref(parsed);
+        free(j);
+        const char *whole = hx__srv_tools_finish_reason(r->tools, "stop");
+        struct hx_srv_buf sse = {0};
+        for (size_t i = 0; i < out.len; i += 7)
+            hx__srv_tools_stream(r->tools, &res, out.data + i, out.len - i < 7 ? out.len - i : 7,
+                                 false, &sse);
+        hx__srv_tools_stream(r->tools, &res, NULL, 0, true, &sse);
+        HX_FZ_CHECK(!sse.failed && !strcmp(hx__srv_tools_finish_reason(r->tools, "stop"), whole));
+        hx__srv_buf_free(&sse);
+    }
     hx__srv_stopper_free(&stop);
     hx__srv_buf_free(&all);
     hx__srv_buf_free(&out);
@@ -258,6 +275,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  req.model, model_id);
         hx_fz_check_error(404, msg, "model", "model_not_found");
         /* the server stops here; go on anyway so that requests naming any model reach the rest */
+    }
+
+    /* routes.c: tools against the template's format (400), the grammar of a required call */
+    const char *tmpl = env->chat_template ? env->chat_template : hx_chat_template_detect(env->model);
+    if (!hx__srv_tools_prepare(&req, tmpl, &param, msg, sizeof msg)) {
+        hx_fz_check_error(400, msg, param, NULL);
+        hx__srv_gen_req_free(&req);
+        return 0;
     }
 
     /* worker.c: the job's prompt, before it waits for a slot */
