@@ -38,4 +38,4 @@ fi
 (cd "$here" && node -e 'require.resolve("openai"); require.resolve("ajv")') ||
     skip "the openai or ajv package is not importable"
 cd "$here" && HX_ENGINE=$E HX_DATA=$D exec node --test --test-reporter=spec --test-concurrency=1 \
-    api.test.mjs badinput.test.mjs concurrency.test.mjs structured.test.mjs
+    api.test.mjs badinput.test.mjs concurrency.test.mjs structured.test.mjs tools.test.mjs

@@ -97,8 +97,11 @@ roles_err=$(json "$tmp/role.json" '" ".join(sorted(w for w in j["error"]["messag
 roles_doc=$(sed -n 's/.*(string content or `text` parts; roles \([a-z/]*\)).*/\1/p' "$src/docs/server.md" | tr / '\n' | sort | tr '\n' ' ' | sed 's/ $//')
 check "role error lists the roles of docs/server.md ('$roles_err' vs '$roles_doc')" \
     '[ -n "$roles_doc" ] && [ "$roles_err" = "$roles_doc" ]'
+# a tool result answers an earlier assistant tool call (docs/server.md "Tool calls")
+call='{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},'
 for r in $roles_err; do
-    check "role $r is accepted" '[ $(code $U/v1/chat/completions -H "Authorization: Bearer sekret" -d "{\"messages\":[{\"role\":\"$r\",\"content\":\"hi\"},{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1}") = 200 ]'
+    pre=; id=; [ "$r" = tool ] && pre=$call && id=',"tool_call_id":"c1"'
+    check "role $r is accepted" '[ $(code $U/v1/chat/completions -H "Authorization: Bearer sekret" -d "{\"messages\":[$pre{\"role\":\"$r\",\"content\":\"hi\"$id},{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1}") = 200 ]'
 done
 kill -INT $PID2; wait $PID2; rc=$?; check "SIGINT exits 0 (got $rc)" '[ $rc = 0 ]'
 
