@@ -1053,6 +1053,7 @@ static const struct hx_g_set *hx_g_walk(struct hx_grammar *g, const struct hx_g_
 
 #define HX_G_DFA_MAX_STATES (1u << 18)
 #define HX_G_DFA_MAX_TRANS (1u << 23)
+#define HX_G_DFA_MAX_ARENA ((size_t)1 << 24) /* 64 MiB of serialized states */
 
 struct hx_g_dfa {
     uint32_t *arena; /* states serialized: n_stacks, then (len, entries...) each */
@@ -1235,7 +1236,8 @@ static uint32_t hx_g_dfa_step(struct hx_grammar *g, uint32_t id, uint8_t byte)
 static uint32_t hx_g_dfa_cur(struct hx_grammar *g)
 {
     struct hx_g_dfa *d = g->dfa;
-    if (d->n > HX_G_DFA_MAX_STATES || d->tr_n > HX_G_DFA_MAX_TRANS || d->n == 0) {
+    if (d->n > HX_G_DFA_MAX_STATES || d->tr_n > HX_G_DFA_MAX_TRANS ||
+        d->n_arena > HX_G_DFA_MAX_ARENA || d->n == 0) {
         if (!hx_g_dfa_reset(d)) return UINT32_MAX;
         struct hx_g_set empty = {0};
         if (hx_g_dfa_intern(g, &empty) != 0) return UINT32_MAX; /* state 0: dead */
