@@ -233,7 +233,7 @@ static void hx_g_set_add(struct hx_g_set *s, const uint32_t *st, uint32_t len)
         }
         s->len = nl, s->cap = nc;
     }
-    if (s->n_data + len > s->cap_data) {
+    if (s->n_data + len > s->cap_data || !s->data) { /* data is never NULL in a set with stacks */
         uint32_t nc = HX_MAX(s->cap_data * 2, s->n_data + len + 64);
         uint32_t *nd = hx__realloc(s->data, nc * sizeof *nd);
         if (!nd) {
@@ -242,7 +242,7 @@ static void hx_g_set_add(struct hx_g_set *s, const uint32_t *st, uint32_t len)
         }
         s->data = nd, s->cap_data = nc;
     }
-    memcpy(s->data + s->n_data, st, len * sizeof *st);
+    if (len) memcpy(s->data + s->n_data, st, len * sizeof *st); /* an empty stack: no data */
     s->off[s->n] = s->n_data;
     s->len[s->n++] = len;
     s->n_data += len;
@@ -1053,6 +1053,7 @@ static const struct hx_g_set *hx_g_walk(struct hx_grammar *g, const struct hx_g_
 
 #define HX_G_DFA_MAX_STATES (1u << 18)
 #define HX_G_DFA_MAX_TRANS (1u << 23)
+#define HX_G_DFA_MAX_ARENA ((size_t)1 << 24) /* 64 MiB of serialized states */
 
 struct hx_g_dfa {
     uint32_t *arena; /* states serialized: n_stacks, then (len, entries...) each */
@@ -1133,7 +1134,7 @@ static uint32_t hx_g_dfa_intern(struct hx_grammar *g, const struct hx_g_set *s)
     w[k++] = s->n;
     for (uint32_t i = 0; i < s->n; i++) {
         w[k++] = s->len[i];
-        memcpy(w + k, s->data + s->off[i], s->len[i] * sizeof *w);
+        if (s->len[i]) memcpy(w + k, s->data + s->off[i], s->len[i] * sizeof *w);
         k += s->len[i];
     }
     uint64_t h = 0x9E3779B97F4A7C15ull;
@@ -1235,7 +1236,8 @@ static uint32_t hx_g_dfa_step(struct hx_grammar *g, uint32_t id, uint8_t byte)
 static uint32_t hx_g_dfa_cur(struct hx_grammar *g)
 {
     struct hx_g_dfa *d = g->dfa;
-    if (d->n > HX_G_DFA_MAX_STATES || d->tr_n > HX_G_DFA_MAX_TRANS || d->n == 0) {
+    if (d->n > HX_G_DFA_MAX_STATES || d->tr_n > HX_G_DFA_MAX_TRANS ||
+        d->n_arena > HX_G_DFA_MAX_ARENA || d->n == 0) {
         if (!hx_g_dfa_reset(d)) return UINT32_MAX;
         struct hx_g_set empty = {0};
         if (hx_g_dfa_intern(g, &empty) != 0) return UINT32_MAX; /* state 0: dead */
@@ -1482,7 +1484,7 @@ static bool hx_g_cache_match(const struct hx_g_cache *c, const struct hx_g_set *
     uint32_t pos = 0;
     for (uint32_t i = 0; i < s->n; i++) {
         if (pos + 1 + s->len[i] > c->n_stacks_data || c->stacks[pos] != s->len[i] ||
-            memcmp(c->stacks + pos + 1, s->data + s->off[i], s->len[i] * sizeof(uint32_t)))
+            (s->len[i] && memcmp(c->stacks + pos + 1, s->data + s->off[i], s->len[i] * sizeof(uint32_t))))
             return false;
         pos += 1 + s->len[i];
     }
@@ -1582,7 +1584,7 @@ static void hx_g_cache_put(struct hx_grammar *g, uint64_t key, uint32_t maxd)
     uint32_t pos = 0;
     for (uint32_t i = 0; i < g->cur.n; i++) {
         st[pos++] = g->cur.len[i];
-        memcpy(st + pos, g->cur.data + g->cur.off[i], g->cur.len[i] * sizeof *st);
+        if (g->cur.len[i]) memcpy(st + pos, g->cur.data + g->cur.off[i], g->cur.len[i] * sizeof *st);
         pos += g->cur.len[i];
     }
     c->n_stacks_data = pos;
