@@ -383,8 +383,8 @@ static void hx_tt_grammar_texts(const struct hx_model *model, const char *tmpl, 
     HX_TT_CHECK(st == HX_OK);
     for (size_t i = 0; g && i < n; i++) {
         hx_grammar_reset(g);
-        bool whole = hx_grammar_accept_text(g, texts[i], strlen(texts[i])) == HX_OK &&
-                     hx_grammar_done(g);
+        bool whole =
+            hx_grammar_accept_text(g, texts[i], strlen(texts[i])) == HX_OK && hx_grammar_done(g);
         if (whole != ok[i])
             fprintf(stderr, "self-test: tool grammar (%s, %s) %s [%s]\n", tmpl, choice,
                     ok[i] ? "refuses" : "takes", texts[i]);
@@ -393,7 +393,8 @@ static void hx_tt_grammar_texts(const struct hx_model *model, const char *tmpl, 
         struct hx_tt_out o;
         hx_tt_parse(!strcmp(tmpl, "llama3") ? HX_SRV_TOOLFMT_LLAMA3 : HX_SRV_TOOLFMT_QWEN3,
                     texts[i], strlen(texts[i]), 0, &o);
-        HX_TT_CHECK(o.n_calls == 1 && o.content.len == 0 && !strncmp(o.calls.data, want, strlen(want)));
+        HX_TT_CHECK(o.n_calls == 1 && o.content.len == 0 &&
+                    !strncmp(o.calls.data, want, strlen(want)));
         hx_tt_free(&o);
     }
     hx_grammar_free(g);
@@ -411,9 +412,10 @@ static void hx_tt_model_grammars(const char *model_path)
     }
     const char *named = "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}";
     const char *q[] = {
-        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>",
-        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": { \"city\": \"\\u00e9\" }}\n"
-        "</tool_call>",
+        ("<tool_call>\n{\"name\": \"get_weather\", "
+         "\"arguments\": {\"city\":\"Paris\"}}\n</tool_call>"),
+        ("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": { \"city\": \"\\u00e9\" }}\n"
+         "</tool_call>"),
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>", /* required */
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 1}}\n</tool_call>",
         "<tool_call>\n{\"name\": \"add\", \"arguments\": {}}\n</tool_call>",
@@ -433,7 +435,8 @@ static void hx_tt_model_grammars(const char *model_path)
     const char *l[] = {
         "{\"name\": \"get_weather\", \"parameters\": {\"city\":\"Paris\"}}",
         "{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}",
-        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>",
+        ("<tool_call>\n{\"name\": \"get_weather\", "
+         "\"arguments\": {\"city\":\"Paris\"}}\n</tool_call>"),
     };
     const bool l_ok[] = {true, false, false};
     hx_tt_grammar_texts(model, "llama3", named, l, l_ok, 3, "get_weather({\"city\":\"Paris\"})");
