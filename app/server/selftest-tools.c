@@ -268,6 +268,28 @@ static void hx_tt_requests(void)
     HX_TT_CHECK(!hx__srv_tools_prepare(&r, "bitnet", &param, msg, sizeof msg) &&
                 !strcmp(param, "tools"));
     hx__srv_gen_req_free(&r);
+    /* the request rendered (no model: the template named): the tools as tojson writes them, a
+     * float as Python writes it, and the history's call */
+    const char *num = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":"
+                      "\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+                      "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":"
+                      "0.1}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"}],"
+                      "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                      "\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                      "\"number\",\"default\":0.1}}}}}]}";
+    HX_TT_CHECK(hx_tt_req(num, &r, &param, msg, sizeof msg));
+    HX_TT_CHECK(hx__srv_tools_prepare(&r, "qwen3", &param, msg, sizeof msg));
+    char *text = NULL;
+    HX_TT_CHECK(hx__srv_tools_render(&r, NULL, "qwen3", false, &text) == HX_OK && text);
+    HX_TT_CHECK(text && strstr(text, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": "
+                                     "\"f\", \"parameters\": {\"type\": \"object\", "
+                                     "\"properties\": {\"a\": {\"type\": \"number\", "
+                                     "\"default\": 0.1}}}}}\n</tools>"));
+    HX_TT_CHECK(text && strstr(text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", "
+                                     "\"arguments\": {\"a\": 0.1}}\n</tool_call><|im_end|>\n"
+                                     "<|im_start|>user\n<tool_response>\nok\n</tool_response>"));
+    hx_free(text);
+    hx__srv_gen_req_free(&r);
     /* llama3: tools need a message after the system one */
     HX_TT_CHECK(hx_tt_req("{\"messages\":[{\"role\":\"system\",\"content\":\"s\"}]," TOOLS2 "}", &r,
                           &param, msg, sizeof msg));

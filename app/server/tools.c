@@ -303,7 +303,8 @@ bool hx__srv_tools_parse(json_t *root, struct hx_srv_gen_req *out, const char **
         HX_SRV_FAIL("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
     if (!hx_srv_parse_msg_tools(root, out, t, param, msg, msg_cap)) goto fail;
     if (t->n_fns > 0 && t->choice != HX_SRV_TC_NONE) {
-        t->json = json_dumps(tools, JSON_COMPACT);
+        /* 15 digits: 0.1 stays 0.1 as Python writes it (17 would give 0.10000000000000001) */
+        t->json = json_dumps(tools, JSON_COMPACT | JSON_REAL_PRECISION(15));
         if (!t->json) HX_SRV_FAIL(NULL, "out of memory");
     }
     if (t->n_fns == 0 && t->n_calls == 0 && !t->tool_msgs) { /* nothing about tools here */
