@@ -386,6 +386,85 @@ static void hx_tt_shapes(void)
     hx__srv_gen_req_free(&r);
 }
 
+/* The arguments of every tool_calls delta in an SSE body, concatenated; *n_deltas counts them
+ * (the head's empty arguments included). */
+static char *hx_tt_stream_args(const char *sse, int *n_deltas, char *name, size_t name_cap)
+{
+    struct hx_srv_buf out = {0};
+    hx__srv_buf_append(&out, "", 0);
+    *n_deltas = 0;
+    name[0] = '\0';
+    for (const char *d = sse ? strstr(sse, "data: ") : NULL; d; d = strstr(d + 1, "data: ")) {
+        const char *e = strstr(d, "\n\n");
+        json_t *j = json_loadb(d + 6, e ? (size_t)(e - d - 6) : strlen(d + 6), 0, NULL);
+        json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+        json_t *c = json_array_get(json_object_get(json_object_get(ch, "delta"), "tool_calls"), 0);
+        json_t *fn = json_object_get(c, "function");
+        if (json_is_string(json_object_get(fn, "name")))
+            snprintf(name, name_cap, "%s", json_string_value(json_object_get(fn, "name")));
+        if (json_is_string(json_object_get(fn, "arguments"))) {
+            (*n_deltas)++;
+            hx__srv_buf_append(&out, json_string_value(json_object_get(fn, "arguments")),
+                               json_string_length(json_object_get(fn, "arguments")));
+        }
+        json_decref(j);
+    }
+    return out.data;
+}
+
+/* A constrained call ("required") streams its arguments as they come, in any split of the
+ * text, holding back only what may be the call's tail; cut short, what was generated. */
+static void hx_tt_constrained_stream(void)
+{
+    static const struct {
+        const char *tmpl, *text, *want_args;
+        bool cut;
+    } cases[] = {
+        {"qwen3",
+         "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": [2, \"}\"]}}\n</tool_call>",
+         "{\"a\": 1, \"b\": [2, \"}\"]}", false},
+        {"llama3", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+         "{\"city\": \"Paris\"}", false},
+        {"qwen3", "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 12", "{\"a\": 12", true},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        size_t tl = strlen(cases[k].text);
+        for (size_t step = 1; step <= 7; step += 3) {
+            struct hx_srv_gen_req r;
+            const char *param = NULL;
+            char msg[512] = "";
+            HX_TT_CHECK(hx_tt_req("{" USER "," TOOLS2 ",\"tool_choice\":\"required\"}", &r, &param,
+                                  msg, sizeof msg));
+            HX_TT_CHECK(hx__srv_tools_prepare(&r, cases[k].tmpl, &param, msg, sizeof msg) &&
+                        r.grammar);
+            struct hx_srv_result res = {.id = "chatcmpl-x",
+                                        .model = "m",
+                                        .finish_reason = cases[k].cut ? "length" : "stop"};
+            struct hx_srv_buf sse = {0};
+            for (size_t i = 0; i < tl; i += step)
+                hx__srv_tools_stream(r.tools, &res, cases[k].text + i,
+                                     (step < tl - i ? step : tl - i), false, &sse);
+            hx__srv_tools_stream(r.tools, &res, NULL, 0, true, &sse);
+            int n_deltas;
+            char name[64];
+            char *args = hx_tt_stream_args(sse.data, &n_deltas, name, sizeof name);
+            bool ok = args && !strcmp(args, cases[k].want_args) && name[0] &&
+                      strstr(cases[k].text, name) && (step > 1 || n_deltas > 4) &&
+                      !strstr(sse.data ? sse.data : "", "tool_call>") &&
+                      !strcmp(hx__srv_tools_finish_reason(r.tools, "stop"), "tool_calls");
+            if (!ok)
+                fprintf(
+                    stderr,
+                    "self-test: constrained stream %zu (step %zu): args '%s' in %d deltas, name '%s'\n",
+                    k, step, args ? args : "(null)", n_deltas, name);
+            HX_TT_CHECK(ok);
+            free(args);
+            hx__srv_buf_free(&sse);
+            hx__srv_gen_req_free(&r);
+        }
+    }
+}
+
 /* The grammar of tool_choice `choice` in template tmpl, built for the model; texts[i] is a
  * whole sentence of it exactly when ok[i], and then the parser makes it one call of want. */
 static void hx_tt_grammar_texts(const struct hx_model *model, const char *tmpl, const char *choice,
@@ -471,6 +550,7 @@ int hx__srv_selftest_tools(const char *model_path)
     hx_tt_requests();
     hx_tt_grammar();
     hx_tt_shapes();
+    hx_tt_constrained_stream();
     if (model_path) hx_tt_model_grammars(model_path);
     return hx_tt_failures;
 }

@@ -25,6 +25,7 @@
 
 #include "server.h"
 
+#define HX_SRV_MIN_SZ(a, b) ((a) < (b) ? (a) : (b))
 #define HX_SRV_FAIL(p, ...)                                                                        \
     do {                                                                                           \
         *param = (p);                                                                              \
@@ -50,6 +51,11 @@ struct hx_srv_tools {
     enum hx_srv_tool_fmt fmt;
     struct hx_srv_tparse *parse; /* NULL: the output is not parsed */
     int n_out;                   /* calls reported so far */
+    /* a constrained call ("required" or named) streamed as it is generated: the grammar fixes
+     * everything but the name and the arguments' text */
+    struct hx_srv_buf cbuf; /* the output so far */
+    size_t c_args_at;       /* where the arguments start (0: the head is not complete yet) */
+    size_t c_sent;          /* bytes of cbuf streamed as arguments */
 };
 
 static const char *const hx_srv_choice_names[] = {"auto", "none", "required"};
@@ -87,6 +93,7 @@ void hx__srv_tools_free(struct hx_srv_tools *t)
     }
     free(t->calls);
     hx__srv_tparse_free(t->parse);
+    hx__srv_buf_free(&t->cbuf);
     free(t);
 }
 
@@ -234,7 +241,8 @@ static bool hx_srv_parse_msg_tools(json_t *root, struct hx_srv_gen_req *out, str
             t->msgs[i].tool_calls = t->calls + t->n_calls;
             size_t k;
             json_t *c;
-            json_array_foreach(tc, k, c) {
+            json_array_foreach(tc, k, c)
+            {
                 json_t *id = json_is_object(c) ? json_object_get(c, "id") : NULL;
                 json_t *type = json_is_object(c) ? json_object_get(c, "type") : NULL;
                 json_t *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
@@ -779,10 +787,73 @@ static void hx_srv_stream_cb(void *user, const char *content, size_t len, const 
     json_decref(fn);
 }
 
+/* An arguments delta of a constrained call. */
+static void hx_srv_args_delta(struct hx_srv_tstream *s, const char *a, size_t n)
+{
+    if (!n) return;
+    json_t *fn = json_object();
+    json_object_set_new(fn, "arguments", json_stringn(a, n));
+    hx_srv_sse_json(s->sse,
+                    hx_srv_call_chunk(s->r, json_pack("{sisO}", "index", 0, "function", fn)));
+    json_decref(fn);
+}
+
+/*
+ * A constrained call: the grammar makes the output exactly HEAD NAME MID ARGS TAIL (qwen3:
+ * `<tool_call>\n{"name": "`, `", "arguments": `, `}\n</tool_call>`; llama3: `{"name": "`,
+ * `", "parameters": `, `}`), so the call's head is sent as soon as the name is known and the
+ * arguments stream as they are generated, holding back only what may be the tail. Cut short
+ * (finish_reason "length"), the arguments are what was generated.
+ */
+static void hx_srv_constrained_stream(struct hx_srv_tstream *s, const char *text, size_t len,
+                                      bool end)
+{
+    struct hx_srv_tools *t = s->t;
+    bool qwen = t->fmt == HX_SRV_TOOLFMT_QWEN3;
+    const char *head = qwen ? "<tool_call>\n{\"name\": \"" : "{\"name\": \"";
+    const char *tail = qwen ? "}\n</tool_call>" : "}";
+    hx__srv_buf_append(&t->cbuf, text ? text : "", text ? len : 0);
+    const char *b = t->cbuf.data ? t->cbuf.data : "";
+    size_t n = t->cbuf.len, hl = strlen(head), tl = strlen(tail);
+    if (!t->c_args_at && n > hl && !memcmp(b, head, hl)) {
+        const char *q = memchr(b + hl, '"', n - hl); /* names have no quotes or escapes */
+        char mid[32];
+        snprintf(mid, sizeof mid, "\", \"%s\": ", qwen ? "arguments" : "parameters");
+        size_t ml = strlen(mid);
+        if (q && (size_t)(q - b) + ml <= n && !memcmp(q, mid, ml)) {
+            hx_srv_sse_json(
+                s->sse, hx_srv_call_chunk(s->r, hx_srv_call_json(0, b + hl, (size_t)(q - b) - hl,
+                                                                 NULL, 0, true)));
+            t->n_out = 1;
+            t->c_args_at = t->c_sent = (size_t)(q - b) + ml;
+        }
+    }
+    if (!t->c_args_at) {
+        if (end && n) { /* not a call after all (cannot happen under the grammar): content */
+            char *j = hx__srv_chunk_json(HX_SRV_CHAT, HX_SRV_CHUNK_TEXT, s->r, b, n);
+            if (j) hx__srv_sse_event(s->sse, j, strlen(j));
+            free(j);
+        }
+        return;
+    }
+    /* hold back the longest end of the text that may begin the tail */
+    size_t keep = 0;
+    for (size_t m = HX_SRV_MIN_SZ(tl, n - t->c_args_at); m > 0 && !keep; m--)
+        if (!memcmp(b + n - m, tail, m)) keep = m;
+    size_t upto = n - keep;
+    if (end && keep != tl) upto = n; /* cut short: the tail never came */
+    if (upto > t->c_sent) hx_srv_args_delta(s, b + t->c_sent, upto - t->c_sent);
+    if (upto > t->c_sent) t->c_sent = upto;
+}
+
 void hx__srv_tools_stream(struct hx_srv_tools *t, const struct hx_srv_result *r, const char *text,
                           size_t len, bool end, struct hx_srv_buf *sse)
 {
     struct hx_srv_tstream s = {t, r, sse};
+    if (t->choice == HX_SRV_TC_REQUIRED || t->choice == HX_SRV_TC_NAMED) {
+        if (t->parse) hx_srv_constrained_stream(&s, text, len, end);
+        return;
+    }
     if (text && len) hx__srv_tparse_push(t->parse, text, len, hx_srv_stream_cb, &s);
     if (end) hx__srv_tparse_end(t->parse, hx_srv_stream_cb, &s);
 }

@@ -93,6 +93,7 @@ async function reassemble(stream) {
     let finish = null;
     const calls = [];
     const heads = [];
+    let argDeltas = 0;
     for await (const ch of stream) {
         const c = ch.choices[0];
         if (!c) continue;
@@ -107,10 +108,11 @@ async function reassemble(stream) {
                 calls.push({ id: t.id, type: t.type, function: { name: t.function.name, arguments: '' } });
             } else {
                 calls[t.index].function.arguments += t.function.arguments;
+                argDeltas++;
             }
         }
     }
-    return { content, calls, finish, heads };
+    return { content, calls, finish, heads, argDeltas };
 }
 
 const ask = [{ role: 'user', content: 'What is the weather in Paris?' }];
@@ -153,6 +155,8 @@ for (const tmpl of ['qwen3', 'llama3']) {
             assert.equal(s.calls[0].function.name, plain.function.name);
             assert.equal(s.calls[0].function.arguments, plain.function.arguments);
             assert.notEqual(s.calls[0].id, plain.id, 'each call gets its own id');
+            // a constrained call streams its arguments as they are generated, not in one piece
+            assert.ok(s.argDeltas > 1, `arguments came in ${s.argDeltas} delta(s)`);
         });
 
         it('the client\'s stream helper accumulates the same call', async () => {
