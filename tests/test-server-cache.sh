@@ -6,6 +6,8 @@
 # usage.prompt_tokens_details.cached_tokens and give the same greedy tokens as the same request
 # with "cache_prompt": false (a cold prefill); /metrics counts hits, misses and cached tokens.
 # Chat on qwen3-micro: the second turn reuses the first turn's prefix, tokens as a cold run.
+# --cache-slots: with one slot running and two that only keep caches, a conversation survives
+# another one in between; the access line names the cached tokens.
 set -u
 E=${HX_ENGINE:?HX_ENGINE}; D=${HX_DATA:?HX_DATA}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -157,4 +159,37 @@ n2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["p
 check "chat: enable_thinking false reuses only the common prefix ($c of $n2)" \
     '[ "$c" -gt 0 ] && [ "$c" -lt $((n2 - 1)) ]'
 stop "[qwen3-micro]"
+
+# ---- --cache-slots: KV sequences that only keep prompts ------------------------------------------
+# --parallel 1 alone: B's request evicts A's cache (one slot). With --cache-slots 2, A's next
+# request finds its prefix in a slot that no request is running in.
+other=$(echo "$words" | tr 'a-z' 'b-za' | cut -d" " -f1-200)
+for extra in 0 2; do
+    P=$(port); start "$S" "$P" --parallel 1 --cache-slots $extra --batch 100 ||
+        { bad "stories260K server with --cache-slots $extra starts"; finish; }
+    U=http://127.0.0.1:$P
+    post "$U" /v1/completions "$(body "$half" true)" "$tmp/k-a1.json"
+    post "$U" /v1/completions "$(body "$other" true)" "$tmp/k-b1.json"
+    post "$U" /v1/completions "$(body "$words" true)" "$tmp/k-a2.json"
+    post "$U" /v1/completions "$(body "$words" false)" "$tmp/k-a2f.json"
+    c=$(cached "$tmp/k-a2.json"); na=$(ntok "$tmp/k-a1.json")
+    if [ $extra = 0 ]; then
+        check "--parallel 1: the request in between evicted the first one's cache ($c cached)" \
+            '[ "$c" -lt 16 ]'
+    else
+        check "--cache-slots 2: the first prompt's cache survived a request in between ($c of $na)" \
+            '[ "$c" -ge $((na - 1)) ]'
+        check "--cache-slots 2: the cached run gives the cold run's tokens" \
+            '[ -n "$(ids "$tmp/k-a2f.json")" ] && [ "$(ids "$tmp/k-a2.json")" = "$(ids "$tmp/k-a2f.json")" ]'
+        got=$(curl -s $U/props | python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["total_slots"], j["cache_slots"])')
+        check "/props: 1 slot that runs, 2 that cache ($got)" '[ "$got" = "1 2" ]'
+        check "/slots lists all 3 sequences" \
+            '[ "$(curl -s $U/slots | python3 -c "import json,sys; print(len(json.load(sys.stdin)))")" = 3 ]'
+        check "the access line names the cached tokens (cached_tokens=$c)" \
+            'grep -q "prompt_tokens=$(ntok "$tmp/k-a2.json") cached_tokens=$c gen_tokens=" "$tmp/server.log"'
+    fi
+    stop "[--cache-slots $extra]"
+done
+code=$("$E" serve -m "$S" --cache-slots 999 2>/dev/null; echo $?)
+check "--cache-slots out of range: usage error, exit 2 ($code)" '[ "$code" = 2 ]'
 finish

@@ -42,6 +42,7 @@ static void hx_srv_usage(FILE *f)
             "  --policy P            dispatch policy\n"
             "  --fallback LIST       fallback chain, e.g. npu,vulkan,cpu\n"
             "  --parallel N          concurrent sequences (KV slots), default 4\n"
+            "  --cache-slots N       more KV sequences that only keep cached prompts, default 0\n"
             "  --queue N             waiting requests beyond --parallel, default 16 (then 503)\n"
             "  --ctx N               context positions per sequence\n"
             "  --batch N             most rows per hx_decode call (default 512): prompts are\n"
@@ -202,6 +203,7 @@ static int hx_srv_parse_args(int argc, char **argv, struct hx_srv_args *a)
         HX_SRV_STR("--chat-template", a->worker.chat_template)
         HX_SRV_INT("--port", 0, 65535, a->http.port)
         HX_SRV_INT("--parallel", 1, 256, a->worker.n_parallel)
+        HX_SRV_INT("--cache-slots", 0, 256, a->worker.n_cache_slots)
         HX_SRV_INT("--queue", 0, 100000, hx__srv_cfg.n_queue)
         HX_SRV_INT("--ctx", 0, INT32_MAX, a->worker.n_ctx)
         HX_SRV_INT("--batch", 1, 65536, a->worker.n_batch)

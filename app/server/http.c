@@ -69,10 +69,10 @@ void hx__srv_access_log(const struct hx_srv_access *a)
 {
     double end = a->t_end > 0 ? a->t_end : hx__srv_now_s();
     fprintf(stderr,
-            "hx-serve: req=%llu %s %s status=%d prompt_tokens=%lld gen_tokens=%lld ttft_ms=%.1f "
-            "total_ms=%.1f%s\n",
+            "hx-serve: req=%llu %s %s status=%d prompt_tokens=%lld cached_tokens=%lld "
+            "gen_tokens=%lld ttft_ms=%.1f total_ms=%.1f%s\n",
             (unsigned long long)a->req_id, a->method, a->route, a->status,
-            (long long)a->prompt_tokens, (long long)a->completion_tokens,
+            (long long)a->prompt_tokens, (long long)a->cached_tokens, (long long)a->completion_tokens,
             a->t_first > 0 ? (a->t_first - a->t_start) * 1e3 : -1.0, (end - a->t_start) * 1e3,
             a->truncated ? " truncated" : "");
     hx__srv_metrics_request(a->route, a->status);
@@ -87,6 +87,7 @@ static void hx_srv_access_of(const struct hx_srv_conn *c, struct hx_srv_access *
     a->status = c->status;
     a->truncated = c->truncated;
     a->prompt_tokens = c->prompt_tokens;
+    a->cached_tokens = c->cached_tokens;
     a->completion_tokens = c->completion_tokens;
     a->t_start = c->t_start;
     a->t_first = c->t_first;

@@ -125,10 +125,10 @@ static void hx_srv_props(struct hx_srv_conn *c)
 {
     if (hx_srv_loading(c)) return;
     const char *tmpl = hx__srv_worker_chat_template();
-    json_t *j = json_pack("{sssIsiso}", "model", hx__srv_worker_model_id(), "n_ctx",
-                          (json_int_t)hx__srv_worker_n_ctx(), "total_slots",
-                          hx__srv_worker_n_slots(), "chat_template",
-                          tmpl ? json_string(tmpl) : json_null());
+    json_t *j = json_pack("{sssIsisiso}", "model", hx__srv_worker_model_id(), "n_ctx",
+                          (json_int_t)hx__srv_worker_n_ctx(), "total_slots", hx__srv_cfg.n_parallel,
+                          "cache_slots", hx__srv_worker_n_slots() - hx__srv_cfg.n_parallel,
+                          "chat_template", tmpl ? json_string(tmpl) : json_null());
     json_object_set_new(j, "policy", json_string(hx__srv_worker_policy()));
     json_object_set_new(j, "default_generation_settings",
                         json_pack("{sIsb}", "n_ctx", (json_int_t)hx__srv_worker_n_ctx(),
@@ -412,6 +412,7 @@ void hx__srv_route_event(struct hx_srv_event *ev)
         struct hx_srv_access *gone = hx__srv_job_access(ev->job);
         if (gone) {
             gone->prompt_tokens = ev->prompt_tokens;
+            gone->cached_tokens = ev->cached_tokens;
             gone->completion_tokens = ev->completion_tokens;
             hx__srv_access_log(gone);
         } else if (c) {

@@ -279,6 +279,7 @@ struct hx_srv_event {
 struct hx_srv_worker_params {
     const char *model_path, *backend, *policy, *fallback, *chat_template;
     int n_parallel, n_threads;
+    int n_cache_slots;      /* KV sequences beyond n_parallel that only hold cached prompts */
     int64_t n_ctx, n_batch; /* 0: the engine's defaults */
 };
 
@@ -325,6 +326,7 @@ struct hx_srv_access {
     int status;
     bool truncated; /* a stream that ended without its finish chunk and [DONE] */
     int64_t prompt_tokens, completion_tokens;
+    int64_t cached_tokens; /* of prompt_tokens, taken from the prompt cache */
     double t_start, t_first, t_end; /* t_first 0: no token yet; t_end 0: now */
 };
 void hx__srv_access_log(const struct hx_srv_access *a);

@@ -522,9 +522,12 @@ static void hx_srv_drop_cancelled(void)
 
 /* Waiting jobs in order, each to the free slot with the longest cached prefix of its prompt
  * (ties and short prefixes: the least recently used); the slot keeps that prefix's KV. */
+static int64_t hx_srv_count_active(void);
+
 static void hx_srv_assign_slots(void)
 {
-    while (hx_srv_s.wait_head) {
+    /* every sequence is a slot and may hold a cache; at most --parallel of them run */
+    while (hx_srv_s.wait_head && hx_srv_count_active() < hx_srv_s.p.n_parallel) {
         struct hx_srv_job *j = hx_srv_s.wait_head;
         int64_t reuse;
         const int best = hx__srv_cache_pick(&hx_srv_s.cache, hx_srv_s.slots, j->prompt, j->n_prompt,
@@ -624,7 +627,7 @@ static int hx_srv_load(void)
         .fallback = hx_srv_s.p.fallback,
         .n_threads = hx_srv_s.p.n_threads,
         .n_ctx = hx_srv_s.p.n_ctx,
-        .n_seq = hx_srv_s.p.n_parallel,
+        .n_seq = hx_srv_s.p.n_parallel + hx_srv_s.p.n_cache_slots,
         .n_batch = hx_srv_s.p.n_batch,
     };
     st = hx_context_new(hx_srv_s.model, &cp, &hx_srv_s.ctx);

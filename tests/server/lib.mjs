@@ -97,11 +97,11 @@ export class Server {
     }
 
     // Access-log lines (hx-serve: req=...) so far, as objects {req, method, route, status,
-    // prompt_tokens, gen_tokens, truncated}.
+    // prompt_tokens, cached_tokens, gen_tokens, truncated}.
     accessLog() {
         const out = [];
-        for (const m of this.log.matchAll(/^hx-serve: req=(\d+) (\S+) (\S+) status=(\d+) prompt_tokens=(\d+) gen_tokens=(\d+) .*?( truncated)?$/gm))
-            out.push({ req: +m[1], method: m[2], route: m[3], status: +m[4], prompt_tokens: +m[5], gen_tokens: +m[6], truncated: !!m[7] });
+        for (const m of this.log.matchAll(/^hx-serve: req=(\d+) (\S+) (\S+) status=(\d+) prompt_tokens=(\d+) cached_tokens=(\d+) gen_tokens=(\d+) .*?( truncated)?$/gm))
+            out.push({ req: +m[1], method: m[2], route: m[3], status: +m[4], prompt_tokens: +m[5], cached_tokens: +m[6], gen_tokens: +m[7], truncated: !!m[8] });
         return out;
     }
 
