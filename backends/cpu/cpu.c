@@ -105,6 +105,9 @@ static void hx_cpu_weight_release(struct hx_device *dev, void *handle)
 static bool hx_cpu_supports(struct hx_device *dev, const struct hx_op_desc *op)
 {
     (void)dev;
+    /* Q2_0 and I2_S have no kernels here yet: the scheduler places them elsewhere (ref) */
+    if ((op->kind == HX_OP_MATMUL) && (op->wtype == HX_DTYPE_Q2_0 || op->wtype == HX_DTYPE_I2_S))
+        return false;
     switch (op->kind) {
     case HX_OP_MATMUL:
         return (unsigned)op->wtype < HX_DTYPE_COUNT &&
