@@ -105,9 +105,6 @@ static void hx_cpu_weight_release(struct hx_device *dev, void *handle)
 static bool hx_cpu_supports(struct hx_device *dev, const struct hx_op_desc *op)
 {
     (void)dev;
-    /* Q2_0 and I2_S have no kernels here yet: the scheduler places them elsewhere (ref) */
-    if ((op->kind == HX_OP_MATMUL) && (op->wtype == HX_DTYPE_Q2_0 || op->wtype == HX_DTYPE_I2_S))
-        return false;
     switch (op->kind) {
     case HX_OP_MATMUL:
         return (unsigned)op->wtype < HX_DTYPE_COUNT &&
@@ -187,7 +184,8 @@ static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
     struct hx_cpu_dev *c = dev->ctx;
     /* the decode prefetch distance: one figure, or per x16 type where they differ */
     static const enum hx_dtype x16[] = {HX_DTYPE_Q8_0, HX_DTYPE_Q4_0, HX_DTYPE_Q4_K, HX_DTYPE_Q6_K,
-                                        HX_DTYPE_TQ2_0, HX_DTYPE_TQ1_0, HX_DTYPE_Q1_0};
+                                        HX_DTYPE_TQ2_0, HX_DTYPE_TQ1_0, HX_DTYPE_Q1_0,
+                                        HX_DTYPE_Q2_0,  HX_DTYPE_I2_S};
     const size_t nx = sizeof x16 / sizeof x16[0];
     char pf[160] = "";
     bool same = true;
