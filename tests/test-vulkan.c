@@ -215,9 +215,9 @@ static void *hx_t_weight(enum hx_dtype t, int64_t n, int64_t k, struct hx_weight
     for (int64_t j = 0; j < pool; j++) {
         for (int64_t i = 0; i < k; i++) {
             float v = hx_t_rand();
-            if (t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0)
+            if (t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_I2_S)
                 v = (float)(v > 0.33f) - (float)(v < -0.33f);
-            row[i] = v * 0.05f;
+            row[i] = t == HX_DTYPE_I2_S ? v : v * 0.05f; /* I2_S: codes, the scale below */
         }
         hx_quantize_row(t, row, data + (size_t)j * rb, k);
     }
@@ -230,7 +230,8 @@ static void *hx_t_weight(enum hx_dtype t, int64_t n, int64_t k, struct hx_weight
                             .n_cols = k,
                             .data = data,
                             .nbytes = rb * (size_t)n,
-                            .scale = 1.0f};
+                            .scale = 1.0f,
+                            .tensor_scale = 0.05f};
     return data;
 }
 
@@ -252,8 +253,8 @@ TEST(devices)
                 info.description);
         ASSERT_TRUE(info.name[0] != '\0');
         ASSERT_TRUE(strstr(info.description, "int8") && strstr(info.description, "subgroup"));
-        /* every type up to Q1_0; Q2_0 and I2_S have no shaders yet, and must not be claimed */
-        ASSERT_EQ(info.weight_types, (1u << (HX_DTYPE_Q1_0 + 1)) - 1u);
+        /* every weight type has its shaders */
+        ASSERT_EQ(info.weight_types, (1u << HX_DTYPE_COUNT) - 1u);
         if (first_gpu < 0 && info.kind != HX_DEVICE_CPU) first_gpu = i;
     }
     if (reason[0]) fprintf(stderr, "  devices not used: %s\n", reason);
@@ -265,13 +266,16 @@ TEST(devices)
     char desc[512] = "";
     d->ops->describe(d, desc, sizeof desc);
     fprintf(stderr, "  default: %s — %s\n", d->info.name, desc);
-    /* types without shaders are refused, so the scheduler runs them elsewhere */
+    /* Q2_0 and I2_S: taken on whole blocks (64, 128), refused otherwise (1056 = 33·32) */
     for (int t = HX_DTYPE_Q2_0; t < HX_DTYPE_COUNT; t++) {
         struct hx_op_desc od = {.kind = HX_OP_MATMUL, .n_rows = 1, .n_in = 1024, .n_out = 64,
                                 .wtype = (enum hx_dtype)t};
+        ASSERT_TRUE(hx__dev_supports(d, &od));
+        od.n_in = 1056;
         ASSERT_TRUE(!hx__dev_supports(d, &od));
-        od.kind = HX_OP_EMBED;
-        ASSERT_TRUE(!hx__dev_supports(d, &od));
+        od = (struct hx_op_desc){.kind = HX_OP_EMBED, .n_rows = 1, .n_in = 64, .n_out = 1024,
+                                 .wtype = (enum hx_dtype)t};
+        ASSERT_TRUE(hx__dev_supports(d, &od));
     }
     hx__device_close(d);
     /* by index and by (case-insensitive) name substring */
@@ -314,10 +318,13 @@ static bool hx_t_int8_used(struct hx_device *dev, enum hx_dtype t, const struct 
 }
 
 /* x rounded as the int8 kernels (and the cpu backend) round it: blocks of 32 elements (128
- * for Q1_0, 256 for the ternary types) scaled by amax / 127, to nearest even. */
+ * for Q1_0, 256 for the ternary types, 64 for Q2_0, 256 or else 128 for I2_S) scaled by
+ * amax / 127, to nearest even. */
 static float *hx_t_int8_round(enum hx_dtype t, const float *x, int64_t m, int64_t k)
 {
     int64_t g = t == HX_DTYPE_Q1_0 ? 128 : (t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0) ? 256 : 32;
+    if (t == HX_DTYPE_Q2_0) g = 64;
+    if (t == HX_DTYPE_I2_S) g = k % 256 ? 128 : 256;
     float *y = malloc((size_t)(m * k) * sizeof *y);
     for (int64_t b = 0; b < m * k; b += g) {
         float amax = 0;
@@ -389,7 +396,8 @@ TEST(matmul_variants)
     const char *why = hx_t_vk_missing();
     if (why) SKIP("%s", why);
     static const int64_t shapes[][3] = {{1, 256, 33}, {7, 512, 65}, {64, 768, 96},
-                                        {2, 1024, 1}, {5, 172, 19}, {64, 64, 130}};
+                                        {2, 1024, 1}, {5, 172, 19}, {64, 64, 130},
+                                        {3, 384, 40}}; /* I2_S: K not whole 256s */
     struct hx_device *devs[HX_T_NV];
     hx_t_open_variants(devs);
     ASSERT_TRUE(devs[0] != NULL);
@@ -429,6 +437,79 @@ TEST(matmul_qwen3_shapes)
     }
     hx__device_close(devs[0]);
     hx__device_close(devs[1]);
+    ASSERT_TRUE(ok);
+}
+
+/* The same ternary weights as TQ2_0 (d = s in every block) and as I2_S (tensor scale s), s
+ * exact in fp16: every variant must give the same bits for both, in matmuls at decode and
+ * prefill sizes and in the embedding (docs/weights.md, "Why a per-element scale"). */
+TEST(tern_i2_s_equals_tq2_0)
+{
+    const char *why = hx_t_vk_missing();
+    if (why) SKIP("%s", why);
+    static const int64_t shapes[][3] = {{1, 512, 40}, {2, 768, 33}, {7, 1024, 65}, {64, 256, 96}};
+    const float s = 0.0625f;
+    struct hx_device *devs[HX_T_NV];
+    hx_t_open_variants(devs);
+    ASSERT_TRUE(devs[0] != NULL);
+    bool ok = true;
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        int64_t m = shapes[sh][0], k = shapes[sh][1], n = shapes[sh][2];
+        size_t rt = hx_dtype_row_bytes(HX_DTYPE_TQ2_0, k), ri = hx_dtype_row_bytes(HX_DTYPE_I2_S, k);
+        uint8_t *dt = malloc(rt * (size_t)n), *di = malloc(ri * (size_t)n);
+        float *row = malloc((size_t)k * sizeof *row), *trow = malloc((size_t)k * sizeof *trow);
+        for (int64_t j = 0; j < n; j++) {
+            for (int64_t i = 0; i < k; i++) {
+                float v = hx_t_rand();
+                row[i] = (float)(v > 0.33f) - (float)(v < -0.33f);
+                trow[i] = row[i] * s;
+            }
+            trow[0] = s; /* every TQ2_0 block's d is s */
+            row[0] = 1;
+            for (int64_t b = 256; b < k; b += 256) trow[b] = s, row[b] = 1;
+            ASSERT_OK(hx_quantize_row(HX_DTYPE_TQ2_0, trow, dt + (size_t)j * rt, k));
+            ASSERT_OK(hx_quantize_row(HX_DTYPE_I2_S, row, di + (size_t)j * ri, k));
+        }
+        struct hx_weight wt = {.name = "wt", .type = HX_DTYPE_TQ2_0, .n_rows = n, .n_cols = k,
+                               .data = dt, .nbytes = rt * (size_t)n, .scale = 1.0f};
+        struct hx_weight wi = {.name = "wi", .type = HX_DTYPE_I2_S, .n_rows = n, .n_cols = k,
+                               .data = di, .nbytes = ri * (size_t)n, .scale = 1.0f,
+                               .tensor_scale = s};
+        float *x = hx_t_act(m * k);
+        int32_t tok[7] = {0, 3, 1, 4, 1, 5, 9};
+        for (int op = 0; op < 2; op++) {
+            struct hx_t_case c = {.desc = {.kind = HX_OP_MATMUL, .cls = HX_CLASS_QKV, .n_rows = m,
+                                           .n_in = k, .n_out = n, .wtype = HX_DTYPE_TQ2_0},
+                                  .src = {x}, .src_cols = {k}, .n_src = 1, .dst_cols = n,
+                                  .w = &wt};
+            if (op == 1)
+                c = (struct hx_t_case){.desc = {.kind = HX_OP_EMBED, .n_rows = 7, .n_in = n,
+                                                .n_out = k, .wtype = HX_DTYPE_TQ2_0},
+                                       .dst_cols = k, .w = &wt, .tokens = tok};
+            struct hx_t_case ci = c;
+            ci.desc.wtype = HX_DTYPE_I2_S;
+            ci.w = &wi;
+            size_t cnt = (size_t)c.desc.n_rows * (size_t)c.dst_cols;
+            for (size_t v = 0; v < HX_T_NV; v++) {
+                if (!devs[v] || (op == 1 && sh > 0)) continue;
+                float *gt = calloc(cnt, sizeof *gt), *gi = calloc(cnt, sizeof *gi);
+                bool g1, g2;
+                bool same = hx_t_run(devs[v], &c, gt, &g1) == HX_OK &&
+                            hx_t_run(devs[v], &ci, gi, &g2) == HX_OK && g1 && g2 &&
+                            !memcmp(gt, gi, cnt * sizeof *gt);
+                double e = 0;
+                for (size_t i = 0; i < cnt; i++) e = fmax(e, fabs((double)gt[i] - gi[i]));
+                fprintf(stderr, "  %s %-10s %-6s m=%lld %lld->%lld: I2_S %s TQ2_0 (max diff %g)\n",
+                        same ? "ok  " : "FAIL", hx_t_variants[v].name, op ? "embed" : "matmul",
+                        (long long)c.desc.n_rows, (long long)c.desc.n_in,
+                        (long long)c.desc.n_out, same ? "==" : "!=", e);
+                ok &= same;
+                free(gt), free(gi);
+            }
+        }
+        free(x), free(row), free(trow), free(dt), free(di);
+    }
+    hx_t_close_variants(devs);
     ASSERT_TRUE(ok);
 }
 

@@ -40,6 +40,7 @@ struct hx_vk_mm_push {
     uint32_t w_off, w_row_bytes;
     float scale;
     uint32_t qa_off, qa_stride;
+    float wscale; /* I2_S's tensor scale (hx_weight.tensor_scale) */
 };
 _Static_assert(sizeof(struct hx_vk_mm_push) <= HX_VK_PUSH_BYTES, "push constants too large");
 
@@ -52,6 +53,7 @@ struct hx_vk_embed_push {
     uint32_t K, n_rows, row0, nw;
     uint32_t w_off, w_row_bytes, d_off, d_stride;
     uint32_t tok_off;
+    float wscale; /* I2_S's tensor scale */
 };
 _Static_assert(sizeof(struct hx_vk_embed_push) <= HX_VK_PUSH_BYTES, "push constants too large");
 
@@ -66,7 +68,7 @@ _Static_assert(sizeof(struct hx_vk_embed_push) <= HX_VK_PUSH_BYTES, "push consta
 struct hx_vk_type_shaders {
     enum hx_shader_id mmv, mmvl, gemm, embed;
     int q;   /* index into the INT8 table, or -1 (float types) */
-    bool ok; /* shaders exist: Q2_0 and I2_S have none yet (supports() says no) */
+    bool ok; /* shaders exist */
 };
 #define HX_VK_T(T, Q)                                                                              \
     {                                                                                              \
@@ -78,6 +80,7 @@ static const struct hx_vk_type_shaders hx_vk_types[HX_DTYPE_COUNT] = {
     [HX_DTYPE_Q4_0] = HX_VK_T(Q4_0, 1),   [HX_DTYPE_Q4_K] = HX_VK_T(Q4_K, 2),
     [HX_DTYPE_Q6_K] = HX_VK_T(Q6_K, 3),   [HX_DTYPE_TQ1_0] = HX_VK_T(TQ1_0, 4),
     [HX_DTYPE_TQ2_0] = HX_VK_T(TQ2_0, 5), [HX_DTYPE_Q1_0] = HX_VK_T(Q1_0, 6),
+    [HX_DTYPE_Q2_0] = HX_VK_T(Q2_0, 7),   [HX_DTYPE_I2_S] = HX_VK_T(I2_S, 8),
 };
 #undef HX_VK_T
 /* [q][lane][dot] */
@@ -88,9 +91,9 @@ static const struct hx_vk_type_shaders hx_vk_types[HX_DTYPE_COUNT] = {
             HX_SHADER_MMVLQ_##T, HX_SHADER_MMVLQD_##T                                              \
         }                                                                                          \
     }
-static const enum hx_shader_id hx_vk_qshaders[7][2][2] = {
-    HX_VK_Q(Q8_0),  HX_VK_Q(Q4_0),  HX_VK_Q(Q4_K), HX_VK_Q(Q6_K),
-    HX_VK_Q(TQ1_0), HX_VK_Q(TQ2_0), HX_VK_Q(Q1_0),
+static const enum hx_shader_id hx_vk_qshaders[9][2][2] = {
+    HX_VK_Q(Q8_0),  HX_VK_Q(Q4_0),  HX_VK_Q(Q4_K), HX_VK_Q(Q6_K), HX_VK_Q(TQ1_0),
+    HX_VK_Q(TQ2_0), HX_VK_Q(Q1_0),  HX_VK_Q(Q2_0), HX_VK_Q(I2_S),
 };
 #undef HX_VK_Q
 
@@ -106,10 +109,18 @@ uint32_t hx__vk_weight_types(void)
     return m;
 }
 
-/* Chunks of 32 sharing one activation scale: the CPU backend's activation blocks. */
-static uint32_t hx_vk_qgroup(enum hx_dtype t)
+/* Chunks of 32 sharing one activation scale: the CPU backend's activation blocks (I2_S takes
+ * TQ2_0's 256 where K allows, so the same ternary weights round alike as either type). */
+static uint32_t hx_vk_qgroup(enum hx_dtype t, int64_t k)
 {
-    return t == HX_DTYPE_Q1_0 ? 4u : (t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0) ? 8u : 1u;
+    switch (t) {
+    case HX_DTYPE_Q1_0: return 4u;
+    case HX_DTYPE_TQ1_0:
+    case HX_DTYPE_TQ2_0: return 8u;
+    case HX_DTYPE_Q2_0: return 2u;
+    case HX_DTYPE_I2_S: return k % 256 ? 4u : 8u;
+    default: return 1u;
+    }
 }
 
 static const char *hx_vk_env(const char *name)
@@ -310,7 +321,7 @@ static int hx_vk_stage(struct hx_device *dev, const struct hx_op *op, int64_t m0
         .n_chunks = (uint32_t)(K / 32),
         .a_stride = (uint32_t)(a->row_stride_bytes / 4),
         .qa_stride = (uint32_t)(K / 32 * 12),
-        .group = hx_vk_qgroup(op->weight->type),
+        .group = hx_vk_qgroup(op->weight->type, K),
     };
     size_t need = (size_t)mm * q.qa_stride * 4;
     if (need > d->scratch.nbytes)
@@ -388,6 +399,7 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
                 .w_row_bytes = (uint32_t)w->row_bytes,
                 .scale = op->weight->scale,
                 .qa_stride = qa_stride,
+                .wscale = op->weight->tensor_scale,
             };
             struct hx_vk_bind b[5] = {0};
             b[0] = hx__vk_bind(d, hx_vk_tbuf(a)->buf,
@@ -446,6 +458,7 @@ int hx__vk_op_embed(struct hx_device *dev, const struct hx_op *op, int64_t n_row
                 .w_row_bytes = (uint32_t)w->row_bytes,
                 .d_stride = (uint32_t)(o->row_stride_bytes / 4),
                 .tok_off = (uint32_t)m0,
+                .wscale = op->weight->tensor_scale,
             };
             struct hx_vk_bind b[4];
             b[0] = (struct hx_vk_bind){0};

@@ -59,6 +59,19 @@ ivec4 i8x4(uint w) { return ivec4(int(w << 24u), int(w << 16u), int(w << 8u), in
 #define BB 18u
 #define NV 5u
 #define HAS_FM 1
+#elif defined(WTYPE_Q2_0)
+#define BE 64u
+#define BC 2 /* chunks of 32 per block */
+#define BB 18u
+#define NV 5u
+#define HAS_FM 1
+#elif defined(WTYPE_I2_S)
+/* a "block" is 128 elements of a row, 32 bytes of codes: the scale is per tensor (hx_wscale) */
+#define BE 128u
+#define BC 4 /* chunks of 32 per block */
+#define BB 32u
+#define NV 8u
+#define HAS_FM 1
 #elif defined(WTYPE_TQ2_0)
 #define BE 256u
 #define BC 8 /* chunks of 32 per block */
@@ -169,6 +182,11 @@ vec4 wel4(uint rb, uint j)
 }
 #else /* quantized block types */
 
+#if defined(WTYPE_I2_S)
+/* I2_S's per-tensor scale (hx_weight.tensor_scale), set from the push constants by main() */
+float hx_wscale;
+#endif
+
 #if defined(WTYPE_TQ1_0)
 /* trit n of each byte of w (formats.md §3.7: q = byte·3ⁿ mod 256, trit = q·3 >> 8), two
  * bytes at a time in 16-bit lanes */
@@ -206,6 +224,23 @@ void chunk(uint cc, out uint q[8], out vec2 fs, out float fm)
     [[unroll]] for (uint k = 0u; k < 8u; k++) q[k] = (((bits >> (4u * k)) & 15u) * 0x00204081u) & 0x01010101u;
     fs = vec2(2.0 * d);
     fm = -d;
+#elif defined(WTYPE_Q2_0)
+    /* elements 4i..4i+3 are the four bit pairs of byte i of qs, lowest first */
+    float d = rdh(0u);
+    [[unroll]] for (uint k = 0u; k < 2u; k++) {
+        uint w = rd(2u + 8u * cc + 4u * k);
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+            uint b = (w >> (8u * i)) & 255u;
+            q[4u * k + i] = (b | (b << 6u) | (b << 12u) | (b << 18u)) & 0x03030303u;
+        }
+    }
+    fs = vec2(d);
+    fm = -d;
+#elif defined(WTYPE_I2_S)
+    /* chunk cc is bit pair 6 - 2cc of the block's 32 bytes (TQ2_0's is 2cc of its half) */
+    [[unroll]] for (uint k = 0u; k < 8u; k++) q[k] = (rd(4u * k) >> (6u - 2u * cc)) & 0x03030303u;
+    fs = vec2(hx_wscale);
+    fm = -hx_wscale;
 #elif defined(WTYPE_TQ2_0)
     uint h = cc >> 2u, n = 2u * (cc & 3u);
     [[unroll]] for (uint k = 0u; k < 8u; k++) q[k] = (rd(32u * h + 4u * k) >> n) & 0x03030303u;

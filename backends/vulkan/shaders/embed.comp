@@ -13,10 +13,14 @@ layout(push_constant) uniform P {
     uint K, n_rows, row0, nw;
     uint w_off, w_row_bytes, d_off, d_stride;
     uint tok_off;
+    float wscale; /* I2_S: the tensor scale */
 } p;
 
 void main()
 {
+#ifdef WTYPE_I2_S
+    hx_wscale = p.wscale;
+#endif
     uint r = gl_WorkGroupID.y;
     uint c = gl_WorkGroupID.x * WG + gl_LocalInvocationID.x;
     uint tok = uint(meta[p.tok_off + r]);

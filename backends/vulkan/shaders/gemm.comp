@@ -24,6 +24,8 @@ layout(push_constant) uniform P {
     uint a_off, a_stride, d_off, d_stride;
     uint w_off, w_row_bytes;
     float scale;
+    uint pad0, pad1; /* mmv.comp's qa_off, qa_stride: the push constants are shared */
+    float wscale;    /* I2_S: the tensor scale */
 } p;
 
 shared float As[32][BM];
@@ -31,6 +33,9 @@ shared float Ws[32][BN];
 
 void main()
 {
+#ifdef WTYPE_I2_S
+    hx_wscale = p.wscale;
+#endif
     uint tid = gl_LocalInvocationID.x;
     uint nx = BN / TN, tx = tid % nx, ty = tid / nx;
     uint n0 = hx_group_index() * BN, m0 = gl_WorkGroupID.y * BM;

@@ -39,6 +39,7 @@ layout(push_constant) uniform P {
     uint w_off, w_row_bytes;
     float scale;
     uint qa_off, qa_stride; /* INT8: words; a row of quantized activations is qa_stride words */
+    float wscale;           /* I2_S: the tensor scale */
 } p;
 
 #ifdef WFLOAT
@@ -153,6 +154,9 @@ float cdot_f_view(uint row, uint c)
 
 void main()
 {
+#ifdef WTYPE_I2_S
+    hx_wscale = p.wscale;
+#endif
     uint n = hx_group_index() * WG + gl_LocalInvocationID.x;
     uint m0 = gl_WorkGroupID.y * MR;
     if (m0 >= p.M) return;              /* uniform */
@@ -202,6 +206,9 @@ shared float part[MR][WG];
 
 void main()
 {
+#ifdef WTYPE_I2_S
+    hx_wscale = p.wscale;
+#endif
     uint tid = gl_LocalInvocationID.x;
     uint tpr = WG / NR;                 /* invocations per weight row */
     uint j = tid / tpr, t = tid % tpr;
