@@ -2,7 +2,7 @@
 # test-hip-build.sh — the HIP backend builds, loads and computes, on a machine without a GPU:
 #  1. every GPU toolchain CMake found is built into its module for the configured targets
 #     (cmake --build, so a stale module is really recompiled), and every target's device code
-#     holds all 79 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
+#     holds all 91 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
 #     per gfx target; the module exports only its entry point;
 #  2. `engine devices` exits 0 and says why HIP is unavailable: no module, no runtime library,
 #     no device, a driver error (the emulator module and a copy of the AMD module whose
@@ -71,10 +71,10 @@ def funcs(blob):
             st_name, st_info = struct.unpack_from('<IB', blob, s[5] + i * 24)
             if st_info & 0xf == 2: out.add(blob[so + st_name:blob.index(b'\0', so + st_name)].decode())
     return out
-# the 79 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
-need = ['hx_hip_gemv_qILi%dELi%dE' % (t, c) for t in range(3, 10) for c in (1, 2, 4, 8)]
+# the 91 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
+need = ['hx_hip_gemv_qILi%dELi%dE' % (t, c) for t in range(3, 12) for c in (1, 2, 4, 8)]
 need += ['hx_hip_gemv_fILi%dELi%dELb%dE' % (t, c, v) for t in range(3) for c in (1, 2, 4, 8) for v in (0, 1)]
-need += ['hx_hip_%sILi%dE' % (k, t) for k in ('gemm', 'embed') for t in range(10)]
+need += ['hx_hip_%sILi%dE' % (k, t) for k in ('gemm', 'embed') for t in range(12)]
 need += ['hx_hip_' + k for k in ('quantize_q8', 'rms_norm', 'copy_rows', 'rope', 'kv_store', 'attn', 'eltwise')]
 d = open(path, 'rb').read()
 secs, _ = sections(d)
@@ -188,6 +188,18 @@ if [ -n "$D" ] && [ -d "$D" ]; then
             s=$(echo "$out" | grep -E 'greedy tokens' | xargs)
             [ $rc -eq 0 ] && ok "engine diff $m --backend hip (emulated): $s" || bad "engine diff $m (exit $rc): $(echo "$out" | tail -3)"
         done
+    fi
+    # the same ternary weights as I2_S and as TQ2_0: bit-identical logits; Q2_0 against llama.cpp
+    tq=$B/tests/test-qwen3
+    if [ -x "$tq" ]; then
+        for t in tern_i2_s_equals_tq2_0_hip tern_q2_0_hip; do
+            out=$("$tq" "$t" 2>&1); rc=$?
+            if [ $rc -eq 0 ] && echo "$out" | grep -q "^\[  OK  \] $t"; then
+                ok "test-qwen3 $t (emulated): $(echo "$out" | grep -E 'logits differ|greedy ids' | tail -1 | xargs)"
+            else bad "test-qwen3 $t (emulated), exit $rc: $(echo "$out" | tail -3)"; fi
+        done
+    else
+        skip "no $tq"
     fi
     M=$D/qwen3/qwen3-tern-tq2_0.gguf
     if [ -f "$M" ]; then

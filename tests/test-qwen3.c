@@ -19,6 +19,7 @@
 #include "harness.h"
 #include "hx-dtype.h"
 #include "hx.h"
+#include "registry.h"
 
 struct hx_ref_step {
     int id;
@@ -236,6 +237,23 @@ static void hx_t_i2s_bits(const char *backend)
 
 TEST(tern_i2_s_equals_tq2_0_ref) { hx_t_i2s_bits("ref"); }
 TEST(tern_i2_s_equals_tq2_0_cpu) { hx_t_i2s_bits("cpu"); }
+/* Vulkan: lavapipe here and in CI (a skip there is a failure). */
+TEST(tern_i2_s_equals_tq2_0_vulkan)
+{
+    const struct hx_backend_entry *e = hx__backend_find("vulkan");
+    if (!e || e->probe_status != HX_OK)
+        SKIP("vulkan unavailable: %s", e ? e->why : "not compiled in");
+    hx_t_i2s_bits("vulkan");
+}
+/* HIP: a GPU, or the emulator (test-hip-build.sh runs this with HX_HIP_MODULE set to it);
+ * not applicable where neither is. */
+TEST(tern_i2_s_equals_tq2_0_hip)
+{
+    const struct hx_backend_entry *e = hx__backend_find("hip");
+    if (!e || e->probe_status != HX_OK)
+        SKIP_NA("hip unavailable: %s", e ? e->why : "not compiled in");
+    hx_t_i2s_bits("hip");
+}
 
 static void hx_t_q2_0(const char *backend)
 {
@@ -247,6 +265,20 @@ static void hx_t_q2_0(const char *backend)
 
 TEST(tern_q2_0_ref) { hx_t_q2_0("ref"); }
 TEST(tern_q2_0_cpu) { hx_t_q2_0("cpu"); }
+TEST(tern_q2_0_vulkan)
+{
+    const struct hx_backend_entry *e = hx__backend_find("vulkan");
+    if (!e || e->probe_status != HX_OK)
+        SKIP("vulkan unavailable: %s", e ? e->why : "not compiled in");
+    hx_t_q2_0("vulkan");
+}
+TEST(tern_q2_0_hip)
+{
+    const struct hx_backend_entry *e = hx__backend_find("hip");
+    if (!e || e->probe_status != HX_OK)
+        SKIP_NA("hip unavailable: %s", e ? e->why : "not compiled in");
+    hx_t_q2_0("hip");
+}
 
 /* Tolerances: llama.cpp quantizes activations to 8 bits for Q8_0/TQ2_0 weights (Q8_0/Q8_K)
  * and computes F16 weights in F16; ref computes in f32/f64, cpu with its own int8 blocks.

@@ -79,6 +79,13 @@ template <> struct hx_hip_blk<HX_DTYPE_TQ2_0> {
 template <> struct hx_hip_blk<HX_DTYPE_Q1_0> {
     enum { E = 128, B = 18, P = 4 };
 };
+template <> struct hx_hip_blk<HX_DTYPE_Q2_0> {
+    enum { E = 64, B = 18, P = 2 };
+};
+/* I2_S: a "block" is 128 elements of a row in 32 bytes of codes; the scale is per tensor */
+template <> struct hx_hip_blk<HX_DTYPE_I2_S> {
+    enum { E = 128, B = 32, P = 4 };
+};
 
 /* Q4_K: 6-bit scale and min of sub-block j (ggml's get_scale_min_k4). */
 static __device__ __forceinline__ void hx_hip_q4k_scale(const uint8_t *s, int j, int *sc, int *m)
@@ -118,8 +125,15 @@ static __device__ __forceinline__ int hx_hip_tq1_code(const uint8_t *b, int e)
     return hx_hip_trit(b[48 + (e - 240) % 4], p3[(e - 240) / 4]);
 }
 
-/* Element k of a weight row that starts at `row`. */
-template <int T> static __device__ __forceinline__ float hx_hip_dq1(const uint8_t *row, int64_t k)
+/* Q2_0: the four 2-bit codes of byte `b`, lowest first, as four bytes. */
+static __device__ __forceinline__ int hx_hip_crumbs4(uint32_t b)
+{
+    return (int)((b | (b << 6) | (b << 12) | (b << 18)) & 0x03030303u);
+}
+
+/* Element k of a weight row that starts at `row`; ts: the tensor scale (I2_S). */
+template <int T>
+static __device__ __forceinline__ float hx_hip_dq1(const uint8_t *row, int64_t k, float ts = 1.0f)
 {
     typedef hx_hip_blk<T> G;
     const uint8_t *b = row + (k / G::E) * G::B;
@@ -157,6 +171,8 @@ template <int T> static __device__ __forceinline__ float hx_hip_dq1(const uint8_
         const float d = hx_hip_ldh(b);
         return ((b[2 + e / 8] >> (e % 8)) & 1) ? d : -d;
     }
+    case HX_DTYPE_Q2_0: return (float)(((b[2 + e / 4] >> (2 * (e % 4))) & 3) - 1) * hx_hip_ldh(b);
+    case HX_DTYPE_I2_S: return (float)(((b[e % 32] >> (6 - 2 * (e / 32))) & 3) - 1) * ts;
     default: return 0.0f;
     }
 }
@@ -164,7 +180,8 @@ template <int T> static __device__ __forceinline__ float hx_hip_dq1(const uint8_
 /* Elements k .. k+7 of a weight row (k % 8 == 0; for F32/F16/BF16 also k + 8 <= K). Every
  * block holds a multiple of 32 elements, so the eight share one block and one scale. */
 template <int T>
-static __device__ __forceinline__ void hx_hip_dq8(const uint8_t *row, int64_t k, float *o)
+static __device__ __forceinline__ void hx_hip_dq8(const uint8_t *row, int64_t k, float *o,
+                                                  float ts = 1.0f)
 {
     typedef hx_hip_blk<T> G;
     const uint8_t *b = row + (k / G::E) * G::B;
@@ -224,6 +241,17 @@ static __device__ __forceinline__ void hx_hip_dq8(const uint8_t *row, int64_t k,
         const float d = hx_hip_ldh(b);
         const int bits = b[2 + e / 8];
         for (int i = 0; i < 8; i++) o[i] = ((bits >> i) & 1) ? d : -d;
+        return;
+    }
+    case HX_DTYPE_Q2_0: {
+        const float d = hx_hip_ldh(b);
+        for (int i = 0; i < 8; i++)
+            o[i] = d * (float)(((b[2 + (e + i) / 4] >> (2 * ((e + i) % 4))) & 3) - 1);
+        return;
+    }
+    case HX_DTYPE_I2_S: {
+        const int g = e / 32, m = e % 32;
+        for (int i = 0; i < 8; i++) o[i] = ts * (float)(((b[m + i] >> (6 - 2 * g)) & 3) - 1);
         return;
     }
     default:

@@ -5,7 +5,8 @@
  *   hx_hip_gemv_q       decode (n <= 8 rows per launch): one 32-lane group per weight row,
  *                       integer dot products (dp4a / sdot4) of the weight's codes, read from
  *                       its GGUF blocks as stored, with the int8 activations; every quantized
- *                       type, including native TQ2_0, TQ1_0 and Q1_0
+ *                       type, including native TQ2_0, TQ1_0, Q1_0, Q2_0 and I2_S (whose
+ *                       tensor scale is the kernels' `ts`)
  *   hx_hip_gemv_f       the same for F32 / F16 / BF16 weights on f32 activations
  *   hx_hip_gemm         prefill: 64 x 64 output tiles, weight tiles decoded 8 elements at a
  *                       time into shared memory as f32
@@ -102,7 +103,7 @@ static __device__ __forceinline__ int4 hx_hip_nib4(int4 w, int shift)
 /* Part p of weight block `blk` (bytes at b) against NC activation rows; adds to acc[c]. */
 template <int T, int NC>
 static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk, int p,
-                                                   const hx_hip_act &a, float *acc)
+                                                   const hx_hip_act &a, float *acc, float ts)
 {
     const int64_t e0 = blk * hx_hip_blk<T>::E; /* first element of the block */
     const int64_t ab0 = e0 / 32;               /* its first activation block */
@@ -161,6 +162,45 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
                 f += ds.x * ((float)s - (q == 0 ? ds.y : 0.0f));
             }
             acc[c] += dw * f;
+        }
+    } else if constexpr (T == HX_DTYPE_I2_S) {
+        /* part p: bytes 8p .. 8p+7; bit pair 6 - 2n is element 32n + 8p + i, activation block
+         * n. The task index of a part equals TQ2_0's for the same elements (a TQ2_0 block is
+         * two I2_S blocks), and the sums run in TQ2_0's order, so the same ternary weights
+         * with ts = d give TQ2_0's bits. */
+        const int w0 = hx_hip_ld32(b + 8 * p), w1 = hx_hip_ld32(b + 8 * p + 4);
+        for (int c = 0; c < NC; c++) {
+            if (c >= a.n) continue;
+            float f = 0.0f;
+            HX_HIP_UNROLL
+            for (int n = 0; n < 4; n++) {
+                const int sh = 6 - 2 * n;
+                const int s = hx_hip_dot8((w0 >> sh) & 0x03030303, (w1 >> sh) & 0x03030303,
+                                          hx_hip_a8(a, c, e0 + 32 * n + 8 * p));
+                const float2 ds = hx_hip_ad(a, c, ab0 + n);
+                f += ds.x * ((float)s - (p == 0 ? ds.y : 0.0f));
+            }
+            acc[c] += ts * f;
+        }
+    } else if constexpr (T == HX_DTYPE_Q2_0) {
+        /* part p: bytes 2 + 8p .. 9 + 8p = elements 32p .. 32p+31 = activation block p, four
+         * codes per byte; value = (code - 1) d */
+        const float dw = hx_hip_ldh(b);
+        const uint32_t w0 = (uint32_t)hx_hip_ld32(b + 2 + 8 * p),
+                       w1 = (uint32_t)hx_hip_ld32(b + 6 + 8 * p);
+        int q[8];
+        for (int i = 0; i < 4; i++) {
+            q[i] = hx_hip_crumbs4((w0 >> 8 * i) & 0xFFu);
+            q[4 + i] = hx_hip_crumbs4((w1 >> 8 * i) & 0xFFu);
+        }
+        for (int c = 0; c < NC; c++) {
+            if (c >= a.n) continue;
+            const int64_t el = e0 + 32 * p;
+            int s = 0;
+            for (int i = 0; i < 4; i++)
+                s += hx_hip_dot8(q[2 * i], q[2 * i + 1], hx_hip_a8(a, c, el + 8 * i));
+            const float2 ds = hx_hip_ad(a, c, ab0 + p);
+            acc[c] += dw * ds.x * ((float)s - ds.y);
         }
     } else if constexpr (T == HX_DTYPE_TQ1_0) {
         /* parts 0-3: qs[8p ..], trit n = element 32n + 8p + i (activation block n);
@@ -257,7 +297,7 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
 template <int T, int NC>
 __global__ void __launch_bounds__(32 * HX_HIP_GEMV_WARPS)
     hx_hip_gemv_q(const uint8_t *W, int64_t row_bytes, int64_t N, hx_hip_act a, float *dst,
-                  int64_t dst_stride, float scale)
+                  int64_t dst_stride, float scale, float ts)
 {
     const int lane = threadIdx.x % 32;
     const int64_t row = (int64_t)blockIdx.x * HX_HIP_GEMV_WARPS + threadIdx.x / 32;
@@ -269,7 +309,7 @@ __global__ void __launch_bounds__(32 * HX_HIP_GEMV_WARPS)
     for (int c = 0; c < NC; c++) acc[c] = 0.0f;
     for (int64_t i = lane; i < tasks; i += 32) {
         const int64_t blk = i / G::P;
-        hx_hip_vdot<T, NC>(wr + blk * G::B, blk, (int)(i % G::P), a, acc);
+        hx_hip_vdot<T, NC>(wr + blk * G::B, blk, (int)(i % G::P), a, acc, ts);
     }
     for (int c = 0; c < NC; c++) {
         const float s = hx_hip_warp_sum(acc[c]);
@@ -341,7 +381,7 @@ template <int T>
 __global__ void __launch_bounds__(256)
     hx_hip_gemm(const uint8_t *W, int64_t row_bytes, int64_t N, int64_t K, const float *src,
                 int64_t src_stride, int64_t n, float *dst, int64_t dst_stride, float scale,
-                int kvec)
+                int kvec, float ts)
 {
     __shared__ float As[HX_HIP_BK][HX_HIP_BM + 1];
     __shared__ float Bs[HX_HIP_BK][HX_HIP_BN + 1];
@@ -355,10 +395,10 @@ __global__ void __launch_bounds__(256)
         const int64_t k = k0 + lk, r = r0 + lr, j = j0 + lr;
         float v[8];
         if (j < N && kvec && k + 8 <= K) {
-            hx_hip_dq8<T>(W + j * row_bytes, k, v);
+            hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
         } else {
             for (int i = 0; i < 8; i++)
-                v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i) : 0.0f;
+                v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts) : 0.0f;
         }
         for (int i = 0; i < 8; i++) {
             Bs[lk + i][lr] = v[i];

@@ -53,6 +53,7 @@ struct hx_hip_weight {
     int64_t n_rows, n_cols;
     size_t row_bytes;
     float scale;
+    float ts; /* the tensor scale (I2_S: hx_weight.tensor_scale; else unused) */
 };
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -88,11 +89,10 @@ static double hx_hip_now_us(void)
 
 /* ---- types on the host ------------------------------------------------------------------------ */
 
-/* The types the kernels decode (hip-decode.h): not Q2_0 or I2_S yet, which supports() refuses
- * so the scheduler puts those weights elsewhere. */
+/* The types the kernels decode (hip-decode.h): all of them. */
 static bool hx_hip_type_ok(int t)
 {
-    return t >= 0 && t <= HX_DTYPE_Q1_0;
+    return t >= 0 && t < HX_DTYPE_COUNT;
 }
 
 static int64_t hx_hip_block_elems(enum hx_dtype t)
@@ -105,6 +105,8 @@ static int64_t hx_hip_block_elems(enum hx_dtype t)
     case HX_DTYPE_TQ1_0: return hx_hip_blk<HX_DTYPE_TQ1_0>::E;
     case HX_DTYPE_TQ2_0: return hx_hip_blk<HX_DTYPE_TQ2_0>::E;
     case HX_DTYPE_Q1_0: return hx_hip_blk<HX_DTYPE_Q1_0>::E;
+    case HX_DTYPE_Q2_0: return hx_hip_blk<HX_DTYPE_Q2_0>::E;
+    case HX_DTYPE_I2_S: return hx_hip_blk<HX_DTYPE_I2_S>::E;
     default: return 1;
     }
 }
@@ -122,6 +124,8 @@ static size_t hx_hip_block_bytes(enum hx_dtype t)
     case HX_DTYPE_TQ1_0: return hx_hip_blk<HX_DTYPE_TQ1_0>::B;
     case HX_DTYPE_TQ2_0: return hx_hip_blk<HX_DTYPE_TQ2_0>::B;
     case HX_DTYPE_Q1_0: return hx_hip_blk<HX_DTYPE_Q1_0>::B;
+    case HX_DTYPE_Q2_0: return hx_hip_blk<HX_DTYPE_Q2_0>::B;
+    case HX_DTYPE_I2_S: return hx_hip_blk<HX_DTYPE_I2_S>::B;
     default: return 0;
     }
 }
@@ -485,7 +489,7 @@ static int hx_hip_weight_prepare(void *mdev, const struct hx_weight *w, void **h
     if (!h) return HX_E_NOMEM;
     memset(h, 0, sizeof *h);
     h->type = w->type, h->n_rows = w->n_rows, h->n_cols = w->n_cols, h->row_bytes = rb,
-    h->scale = w->scale;
+    h->scale = w->scale, h->ts = w->tensor_scale;
     char what[96];
     snprintf(what, sizeof what, "weight %.80s", name);
     int st = hx_hip_alloc(d, total, &h->d, what, err, len);
@@ -662,6 +666,8 @@ static int hx_hip_check_op(const struct hx_split *sp, const struct hx_op *op, ch
     case HX_DTYPE_TQ1_0: F(HX_DTYPE_TQ1_0); break;                                                 \
     case HX_DTYPE_TQ2_0: F(HX_DTYPE_TQ2_0); break;                                                 \
     case HX_DTYPE_Q1_0: F(HX_DTYPE_Q1_0); break;                                                   \
+    case HX_DTYPE_Q2_0: F(HX_DTYPE_Q2_0); break;                                                   \
+    case HX_DTYPE_I2_S: F(HX_DTYPE_I2_S); break;                                                   \
     default: break;                                                                                \
     }
 
@@ -686,10 +692,13 @@ static hipError_t hx_hip_gemv_q_launch(hipStream_t s, const hx_hip_weight *w, hx
         b(32 * HX_HIP_GEMV_WARPS);
     const uint8_t *W = (const uint8_t *)w->d;
     const int64_t rb = (int64_t)w->row_bytes, N = w->n_rows;
-    if (a.n <= 1) return hx_hip_launch(hx_hip_gemv_q<T, 1>, g, b, s, W, rb, N, a, y, ys, w->scale);
-    if (a.n <= 2) return hx_hip_launch(hx_hip_gemv_q<T, 2>, g, b, s, W, rb, N, a, y, ys, w->scale);
-    if (a.n <= 4) return hx_hip_launch(hx_hip_gemv_q<T, 4>, g, b, s, W, rb, N, a, y, ys, w->scale);
-    return hx_hip_launch(hx_hip_gemv_q<T, 8>, g, b, s, W, rb, N, a, y, ys, w->scale);
+    if (a.n <= 1)
+        return hx_hip_launch(hx_hip_gemv_q<T, 1>, g, b, s, W, rb, N, a, y, ys, w->scale, w->ts);
+    if (a.n <= 2)
+        return hx_hip_launch(hx_hip_gemv_q<T, 2>, g, b, s, W, rb, N, a, y, ys, w->scale, w->ts);
+    if (a.n <= 4)
+        return hx_hip_launch(hx_hip_gemv_q<T, 4>, g, b, s, W, rb, N, a, y, ys, w->scale, w->ts);
+    return hx_hip_launch(hx_hip_gemv_q<T, 8>, g, b, s, W, rb, N, a, y, ys, w->scale, w->ts);
 }
 
 template <int T, bool V>
@@ -738,7 +747,7 @@ static hipError_t hx_hip_matmul(struct hx_hip_ctx *c, const struct hx_op *op)
         const int kvec = K % 8 == 0;
 #define HX_HIP_G(T)                                                                                \
     e = hx_hip_launch(hx_hip_gemm<T>, g, dim3(256), s, W, (int64_t)w->row_bytes, w->n_rows, K, x,  \
-                      xs, n, y, ys, w->scale, kvec)
+                      xs, n, y, ys, w->scale, kvec, w->ts)
         HX_HIP_DISPATCH(w->type, HX_HIP_G)
 #undef HX_HIP_G
         c->n_launch++;
@@ -773,6 +782,8 @@ static hipError_t hx_hip_matmul(struct hx_hip_ctx *c, const struct hx_op *op)
         case HX_DTYPE_TQ1_0: HX_HIP_Q(HX_DTYPE_TQ1_0); break;
         case HX_DTYPE_TQ2_0: HX_HIP_Q(HX_DTYPE_TQ2_0); break;
         case HX_DTYPE_Q1_0: HX_HIP_Q(HX_DTYPE_Q1_0); break;
+        case HX_DTYPE_Q2_0: HX_HIP_Q(HX_DTYPE_Q2_0); break;
+        case HX_DTYPE_I2_S: HX_HIP_Q(HX_DTYPE_I2_S); break;
         default: break;
         }
 #undef HX_HIP_Q
@@ -849,7 +860,7 @@ static hipError_t hx_hip_op(struct hx_hip_ctx *c, const struct hx_op *op)
 #define HX_HIP_E(T)                                                                                \
     e = hx_hip_launch(hx_hip_embed<T>, g, dim3(256), s, (const uint8_t *)w->d,                     \
                       (int64_t)w->row_bytes, w->n_cols, c->tok, n, HX_HIP_PTR(op->dst),            \
-                      HX_HIP_STRIDE(op->dst))
+                      HX_HIP_STRIDE(op->dst), w->ts)
         HX_HIP_DISPATCH(w->type, HX_HIP_E)
 #undef HX_HIP_E
         c->n_launch++;

@@ -18,7 +18,7 @@
 template <int T>
 __global__ void __launch_bounds__(256)
     hx_hip_embed(const uint8_t *W, int64_t row_bytes, int64_t d, const int32_t *tokens, int64_t n,
-                 float *dst, int64_t dst_stride)
+                 float *dst, int64_t dst_stride, float ts)
 {
     for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
         const uint8_t *wr = W + (int64_t)tokens[r] * row_bytes;
@@ -27,10 +27,10 @@ __global__ void __launch_bounds__(256)
              k += 8 * (int64_t)gridDim.x * blockDim.x) {
             if (k + 8 <= d) {
                 float v[8];
-                hx_hip_dq8<T>(wr, k, v);
+                hx_hip_dq8<T>(wr, k, v, ts);
                 for (int i = 0; i < 8; i++) y[k + i] = v[i];
             } else {
-                for (int64_t i = k; i < d; i++) y[i] = hx_hip_dq1<T>(wr, i);
+                for (int64_t i = k; i < d; i++) y[i] = hx_hip_dq1<T>(wr, i, ts);
             }
         }
     }
