@@ -92,8 +92,8 @@ static const struct hx_vk_type_shaders hx_vk_types[HX_DTYPE_COUNT] = {
         }                                                                                          \
     }
 static const enum hx_shader_id hx_vk_qshaders[9][2][2] = {
-    HX_VK_Q(Q8_0),  HX_VK_Q(Q4_0),  HX_VK_Q(Q4_K), HX_VK_Q(Q6_K), HX_VK_Q(TQ1_0),
-    HX_VK_Q(TQ2_0), HX_VK_Q(Q1_0),  HX_VK_Q(Q2_0), HX_VK_Q(I2_S),
+    HX_VK_Q(Q8_0),  HX_VK_Q(Q4_0), HX_VK_Q(Q4_K), HX_VK_Q(Q6_K), HX_VK_Q(TQ1_0),
+    HX_VK_Q(TQ2_0), HX_VK_Q(Q1_0), HX_VK_Q(Q2_0), HX_VK_Q(I2_S),
 };
 #undef HX_VK_Q
 

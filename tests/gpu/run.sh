@@ -203,8 +203,8 @@ for x in r['results']:
           x['median_us'], dev, ' (modelled)' if x.get('modelled') else '', gbs, pct, gfl))
 EOF
 }
-types=TQ2_0,TQ1_0,Q1_0,Q8_0,Q4_K,F16 shapes=qwen3 ms=1,512
-[ $FULL = 1 ] && types=F32,F16,BF16,Q8_0,Q4_0,Q4_K,Q6_K,TQ1_0,TQ2_0,Q1_0
+types=TQ2_0,I2_S,TQ1_0,Q1_0,Q2_0,Q8_0,Q4_K,F16 shapes=qwen3 ms=1,512
+[ $FULL = 1 ] && types=F32,F16,BF16,Q8_0,Q4_0,Q4_K,Q6_K,TQ1_0,TQ2_0,Q1_0,Q2_0,I2_S
 [ $QUICK = 1 ] && types=TQ2_0 shapes=1024x4096 ms=1
 for b in "${GPUB[@]}"; do
     if STEP_OUT=1 step bench-kernels-$b 200 "$E" bench --kernels --backend "$b" --types $types --shapes $shapes -m $ms -r 5 -o json; then
