@@ -1,10 +1,12 @@
 /*
- * cmd-mkmodel.c — `engine mkmodel --arch qwen3|llama --shape qwen3-0.6b|tiny --type T
- * --vocab VOCAB.gguf -o OUT [--seed S] [--embd-type T] [--output-type T] [--threads N]
- * [--progress]`: a random-weight model of a real shape, for tests and benchmarks.
+ * cmd-mkmodel.c — `engine mkmodel --arch qwen3|llama|bitnet|bitnet-b1.58 --shape
+ * qwen3-0.6b|tiny|bitnet-2b4t|bonsai-1.7b [--type T] --vocab VOCAB.gguf -o OUT [--seed S]
+ * [--embd-type T] [--output-type T] [--scale-tensors] [--threads N] [--progress]`: a
+ * random-weight model of a real shape, for tests and benchmarks (docs/tools.md "mkmodel").
  *
  * The vocabulary (every tokenizer.* key) comes from any GGUF that has one, typically a
- * vocab-only file; n_vocab is its token count. Weights:
+ * vocab-only file; n_vocab is its token count. The shape may name the real model's
+ * architecture and types, which are then the defaults. Weights:
  *   - matrices of a float or 8/4/6-bit type: approximately N(0, sigma²) (a sum of four
  *     uniforms, so bounded at ±3.5 sigma), sigma = 1/sqrt(fan_in), and for the two matrices
  *     that write into the residual stream (attn_output, ffn_down) a further 1/sqrt(2·n_layer)
@@ -13,6 +15,16 @@
  *     s = sigma·sqrt(3/2) for the same variance), which the ternary formats store exactly;
  *     Q1_0: binary ±s with s = sigma, also exact;
  *   - token_embd: N(0, 0.02²); norm gains: 1.
+ * BitNet (docs/bitnet.md): `bitnet` is llama.cpp's architecture (tensors and keys its loader
+ * wants: attn_sub_norm over n_embd, ffn_sub_norm over n_ff, no output.weight, SiLU — said
+ * explicitly by `bitnet.hidden_activation`, which llama.cpp ignores and hx reads), `bitnet-b1.58`
+ * bitnet.cpp's (relu², implied by the name). Every layer matrix is ternary whatever its type,
+ * each tensor with its own magnitude s_k = sigma·sqrt(3/2)·(0.75 + 0.5·u_k), u_k uniform from
+ * the hash; with --scale-tensors (always for bitnet-b1.58) the matrix holds the bare {-1, 0, +1}
+ * and s_k is a one-element F32 tensor `<name>.scale` (the per-tensor scale bitnet.cpp's I2_S
+ * carries, in the form both loaders read); else s_k is in the values, as llama.cpp's converter
+ * writes them. Norm gains are uniform in [0.75, 1.25], so the sub-norms' gains count. The chat
+ * template is BitNet 2B4T's (tokenizer.chat_template, replacing the vocabulary file's).
  * Each value is a hash of (seed, tensor index, row, column), so the file is the same byte for
  * byte for a seed whatever the thread count. Embeddings are tied (no output.weight) unless
  * --output-type asks for a separate LM head. Tensors stream through the GGUF writer one at a
@@ -27,7 +39,9 @@
 #include "app.h"
 #include "hx-internal.h"
 
-enum hx_mk_kind { HX_MK_EMBD, HX_MK_NORM, HX_MK_MATRIX };
+/* HX_MK_TERNARY: a BitNet layer matrix, ternary whatever its type; HX_MK_SCALE: its
+ * one-element `.scale` tensor. */
+enum hx_mk_kind { HX_MK_EMBD, HX_MK_NORM, HX_MK_MATRIX, HX_MK_TERNARY, HX_MK_SCALE };
 
 struct hx_mk_tensor {
     char name[64];
@@ -35,15 +49,22 @@ struct hx_mk_tensor {
     uint32_t n_dims;
     int64_t ne[2];
     enum hx_mk_kind kind;
-    float sigma;
+    float sigma; /* MATRIX: the spread; TERNARY: the magnitude s (1 with a .scale); SCALE: s;
+                  * NORM: gains uniform in 1 ± sigma (0: all 1) */
     size_t nbytes;
 };
+
+/* The BitNet 2B4T chat template (microsoft/bitnet-b1.58-2B-4T's tokenizer_config.json), which
+ * core/chat.c detects as `bitnet`. */
+static const char hx_mk_bitnet_template[] =
+    "{% for message in messages %}{{ message['role'] | capitalize + ': ' + message['content'] | "
+    "trim + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}{{ 'Assistant: ' }}{% endif %}";
 
 struct hx_mk_opts {
     const char *arch, *shape_name, *vocab, *out;
     const struct hx_app_shape *shape;
     enum hx_dtype type, embd_type, output_type;
-    bool type_set, embd_set, output_set, progress;
+    bool type_set, embd_set, output_set, progress, scale_tensors, bitnet;
     uint64_t seed;
     int n_threads;
 };
@@ -59,18 +80,27 @@ struct hx_mk_job {
 static void hx_mk_usage(FILE *f)
 {
     fprintf(f,
-            "usage: engine mkmodel --shape qwen3-0.6b|tiny --type T --vocab VOCAB.gguf -o OUT.gguf [options]\n"
-            "  --arch A          qwen3 (default) or llama\n"
+            "usage: engine mkmodel --shape SHAPE [--type T] --vocab VOCAB.gguf -o OUT.gguf [options]\n"
+            "  --arch A          qwen3, llama, bitnet (llama.cpp's BitNet: SiLU) or bitnet-b1.58\n"
+            "                    (bitnet.cpp's: relu², per-tensor .scale); default: the shape's, else qwen3\n"
             "  --type T          matrix type: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0\n"
-            "                    (TQ1_0/TQ2_0: ternary weights; Q1_0: binary weights)\n"
+            "                    (TQ1_0/TQ2_0: ternary weights; Q1_0: binary weights; BitNet: always\n"
+            "                    ternary); default: the shape's (bitnet-2b4t TQ2_0, bonsai-1.7b Q1_0)\n"
             "  --vocab FILE      GGUF whose tokenizer.* keys are copied (e.g. ggml-vocab-qwen2.gguf)\n"
             "  --seed S          random seed (default 1); same seed, same bytes\n"
-            "  --embd-type T     token_embd type (default: T, or Q8_0 for TQ1_0/TQ2_0/Q1_0)\n"
-            "  --output-type T   write an untied output.weight of type T (default: tied)\n"
+            "  --embd-type T     token_embd type (default: the shape's, else T, or Q8_0 for\n"
+            "                    TQ1_0/TQ2_0/Q1_0)\n"
+            "  --output-type T   write an untied output.weight of type T (default: tied; not BitNet)\n"
+            "  --scale-tensors   bitnet: matrices as bare {-1,0,+1} with a per-tensor F32 <name>.scale\n"
+            "                    (always so for bitnet-b1.58)\n"
             "  --threads N       generation threads (default: all cores)\n"
             "  --progress        progress line on stderr even when it is not a terminal\n"
             "shapes: qwen3-0.6b (1024 wide, 28 layers, 16/8 heads x 128, FFN 3072),\n"
-            "        tiny (256 wide, 4 layers, 4/2 heads x 64, FFN 768)\n");
+            "        tiny (256 wide, 4 layers, 4/2 heads x 64, FFN 768),\n"
+            "        bitnet-2b4t (BitNet b1.58 2B4T: 2560 wide, 30 layers, 20/5 heads x 128, FFN 6912,\n"
+            "                     bitnet-b1.58, TQ2_0, F16 embedding; Llama 3 vocabulary),\n"
+            "        bonsai-1.7b (Bonsai 1.7B: Qwen3, 2048 wide, 28 layers, 16/8 heads x 128, FFN 6144,\n"
+            "                     Q1_0 throughout; Qwen2 vocabulary)\n");
 }
 
 /* ---- options ------------------------------------------------------------------------------- */
@@ -104,13 +134,34 @@ static int hx_mk_parse_one(struct hx_mk_opts *o, const char *a, const char *v)
 
 static int hx_mk_check(struct hx_mk_opts *o)
 {
-    if (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama"))
-        return hx_app_error("mkmodel", "unknown --arch '%s' (known: qwen3, llama)", o->arch), 2;
     o->shape = hx_app_shape_find(o->shape_name);
     if (!o->shape)
-        return hx_app_error("mkmodel", "%s --shape '%s' (known: qwen3-0.6b, tiny)", o->shape_name ? "unknown" : "missing",
-                            o->shape_name ? o->shape_name : ""), 2;
-    if (!o->type_set) return hx_app_error("mkmodel", "missing --type"), 2;
+        return hx_app_error("mkmodel", "%s --shape '%s' (known: %s)", o->shape_name ? "unknown" : "missing",
+                            o->shape_name ? o->shape_name : "", hx_app_shape_names()), 2;
+    const struct hx_app_shape *s = o->shape;
+    if (!o->arch) o->arch = s->arch ? s->arch : "qwen3";
+    o->bitnet = !strcmp(o->arch, "bitnet") || !strcmp(o->arch, "bitnet-b1.58");
+    if (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama") && !o->bitnet)
+        return hx_app_error("mkmodel", "unknown --arch '%s' (known: qwen3, llama, bitnet, bitnet-b1.58)", o->arch), 2;
+    if (o->bitnet && s->n_head * s->head_dim != s->n_embd)
+        return hx_app_error("mkmodel", "--arch %s needs n_head x head_dim = n_embd (the BitNet loaders' "
+                            "attn_q, attn_output and attn_sub_norm are n_embd wide); shape %s has %lld x %lld != %lld",
+                            o->arch, s->name, (long long)s->n_head, (long long)s->head_dim, (long long)s->n_embd), 2;
+    if (o->bitnet && o->output_set)
+        return hx_app_error("mkmodel", "--arch %s has no output.weight (its LM head is the embedding), so no --output-type",
+                            o->arch), 2;
+    if (o->scale_tensors && !o->bitnet)
+        return hx_app_error("mkmodel", "--scale-tensors is for --arch bitnet (llama.cpp's %s loader would refuse "
+                            "the extra tensors)", o->arch), 2;
+    if (!strcmp(o->arch, "bitnet-b1.58")) o->scale_tensors = true;
+    /* The real model's types: the matrix type unless --type, and with that type its embedding's. */
+    enum hx_dtype st;
+    bool shape_type = s->type && hx_dtype_from_name(s->type, &st) == HX_OK;
+    if (!o->type_set && shape_type) o->type = st, o->type_set = true;
+    if (!o->type_set) return hx_app_error("mkmodel", "missing --type (shape %s has no default)", s->name), 2;
+    if (!o->embd_set && shape_type && o->type == st && s->embd_type &&
+        hx_dtype_from_name(s->embd_type, &o->embd_type) == HX_OK)
+        o->embd_set = true;
     if (!o->vocab) return hx_app_error("mkmodel", "missing --vocab FILE.gguf"), 2;
     if (!o->out) return hx_app_error("mkmodel", "missing -o OUT.gguf"), 2;
     bool low = o->type == HX_DTYPE_TQ1_0 || o->type == HX_DTYPE_TQ2_0 || o->type == HX_DTYPE_Q1_0;
@@ -123,13 +174,16 @@ static int hx_mk_check(struct hx_mk_opts *o)
 
 static int hx_mk_parse(int argc, char **argv, struct hx_mk_opts *o)
 {
-    o->arch = "qwen3";
     o->seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return hx_mk_usage(stdout), -1;
         if (!strcmp(a, "--progress")) {
             o->progress = true;
+            continue;
+        }
+        if (!strcmp(a, "--scale-tensors")) {
+            o->scale_tensors = true;
             continue;
         }
         if (a[0] != '-') return hx_app_error("mkmodel", "unexpected argument '%s' (see --help)", a), 2;
@@ -151,7 +205,7 @@ static int hx_mk_add(struct hx_mk_job *j, const char *name, enum hx_dtype type, 
         if (!t) return HX_E_NOMEM;
         j->t = t, j->cap_t = cap;
     }
-    if (kind == HX_MK_NORM) type = HX_DTYPE_F32;
+    if (kind == HX_MK_NORM || kind == HX_MK_SCALE) type = HX_DTYPE_F32;
     if (ne0 % hx_dtype_block_elems(type))
         return hx__set_error(HX_E_INVAL, "%s: rows of %lld do not fit %s's block of %lld", name, (long long)ne0,
                              hx_dtype_name(type), (long long)hx_dtype_block_elems(type));
@@ -165,29 +219,67 @@ static int hx_mk_add(struct hx_mk_job *j, const char *name, enum hx_dtype type, 
     return HX_OK;
 }
 
+static inline uint64_t hx_mk_mix(uint64_t z)
+{
+    z ^= z >> 30;
+    z *= 0xbf58476d1ce4e5b9ull;
+    z ^= z >> 27;
+    z *= 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* A BitNet matrix `base`.weight: ternary, its magnitude s = sigma·sqrt(3/2)·(0.75 + 0.5·u) with
+ * u uniform from (seed, its index), so every tensor has its own scale as in a trained model;
+ * s in the values, or 1 in the values and s in `base`.scale. */
+static int hx_mk_ternary(struct hx_mk_job *j, const char *base, int64_t ne0, int64_t ne1, float sigma)
+{
+    char name[64];
+    uint64_t h = hx_mk_mix(hx_mk_mix(j->o->seed ^ 0x510e527fade682d1ull) + (uint64_t)j->n_t);
+    float s = sigma * sqrtf(1.5f) * (0.75f + 0.5f * (float)(h >> 40) / (float)(1u << 24));
+    snprintf(name, sizeof name, "%s.weight", base);
+    int st = hx_mk_add(j, name, j->o->type, ne0, ne1, HX_MK_TERNARY, j->o->scale_tensors ? 1.0f : s);
+    if (st || !j->o->scale_tensors) return st;
+    snprintf(name, sizeof name, "%s.scale", base);
+    return hx_mk_add(j, name, HX_DTYPE_F32, 1, 0, HX_MK_SCALE, s);
+}
+
+/* One layer's matrix `blk.il.base`: a plain random matrix, or a BitNet one. */
+static int hx_mk_matrix(struct hx_mk_job *j, int64_t il, const char *base, int64_t ne0, int64_t ne1, float sigma)
+{
+    char b[48]; /* "blk.N.attn_output", and room for ".weight" in a name */
+    if (j->o->bitnet) {
+        snprintf(b, sizeof b, "blk.%lld.%s", (long long)il, base);
+        return hx_mk_ternary(j, b, ne0, ne1, sigma);
+    }
+    snprintf(b, sizeof b, "blk.%lld.%s.weight", (long long)il, base);
+    return hx_mk_add(j, b, j->o->type, ne0, ne1, HX_MK_MATRIX, sigma);
+}
+
 static int hx_mk_layer(struct hx_mk_job *j, int64_t il)
 {
     const struct hx_app_shape *s = j->o->shape;
-    enum hx_dtype T = j->o->type;
     int64_t nq = s->n_head * s->head_dim, nkv = s->n_head_kv * s->head_dim;
     float in_e = 1.0f / sqrtf((float)s->n_embd), res = 1.0f / sqrtf(2.0f * (float)s->n_layer);
     char b[64];
     int st = 0;
-    bool qwen3 = !strcmp(j->o->arch, "qwen3");
+    bool qwen3 = !strcmp(j->o->arch, "qwen3"), bitnet = j->o->bitnet;
+    float gain = bitnet ? 0.25f : 0.0f; /* norm gains: 1, or uniform in 1 ± 0.25 */
 #define HX_MK(fmt) (snprintf(b, sizeof b, "blk.%lld." fmt, (long long)il), b)
-    st = st ? st : hx_mk_add(j, HX_MK("attn_norm.weight"), T, s->n_embd, 0, HX_MK_NORM, 0);
-    st = st ? st : hx_mk_add(j, HX_MK("attn_q.weight"), T, s->n_embd, nq, HX_MK_MATRIX, in_e);
-    st = st ? st : hx_mk_add(j, HX_MK("attn_k.weight"), T, s->n_embd, nkv, HX_MK_MATRIX, in_e);
-    st = st ? st : hx_mk_add(j, HX_MK("attn_v.weight"), T, s->n_embd, nkv, HX_MK_MATRIX, in_e);
+    st = st ? st : hx_mk_add(j, HX_MK("attn_norm.weight"), HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, gain);
+    st = st ? st : hx_mk_matrix(j, il, "attn_q", s->n_embd, nq, in_e);
+    st = st ? st : hx_mk_matrix(j, il, "attn_k", s->n_embd, nkv, in_e);
+    st = st ? st : hx_mk_matrix(j, il, "attn_v", s->n_embd, nkv, in_e);
     if (qwen3) {
-        st = st ? st : hx_mk_add(j, HX_MK("attn_q_norm.weight"), T, s->head_dim, 0, HX_MK_NORM, 0);
-        st = st ? st : hx_mk_add(j, HX_MK("attn_k_norm.weight"), T, s->head_dim, 0, HX_MK_NORM, 0);
+        st = st ? st : hx_mk_add(j, HX_MK("attn_q_norm.weight"), HX_DTYPE_F32, s->head_dim, 0, HX_MK_NORM, gain);
+        st = st ? st : hx_mk_add(j, HX_MK("attn_k_norm.weight"), HX_DTYPE_F32, s->head_dim, 0, HX_MK_NORM, gain);
     }
-    st = st ? st : hx_mk_add(j, HX_MK("attn_output.weight"), T, nq, s->n_embd, HX_MK_MATRIX, res / sqrtf((float)nq));
-    st = st ? st : hx_mk_add(j, HX_MK("ffn_norm.weight"), T, s->n_embd, 0, HX_MK_NORM, 0);
-    st = st ? st : hx_mk_add(j, HX_MK("ffn_gate.weight"), T, s->n_embd, s->n_ff, HX_MK_MATRIX, in_e);
-    st = st ? st : hx_mk_add(j, HX_MK("ffn_up.weight"), T, s->n_embd, s->n_ff, HX_MK_MATRIX, in_e);
-    st = st ? st : hx_mk_add(j, HX_MK("ffn_down.weight"), T, s->n_ff, s->n_embd, HX_MK_MATRIX, res / sqrtf((float)s->n_ff));
+    if (bitnet) st = st ? st : hx_mk_add(j, HX_MK("attn_sub_norm.weight"), HX_DTYPE_F32, nq, 0, HX_MK_NORM, gain);
+    st = st ? st : hx_mk_matrix(j, il, "attn_output", nq, s->n_embd, res / sqrtf((float)nq));
+    st = st ? st : hx_mk_add(j, HX_MK("ffn_norm.weight"), HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, gain);
+    st = st ? st : hx_mk_matrix(j, il, "ffn_gate", s->n_embd, s->n_ff, in_e);
+    st = st ? st : hx_mk_matrix(j, il, "ffn_up", s->n_embd, s->n_ff, in_e);
+    if (bitnet) st = st ? st : hx_mk_add(j, HX_MK("ffn_sub_norm.weight"), HX_DTYPE_F32, s->n_ff, 0, HX_MK_NORM, gain);
+    st = st ? st : hx_mk_matrix(j, il, "ffn_down", s->n_ff, s->n_embd, res / sqrtf((float)s->n_ff));
 #undef HX_MK
     return st;
 }
@@ -198,7 +290,7 @@ static int hx_mk_tensors(struct hx_mk_job *j)
     const struct hx_app_shape *s = j->o->shape;
     int st = hx_mk_add(j, "token_embd.weight", j->o->embd_type, s->n_embd, j->n_vocab, HX_MK_EMBD, 0.02f);
     for (int64_t il = 0; il < s->n_layer && !st; il++) st = hx_mk_layer(j, il);
-    if (!st) st = hx_mk_add(j, "output_norm.weight", HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, 0);
+    if (!st) st = hx_mk_add(j, "output_norm.weight", HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, j->o->bitnet ? 0.25f : 0);
     if (!st && j->o->output_set)
         st = hx_mk_add(j, "output.weight", j->o->output_type, s->n_embd, j->n_vocab, HX_MK_MATRIX,
                        1.0f / sqrtf((float)s->n_embd));
@@ -241,6 +333,9 @@ static int hx_mk_hparams(struct hx_mk_job *j, struct hx_gguf_writer *w)
     st = st ? st : hx__gguf_set_f32(w, HX_K("rope.freq_base"), s->rope_base);
     st = st ? st : hx__gguf_set_f32(w, HX_K("attention.layer_norm_rms_epsilon"), s->eps);
     st = st ? st : hx__gguf_set_u32(w, HX_K("vocab_size"), (uint32_t)j->n_vocab);
+    /* llama.cpp's bitnet graph computes SiLU and reads no activation key; hx would take relu²
+     * for a bitnet file with the Llama 3 vocabulary (2B4T, model-load.c), so say it. */
+    if (!strcmp(a, "bitnet")) st = st ? st : hx__gguf_set_str(w, HX_K("hidden_activation"), "silu");
 #undef HX_K
     snprintf(name, sizeof name, "hx-mkmodel %s %s %s seed %llu", a, s->name, hx_dtype_name(j->o->type),
              (unsigned long long)j->o->seed);
@@ -261,36 +356,35 @@ static int hx_mk_metadata(struct hx_mk_job *j, struct hx_gguf_writer *w)
         st = hx__gguf_set_u32(w, "general.quantization_version", 2);
     st = st ? st : hx_mk_hparams(j, w);
     for (uint64_t i = 0; i < v->n_kv && !st; i++)
-        if (!strncmp(v->kv[i].key, "tokenizer.", 10)) st = hx__gguf_copy_kv(w, v, i);
+        if (!strncmp(v->kv[i].key, "tokenizer.", 10) && !(j->o->bitnet && !strcmp(v->kv[i].key, "tokenizer.chat_template")))
+            st = hx__gguf_copy_kv(w, v, i);
+    if (j->o->bitnet) st = st ? st : hx__gguf_set_str(w, "tokenizer.chat_template", hx_mk_bitnet_template);
     hx__gguf_close(v);
     return st ? 1 : 0;
 }
 
 /* ---- values ---------------------------------------------------------------------------------- */
 
-static inline uint64_t hx_mk_mix(uint64_t z)
-{
-    z ^= z >> 30;
-    z *= 0xbf58476d1ce4e5b9ull;
-    z ^= z >> 27;
-    z *= 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Row r of tensor k: values depend only on (seed, k, r, c). */
 static void hx_mk_row(const struct hx_mk_tensor *t, uint64_t seed, uint64_t k, int64_t r, float *x)
 {
     int64_t n = t->ne[0];
-    if (t->kind == HX_MK_NORM) {
-        for (int64_t c = 0; c < n; c++) x[c] = 1.0f;
+    if (t->kind == HX_MK_SCALE || (t->kind == HX_MK_NORM && t->sigma == 0)) {
+        for (int64_t c = 0; c < n; c++) x[c] = t->kind == HX_MK_SCALE ? t->sigma : 1.0f;
         return;
     }
     uint64_t key = hx_mk_mix(hx_mk_mix(seed ^ 0x6a09e667f3bcc908ull) ^ hx_mk_mix((k + 1) * 0x3c6ef372fe94f82bull) ^
                              (uint64_t)r * 0x9e3779b97f4a7c15ull);
-    bool ternary = t->type == HX_DTYPE_TQ1_0 || t->type == HX_DTYPE_TQ2_0, binary = t->type == HX_DTYPE_Q1_0;
+    bool ternary = t->kind == HX_MK_TERNARY || t->type == HX_DTYPE_TQ1_0 || t->type == HX_DTYPE_TQ2_0;
+    bool binary = !ternary && t->type == HX_DTYPE_Q1_0;
     float sigma = t->sigma;
-    if (ternary) {
-        float s = sigma * sqrtf(1.5f);
+    if (t->kind == HX_MK_NORM) {
+        for (int64_t c = 0; c < n; c++) {
+            uint64_t h = hx_mk_mix(key + (uint64_t)(c + 1) * 0x9e3779b97f4a7c15ull);
+            x[c] = 1.0f + sigma * ((float)(h >> 40) / (float)(1u << 23) - 1.0f);
+        }
+    } else if (ternary) {
+        float s = t->kind == HX_MK_TERNARY ? sigma : sigma * sqrtf(1.5f);
         for (int64_t c = 0; c < n; c++) {
             uint64_t h = hx_mk_mix(key + (uint64_t)(c + 1) * 0x9e3779b97f4a7c15ull);
             x[c] = (float)((int)(((h >> 32) * 3) >> 32) - 1) * s;
