@@ -31,6 +31,7 @@
  * time (rows generated and quantized in parallel), so memory stays at about one tensor.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,8 @@ struct hx_mk_tensor {
  * core/chat.c detects as `bitnet`. */
 static const char hx_mk_bitnet_template[] =
     "{% for message in messages %}{{ message['role'] | capitalize + ': ' + message['content'] | "
-    "trim + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}{{ 'Assistant: ' }}{% endif %}";
+    "trim + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}{{ 'Assistant: ' }}"
+    "{% endif %}";
 
 struct hx_mk_opts {
     const char *arch, *shape_name, *vocab, *out;
@@ -79,28 +81,30 @@ struct hx_mk_job {
 
 static void hx_mk_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: engine mkmodel --shape SHAPE [--type T] --vocab VOCAB.gguf -o OUT.gguf [options]\n"
-            "  --arch A          qwen3, llama, bitnet (llama.cpp's BitNet: SiLU) or bitnet-b1.58\n"
-            "                    (bitnet.cpp's: relu², per-tensor .scale); default: the shape's, else qwen3\n"
-            "  --type T          matrix type: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0\n"
-            "                    (TQ1_0/TQ2_0: ternary weights; Q1_0: binary weights; BitNet: always\n"
-            "                    ternary); default: the shape's (bitnet-2b4t TQ2_0, bonsai-1.7b Q1_0)\n"
-            "  --vocab FILE      GGUF whose tokenizer.* keys are copied (e.g. ggml-vocab-qwen2.gguf)\n"
-            "  --seed S          random seed (default 1); same seed, same bytes\n"
-            "  --embd-type T     token_embd type (default: the shape's, else T, or Q8_0 for\n"
-            "                    TQ1_0/TQ2_0/Q1_0)\n"
-            "  --output-type T   write an untied output.weight of type T (default: tied; not BitNet)\n"
-            "  --scale-tensors   bitnet: matrices as bare {-1,0,+1} with a per-tensor F32 <name>.scale\n"
-            "                    (always so for bitnet-b1.58)\n"
-            "  --threads N       generation threads (default: all cores)\n"
-            "  --progress        progress line on stderr even when it is not a terminal\n"
-            "shapes: qwen3-0.6b (1024 wide, 28 layers, 16/8 heads x 128, FFN 3072),\n"
-            "        tiny (256 wide, 4 layers, 4/2 heads x 64, FFN 768),\n"
-            "        bitnet-2b4t (BitNet b1.58 2B4T: 2560 wide, 30 layers, 20/5 heads x 128, FFN 6912,\n"
-            "                     bitnet-b1.58, TQ2_0, F16 embedding; Llama 3 vocabulary),\n"
-            "        bonsai-1.7b (Bonsai 1.7B: Qwen3, 2048 wide, 28 layers, 16/8 heads x 128, FFN 6144,\n"
-            "                     Q1_0 throughout; Qwen2 vocabulary)\n");
+    fprintf(
+        f,
+        "usage: engine mkmodel --shape SHAPE [--type T] --vocab VOCAB.gguf -o OUT.gguf [options]\n"
+        "  --arch A          qwen3, llama, bitnet (llama.cpp's BitNet: SiLU) or bitnet-b1.58\n"
+        "                    (bitnet.cpp's: relu², per-tensor .scale);\n"
+        "                    default: the shape's, else qwen3\n"
+        "  --type T          matrix type: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0\n"
+        "                    (TQ1_0/TQ2_0: ternary weights; Q1_0: binary weights; BitNet: always\n"
+        "                    ternary); default: the shape's (bitnet-2b4t TQ2_0, bonsai-1.7b Q1_0)\n"
+        "  --vocab FILE      GGUF whose tokenizer.* keys are copied (e.g. ggml-vocab-qwen2.gguf)\n"
+        "  --seed S          random seed (default 1); same seed, same bytes\n"
+        "  --embd-type T     token_embd type (default: the shape's, else T, or Q8_0 for\n"
+        "                    TQ1_0/TQ2_0/Q1_0)\n"
+        "  --output-type T   write an untied output.weight of type T (default: tied; not BitNet)\n"
+        "  --scale-tensors   bitnet: matrices as bare {-1,0,+1}, each with a per-tensor F32\n"
+        "                    <name>.scale (always so for bitnet-b1.58)\n"
+        "  --threads N       generation threads (default: all cores)\n"
+        "  --progress        progress line on stderr even when it is not a terminal\n"
+        "shapes: qwen3-0.6b (1024 wide, 28 layers, 16/8 heads x 128, FFN 3072),\n"
+        "        tiny (256 wide, 4 layers, 4/2 heads x 64, FFN 768),\n"
+        "        bitnet-2b4t (BitNet b1.58 2B4T: 2560 wide, 30 layers, 20/5 heads x 128,\n"
+        "                     FFN 6912, bitnet-b1.58, TQ2_0, F16 embedding; Llama 3 vocabulary),\n"
+        "        bonsai-1.7b (Bonsai 1.7B: Qwen3, 2048 wide, 28 layers, 16/8 heads x 128,\n"
+        "                     FFN 6144, Q1_0 throughout; Qwen2 vocabulary)\n");
 }
 
 /* ---- options ------------------------------------------------------------------------------- */
@@ -108,67 +112,96 @@ static void hx_mk_usage(FILE *f)
 static bool hx_mk_type(const char *s, enum hx_dtype *out, bool *set)
 {
     if (hx_dtype_from_name(s, out) == HX_OK) return *set = true;
-    hx_app_error("mkmodel", "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0)", s);
+    hx_app_error("mkmodel",
+                 "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0)", s);
     return false;
 }
 
 static int hx_mk_parse_one(struct hx_mk_opts *o, const char *a, const char *v)
 {
     int64_t n;
-    if (!strcmp(a, "--arch")) o->arch = v;
-    else if (!strcmp(a, "--shape")) o->shape_name = v;
-    else if (!strcmp(a, "--vocab")) o->vocab = v;
-    else if (!strcmp(a, "-o") || !strcmp(a, "--output")) o->out = v;
-    else if (!strcmp(a, "--type")) return hx_mk_type(v, &o->type, &o->type_set) ? 0 : 2;
-    else if (!strcmp(a, "--embd-type")) return hx_mk_type(v, &o->embd_type, &o->embd_set) ? 0 : 2;
-    else if (!strcmp(a, "--output-type")) return hx_mk_type(v, &o->output_type, &o->output_set) ? 0 : 2;
+    if (!strcmp(a, "--arch"))
+        o->arch = v;
+    else if (!strcmp(a, "--shape"))
+        o->shape_name = v;
+    else if (!strcmp(a, "--vocab"))
+        o->vocab = v;
+    else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+        o->out = v;
+    else if (!strcmp(a, "--type"))
+        return hx_mk_type(v, &o->type, &o->type_set) ? 0 : 2;
+    else if (!strcmp(a, "--embd-type"))
+        return hx_mk_type(v, &o->embd_type, &o->embd_set) ? 0 : 2;
+    else if (!strcmp(a, "--output-type"))
+        return hx_mk_type(v, &o->output_type, &o->output_set) ? 0 : 2;
     else if (!strcmp(a, "--seed")) {
-        if (!hx_app_parse_i64(v, 0, INT64_MAX, &n)) return hx_app_error("mkmodel", "bad --seed '%s'", v), 2;
+        if (!hx_app_parse_i64(v, 0, INT64_MAX, &n))
+            return hx_app_error("mkmodel", "bad --seed '%s'", v), 2;
         o->seed = (uint64_t)n;
     } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
-        if (!hx_app_parse_i64(v, 1, 1024, &n)) return hx_app_error("mkmodel", "--threads wants 1..1024, not '%s'", v), 2;
+        if (!hx_app_parse_i64(v, 1, 1024, &n))
+            return hx_app_error("mkmodel", "--threads wants 1..1024, not '%s'", v), 2;
         o->n_threads = (int)n;
-    } else return hx_app_error("mkmodel", "unknown option '%s' (see --help)", a), 2;
+    } else
+        return hx_app_error("mkmodel", "unknown option '%s' (see --help)", a), 2;
     return 0;
+}
+
+/* A usage error: the message, exit status 2. */
+static int __attribute__((format(printf, 1, 2))) hx_mk_bad(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    hx_app_error("mkmodel", "%s", msg);
+    return 2;
 }
 
 static int hx_mk_check(struct hx_mk_opts *o)
 {
     o->shape = hx_app_shape_find(o->shape_name);
     if (!o->shape)
-        return hx_app_error("mkmodel", "%s --shape '%s' (known: %s)", o->shape_name ? "unknown" : "missing",
-                            o->shape_name ? o->shape_name : "", hx_app_shape_names()), 2;
+        return hx_mk_bad("%s --shape '%s' (known: %s)", o->shape_name ? "unknown" : "missing",
+                         o->shape_name ? o->shape_name : "", hx_app_shape_names());
     const struct hx_app_shape *s = o->shape;
     if (!o->arch) o->arch = s->arch ? s->arch : "qwen3";
     o->bitnet = !strcmp(o->arch, "bitnet") || !strcmp(o->arch, "bitnet-b1.58");
     if (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama") && !o->bitnet)
-        return hx_app_error("mkmodel", "unknown --arch '%s' (known: qwen3, llama, bitnet, bitnet-b1.58)", o->arch), 2;
+        return hx_mk_bad("unknown --arch '%s' (known: qwen3, llama, bitnet, bitnet-b1.58)",
+                         o->arch);
     if (o->bitnet && s->n_head * s->head_dim != s->n_embd)
-        return hx_app_error("mkmodel", "--arch %s needs n_head x head_dim = n_embd (the BitNet loaders' "
-                            "attn_q, attn_output and attn_sub_norm are n_embd wide); shape %s has %lld x %lld != %lld",
-                            o->arch, s->name, (long long)s->n_head, (long long)s->head_dim, (long long)s->n_embd), 2;
+        return hx_mk_bad("--arch %s needs n_head x head_dim = n_embd (the BitNet loaders' attn_q, "
+                         "attn_output and attn_sub_norm are n_embd wide); shape %s has %lld x %lld "
+                         "!= %lld",
+                         o->arch, s->name, (long long)s->n_head, (long long)s->head_dim,
+                         (long long)s->n_embd);
     if (o->bitnet && o->output_set)
-        return hx_app_error("mkmodel", "--arch %s has no output.weight (its LM head is the embedding), so no --output-type",
-                            o->arch), 2;
+        return hx_mk_bad("--arch %s has no output.weight (its LM head is the embedding), so no "
+                         "--output-type",
+                         o->arch);
     if (o->scale_tensors && !o->bitnet)
-        return hx_app_error("mkmodel", "--scale-tensors is for --arch bitnet (llama.cpp's %s loader would refuse "
-                            "the extra tensors)", o->arch), 2;
+        return hx_mk_bad("--scale-tensors is for --arch bitnet (llama.cpp's %s loader would "
+                         "refuse the extra tensors)",
+                         o->arch);
     if (!strcmp(o->arch, "bitnet-b1.58")) o->scale_tensors = true;
-    /* The real model's types: the matrix type unless --type, and with that type its embedding's. */
+    /* The real model's types: the matrix type unless --type, and with it its embedding's. */
     enum hx_dtype st;
     bool shape_type = s->type && hx_dtype_from_name(s->type, &st) == HX_OK;
     if (!o->type_set && shape_type) o->type = st, o->type_set = true;
-    if (!o->type_set) return hx_app_error("mkmodel", "missing --type (shape %s has no default)", s->name), 2;
+    if (!o->type_set) return hx_mk_bad("missing --type (shape %s has no default)", s->name);
     if (!o->embd_set && shape_type && o->type == st && s->embd_type &&
         hx_dtype_from_name(s->embd_type, &o->embd_type) == HX_OK)
         o->embd_set = true;
-    if (!o->vocab) return hx_app_error("mkmodel", "missing --vocab FILE.gguf"), 2;
-    if (!o->out) return hx_app_error("mkmodel", "missing -o OUT.gguf"), 2;
+    if (!o->vocab) return hx_mk_bad("missing --vocab FILE.gguf");
+    if (!o->out) return hx_mk_bad("missing -o OUT.gguf");
     bool low = o->type == HX_DTYPE_TQ1_0 || o->type == HX_DTYPE_TQ2_0 || o->type == HX_DTYPE_Q1_0;
     if (!o->embd_set) o->embd_type = low ? HX_DTYPE_Q8_0 : o->type;
     struct stat a, b;
-    if (stat(o->vocab, &a) == 0 && stat(o->out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return hx_app_error("mkmodel", "the output '%s' is the vocabulary file", o->out), 2;
+    if (stat(o->vocab, &a) == 0 && stat(o->out, &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino)
+        return hx_mk_bad("the output '%s' is the vocabulary file", o->out);
     return 0;
 }
 
@@ -186,7 +219,8 @@ static int hx_mk_parse(int argc, char **argv, struct hx_mk_opts *o)
             o->scale_tensors = true;
             continue;
         }
-        if (a[0] != '-') return hx_app_error("mkmodel", "unexpected argument '%s' (see --help)", a), 2;
+        if (a[0] != '-')
+            return hx_app_error("mkmodel", "unexpected argument '%s' (see --help)", a), 2;
         if (i + 1 >= argc) return hx_app_error("mkmodel", "option '%s' needs a value", a), 2;
         int rc = hx_mk_parse_one(o, a, argv[++i]);
         if (rc) return rc;
@@ -194,10 +228,10 @@ static int hx_mk_parse(int argc, char **argv, struct hx_mk_opts *o)
     return hx_mk_check(o);
 }
 
-/* ---- tensor list ------------------------------------------------------------------------------ */
+/* ---- tensor list ---------------------------------------------------------------------------- */
 
-static int hx_mk_add(struct hx_mk_job *j, const char *name, enum hx_dtype type, int64_t ne0, int64_t ne1,
-                     enum hx_mk_kind kind, float sigma)
+static int hx_mk_add(struct hx_mk_job *j, const char *name, enum hx_dtype type, int64_t ne0,
+                     int64_t ne1, enum hx_mk_kind kind, float sigma)
 {
     if (j->n_t == j->cap_t) {
         size_t cap = j->cap_t ? 2 * j->cap_t : 64;
@@ -207,8 +241,9 @@ static int hx_mk_add(struct hx_mk_job *j, const char *name, enum hx_dtype type, 
     }
     if (kind == HX_MK_NORM || kind == HX_MK_SCALE) type = HX_DTYPE_F32;
     if (ne0 % hx_dtype_block_elems(type))
-        return hx__set_error(HX_E_INVAL, "%s: rows of %lld do not fit %s's block of %lld", name, (long long)ne0,
-                             hx_dtype_name(type), (long long)hx_dtype_block_elems(type));
+        return hx__set_error(HX_E_INVAL, "%s: rows of %lld do not fit %s's block of %lld", name,
+                             (long long)ne0, hx_dtype_name(type),
+                             (long long)hx_dtype_block_elems(type));
     struct hx_mk_tensor *t = &j->t[j->n_t++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->type = type;
@@ -231,20 +266,23 @@ static inline uint64_t hx_mk_mix(uint64_t z)
 /* A BitNet matrix `base`.weight: ternary, its magnitude s = sigma·sqrt(3/2)·(0.75 + 0.5·u) with
  * u uniform from (seed, its index), so every tensor has its own scale as in a trained model;
  * s in the values, or 1 in the values and s in `base`.scale. */
-static int hx_mk_ternary(struct hx_mk_job *j, const char *base, int64_t ne0, int64_t ne1, float sigma)
+static int hx_mk_ternary(struct hx_mk_job *j, const char *base, int64_t ne0, int64_t ne1,
+                         float sigma)
 {
     char name[64];
     uint64_t h = hx_mk_mix(hx_mk_mix(j->o->seed ^ 0x510e527fade682d1ull) + (uint64_t)j->n_t);
     float s = sigma * sqrtf(1.5f) * (0.75f + 0.5f * (float)(h >> 40) / (float)(1u << 24));
     snprintf(name, sizeof name, "%s.weight", base);
-    int st = hx_mk_add(j, name, j->o->type, ne0, ne1, HX_MK_TERNARY, j->o->scale_tensors ? 1.0f : s);
+    int st =
+        hx_mk_add(j, name, j->o->type, ne0, ne1, HX_MK_TERNARY, j->o->scale_tensors ? 1.0f : s);
     if (st || !j->o->scale_tensors) return st;
     snprintf(name, sizeof name, "%s.scale", base);
     return hx_mk_add(j, name, HX_DTYPE_F32, 1, 0, HX_MK_SCALE, s);
 }
 
 /* One layer's matrix `blk.il.base`: a plain random matrix, or a BitNet one. */
-static int hx_mk_matrix(struct hx_mk_job *j, int64_t il, const char *base, int64_t ne0, int64_t ne1, float sigma)
+static int hx_mk_matrix(struct hx_mk_job *j, int64_t il, const char *base, int64_t ne0, int64_t ne1,
+                        float sigma)
 {
     char b[48]; /* "blk.N.attn_output", and room for ".weight" in a name */
     if (j->o->bitnet) {
@@ -265,20 +303,32 @@ static int hx_mk_layer(struct hx_mk_job *j, int64_t il)
     bool qwen3 = !strcmp(j->o->arch, "qwen3"), bitnet = j->o->bitnet;
     float gain = bitnet ? 0.25f : 0.0f; /* norm gains: 1, or uniform in 1 ± 0.25 */
 #define HX_MK(fmt) (snprintf(b, sizeof b, "blk.%lld." fmt, (long long)il), b)
-    st = st ? st : hx_mk_add(j, HX_MK("attn_norm.weight"), HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, gain);
+    st = st ? st
+            : hx_mk_add(j, HX_MK("attn_norm.weight"), HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, gain);
     st = st ? st : hx_mk_matrix(j, il, "attn_q", s->n_embd, nq, in_e);
     st = st ? st : hx_mk_matrix(j, il, "attn_k", s->n_embd, nkv, in_e);
     st = st ? st : hx_mk_matrix(j, il, "attn_v", s->n_embd, nkv, in_e);
     if (qwen3) {
-        st = st ? st : hx_mk_add(j, HX_MK("attn_q_norm.weight"), HX_DTYPE_F32, s->head_dim, 0, HX_MK_NORM, gain);
-        st = st ? st : hx_mk_add(j, HX_MK("attn_k_norm.weight"), HX_DTYPE_F32, s->head_dim, 0, HX_MK_NORM, gain);
+        st = st ? st
+                : hx_mk_add(j, HX_MK("attn_q_norm.weight"), HX_DTYPE_F32, s->head_dim, 0,
+                            HX_MK_NORM, gain);
+        st = st ? st
+                : hx_mk_add(j, HX_MK("attn_k_norm.weight"), HX_DTYPE_F32, s->head_dim, 0,
+                            HX_MK_NORM, gain);
     }
-    if (bitnet) st = st ? st : hx_mk_add(j, HX_MK("attn_sub_norm.weight"), HX_DTYPE_F32, nq, 0, HX_MK_NORM, gain);
+    if (bitnet)
+        st =
+            st ? st
+               : hx_mk_add(j, HX_MK("attn_sub_norm.weight"), HX_DTYPE_F32, nq, 0, HX_MK_NORM, gain);
     st = st ? st : hx_mk_matrix(j, il, "attn_output", nq, s->n_embd, res / sqrtf((float)nq));
-    st = st ? st : hx_mk_add(j, HX_MK("ffn_norm.weight"), HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, gain);
+    st = st ? st
+            : hx_mk_add(j, HX_MK("ffn_norm.weight"), HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, gain);
     st = st ? st : hx_mk_matrix(j, il, "ffn_gate", s->n_embd, s->n_ff, in_e);
     st = st ? st : hx_mk_matrix(j, il, "ffn_up", s->n_embd, s->n_ff, in_e);
-    if (bitnet) st = st ? st : hx_mk_add(j, HX_MK("ffn_sub_norm.weight"), HX_DTYPE_F32, s->n_ff, 0, HX_MK_NORM, gain);
+    if (bitnet)
+        st = st ? st
+                : hx_mk_add(j, HX_MK("ffn_sub_norm.weight"), HX_DTYPE_F32, s->n_ff, 0, HX_MK_NORM,
+                            gain);
     st = st ? st : hx_mk_matrix(j, il, "ffn_down", s->n_ff, s->n_embd, res / sqrtf((float)s->n_ff));
 #undef HX_MK
     return st;
@@ -288,9 +338,12 @@ static int hx_mk_layer(struct hx_mk_job *j, int64_t il)
 static int hx_mk_tensors(struct hx_mk_job *j)
 {
     const struct hx_app_shape *s = j->o->shape;
-    int st = hx_mk_add(j, "token_embd.weight", j->o->embd_type, s->n_embd, j->n_vocab, HX_MK_EMBD, 0.02f);
+    int st = hx_mk_add(j, "token_embd.weight", j->o->embd_type, s->n_embd, j->n_vocab, HX_MK_EMBD,
+                       0.02f);
     for (int64_t il = 0; il < s->n_layer && !st; il++) st = hx_mk_layer(j, il);
-    if (!st) st = hx_mk_add(j, "output_norm.weight", HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM, j->o->bitnet ? 0.25f : 0);
+    if (!st)
+        st = hx_mk_add(j, "output_norm.weight", HX_DTYPE_F32, s->n_embd, 0, HX_MK_NORM,
+                       j->o->bitnet ? 0.25f : 0);
     if (!st && j->o->output_set)
         st = hx_mk_add(j, "output.weight", j->o->output_type, s->n_embd, j->n_vocab, HX_MK_MATRIX,
                        1.0f / sqrtf((float)s->n_embd));
@@ -304,11 +357,13 @@ static int hx_mk_vocab_open(struct hx_mk_job *j, struct hx_gguf **out)
 {
     struct hx_gguf_arr toks;
     if (hx__gguf_open(j->o->vocab, false, out) != HX_OK) return 1;
-    if (hx__gguf_get_arr(*out, "tokenizer.ggml.tokens", &toks) != HX_OK || toks.elem_type != HX_GGUF_STRING ||
-        toks.count == 0) {
+    if (hx__gguf_get_arr(*out, "tokenizer.ggml.tokens", &toks) != HX_OK ||
+        toks.elem_type != HX_GGUF_STRING || toks.count == 0) {
         hx__gguf_close(*out);
         *out = NULL;
-        return hx__set_error(HX_E_FORMAT, "'%s' has no tokenizer.ggml.tokens string array", j->o->vocab), 1;
+        return hx__set_error(HX_E_FORMAT, "'%s' has no tokenizer.ggml.tokens string array",
+                             j->o->vocab),
+               1;
     }
     j->n_vocab = (int64_t)toks.count;
     return 0;
@@ -337,8 +392,8 @@ static int hx_mk_hparams(struct hx_mk_job *j, struct hx_gguf_writer *w)
      * for a bitnet file with the Llama 3 vocabulary (2B4T, model-load.c), so say it. */
     if (!strcmp(a, "bitnet")) st = st ? st : hx__gguf_set_str(w, HX_K("hidden_activation"), "silu");
 #undef HX_K
-    snprintf(name, sizeof name, "hx-mkmodel %s %s %s seed %llu", a, s->name, hx_dtype_name(j->o->type),
-             (unsigned long long)j->o->seed);
+    snprintf(name, sizeof name, "hx-mkmodel %s %s %s seed %llu", a, s->name,
+             hx_dtype_name(j->o->type), (unsigned long long)j->o->seed);
     st = st ? st : hx__gguf_set_str(w, "general.name", name);
     return st;
 }
@@ -356,9 +411,11 @@ static int hx_mk_metadata(struct hx_mk_job *j, struct hx_gguf_writer *w)
         st = hx__gguf_set_u32(w, "general.quantization_version", 2);
     st = st ? st : hx_mk_hparams(j, w);
     for (uint64_t i = 0; i < v->n_kv && !st; i++)
-        if (!strncmp(v->kv[i].key, "tokenizer.", 10) && !(j->o->bitnet && !strcmp(v->kv[i].key, "tokenizer.chat_template")))
+        if (!strncmp(v->kv[i].key, "tokenizer.", 10) &&
+            !(j->o->bitnet && !strcmp(v->kv[i].key, "tokenizer.chat_template")))
             st = hx__gguf_copy_kv(w, v, i);
-    if (j->o->bitnet) st = st ? st : hx__gguf_set_str(w, "tokenizer.chat_template", hx_mk_bitnet_template);
+    if (j->o->bitnet)
+        st = st ? st : hx__gguf_set_str(w, "tokenizer.chat_template", hx_mk_bitnet_template);
     hx__gguf_close(v);
     return st ? 1 : 0;
 }
@@ -373,9 +430,11 @@ static void hx_mk_row(const struct hx_mk_tensor *t, uint64_t seed, uint64_t k, i
         for (int64_t c = 0; c < n; c++) x[c] = t->kind == HX_MK_SCALE ? t->sigma : 1.0f;
         return;
     }
-    uint64_t key = hx_mk_mix(hx_mk_mix(seed ^ 0x6a09e667f3bcc908ull) ^ hx_mk_mix((k + 1) * 0x3c6ef372fe94f82bull) ^
-                             (uint64_t)r * 0x9e3779b97f4a7c15ull);
-    bool ternary = t->kind == HX_MK_TERNARY || t->type == HX_DTYPE_TQ1_0 || t->type == HX_DTYPE_TQ2_0;
+    uint64_t key =
+        hx_mk_mix(hx_mk_mix(seed ^ 0x6a09e667f3bcc908ull) ^
+                  hx_mk_mix((k + 1) * 0x3c6ef372fe94f82bull) ^ (uint64_t)r * 0x9e3779b97f4a7c15ull);
+    bool ternary =
+        t->kind == HX_MK_TERNARY || t->type == HX_DTYPE_TQ1_0 || t->type == HX_DTYPE_TQ2_0;
     bool binary = !ternary && t->type == HX_DTYPE_Q1_0;
     float sigma = t->sigma;
     if (t->kind == HX_MK_NORM) {
@@ -399,8 +458,8 @@ static void hx_mk_row(const struct hx_mk_tensor *t, uint64_t seed, uint64_t k, i
         const float scale = sigma * 1.7320508f / 65536.0f;
         for (int64_t c = 0; c < n; c++) {
             uint64_t h = hx_mk_mix(key + (uint64_t)(c + 1) * 0x9e3779b97f4a7c15ull);
-            int64_t sum = (int64_t)(h & 0xffff) + (int64_t)((h >> 16) & 0xffff) + (int64_t)((h >> 32) & 0xffff) +
-                          (int64_t)(h >> 48);
+            int64_t sum = (int64_t)(h & 0xffff) + (int64_t)((h >> 16) & 0xffff) +
+                          (int64_t)((h >> 32) & 0xffff) + (int64_t)(h >> 48);
             x[c] = (float)(sum - 131070) * scale;
         }
     }
@@ -451,7 +510,8 @@ static int hx_mk_write(struct hx_mk_job *j)
     }
     for (size_t i = 0; i < j->n_t; i++) {
         const struct hx_mk_tensor *t = &j->t[i];
-        if (hx__gguf_add_tensor(w, t->name, hx_dtype_to_ggml(t->type), t->n_dims, t->ne, &j->t[i].nbytes)) {
+        if (hx__gguf_add_tensor(w, t->name, hx_dtype_to_ggml(t->type), t->n_dims, t->ne,
+                                &j->t[i].nbytes)) {
             hx_app_error("mkmodel", "%s", hx_last_error());
             goto out;
         }
@@ -466,10 +526,11 @@ static int hx_mk_write(struct hx_mk_job *j)
     }
     hx_app_progress_end(&j->bar);
     const struct hx_mk_opts *o = j->o;
-    hx_app_progress_note("mkmodel", "wrote %s: %s %s, %s matrices, %s embedding%s%s, vocab %lld, "
-                         "%.1fM parameters, %zu tensors, %.1f MB, %.2f s", o->out, o->arch,
-                         o->shape->name, hx_dtype_name(o->type), hx_dtype_name(o->embd_type),
-                         o->output_set ? ", output " : " (tied)",
+    hx_app_progress_note("mkmodel",
+                         "wrote %s: %s %s, %s matrices, %s embedding%s%s, vocab %lld, "
+                         "%.1fM parameters, %zu tensors, %.1f MB, %.2f s",
+                         o->out, o->arch, o->shape->name, hx_dtype_name(o->type),
+                         hx_dtype_name(o->embd_type), o->output_set ? ", output " : " (tied)",
                          o->output_set ? hx_dtype_name(o->output_type) : "", (long long)j->n_vocab,
                          params / 1e6, j->n_t, total / 1e6, (hx__time_us() - t0) / 1e6);
     rc = 0;

@@ -17,7 +17,8 @@ static const struct hx_app_shape hx_app_shapes[] = {
     {"bitnet-2b4t", 2560, 30, 20, 5, 128, 6912, 4096, 128256, 5e5f, 1e-5f, "bitnet-b1.58", "TQ2_0",
      "F16"},
     /* prism-ml Bonsai-1.7B: Qwen3-1.7B in Q1_0, the embedding (which is also the LM head) too */
-    {"bonsai-1.7b", 2048, 28, 16, 8, 128, 6144, 32768, 151936, 1e6f, 1e-6f, "qwen3", "Q1_0", "Q1_0"},
+    {"bonsai-1.7b", 2048, 28, 16, 8, 128, 6144, 32768, 151936, 1e6f, 1e-6f, "qwen3", "Q1_0",
+     "Q1_0"},
 };
 
 const char *hx_app_shape_names(void)
