@@ -7,11 +7,14 @@
  * token_embd.weight gets --embd-type and output.weight --output-type (both default to TYPE,
  * or Q8_0 when TYPE is ternary or binary, which would ruin a lookup table or LM head); other
  * matrices get TYPE. A matrix whose row length is not a multiple of the target's block keeps
- * a fallback type (Q4_K -> Q4_0 -> Q8_0 -> F16, Q6_K / TQ* / Q1_0 -> Q8_0 -> F16), and the
- * command says so. Conversion is dequantize-to-f32 then the reference quantizer of
+ * a fallback type (Q4_K -> Q4_0 -> Q8_0 -> F16, Q6_K / TQ* / Q1_0 / Q2_0 / I2_S -> Q8_0 -> F16),
+ * and the command says so. Conversion is dequantize-to-f32 then the reference quantizer of
  * core/quant.c, row by row (rows split over the thread pool); tensors stream through the GGUF writer one at a
- * time, so memory stays at about one tensor. Output: alignment 32, tensor order and names of
- * the input, i.e. what llama.cpp loads.
+ * time, so memory stays at about one tensor. I2_S, whose one scale is the whole tensor's
+ * (hx-dtype.h), is dequantized with its tail's scale and written with max |x| of the tensor in
+ * its tail: the rows' maxima are kept and the tail is written after the last row. Output:
+ * alignment 32, tensor order and names of the input, i.e. what llama.cpp loads (bitnet.cpp for
+ * I2_S).
  *
  * Also the file-type table shared with mkmodel (app.h).
  */
@@ -32,9 +35,12 @@ uint32_t hx_app_file_type(int dtype)
     static const uint32_t ftype[HX_DTYPE_COUNT] = {
         [HX_DTYPE_F32] = 0,    [HX_DTYPE_F16] = 1,    [HX_DTYPE_BF16] = 32,  [HX_DTYPE_Q8_0] = 7,
         [HX_DTYPE_Q4_0] = 2,   [HX_DTYPE_Q4_K] = 14,  [HX_DTYPE_Q6_K] = 18,  [HX_DTYPE_TQ1_0] = 36,
-        [HX_DTYPE_TQ2_0] = 37, [HX_DTYPE_Q1_0] = 40,
+        [HX_DTYPE_TQ2_0] = 37, [HX_DTYPE_Q1_0] = 40, [HX_DTYPE_Q2_0] = 41,
+        /* bitnet.cpp's LLAMA_FTYPE_MOSTLY_I2_S, which its files carry; 40 is Q1_0 in mainline.
+         * Informational only: readers take each tensor's type from its own id. */
+        [HX_DTYPE_I2_S] = 40,
     };
-    _Static_assert(HX_DTYPE_COUNT == 10, "file type table");
+    _Static_assert(HX_DTYPE_COUNT == 12, "file type table");
     return dtype >= 0 && dtype < HX_DTYPE_COUNT ? ftype[dtype] : 0;
 }
 
@@ -64,8 +70,9 @@ static void hx_quant_usage(FILE *f)
 {
     fprintf(f,
             "usage: engine quantize IN.gguf OUT.gguf TYPE [options]\n"
-            "  TYPE: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0\n"
-            "  --embd-type T     type of token_embd.weight (default TYPE; Q8_0 for TQ1_0/TQ2_0/Q1_0)\n"
+            "  TYPE: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0 I2_S\n"
+            "  --embd-type T     type of token_embd.weight (default TYPE; Q8_0 for TQ1_0, TQ2_0,\n"
+            "                    Q1_0, Q2_0 and I2_S)\n"
             "  --output-type T   type of output.weight (same default)\n"
             "  --threads N       conversion threads (default: all cores)\n"
             "  --progress        progress line on stderr even when it is not a terminal\n"
@@ -76,13 +83,15 @@ static void hx_quant_usage(FILE *f)
 static bool hx_quant_type_arg(const char *s, enum hx_dtype *out)
 {
     if (hx_dtype_from_name(s, out) == HX_OK) return true;
-    hx_app_error("quantize", "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0)", s);
+    hx_app_error("quantize", "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 "
+                 "TQ2_0 Q1_0 Q2_0 I2_S)", s);
     return false;
 }
 
 static bool hx_quant_low_bit(enum hx_dtype t)
 {
-    return t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_Q1_0;
+    return t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_Q1_0 ||
+           t == HX_DTYPE_Q2_0 || t == HX_DTYPE_I2_S;
 }
 
 static int hx_quant_parse(int argc, char **argv, struct hx_quant_opts *o)
@@ -197,22 +206,45 @@ struct hx_quant_rows {
     uint8_t *dst;
     int64_t n;
     size_t sr, dr;
+    float src_scale;  /* the source's tensor scale (I2_S), else 1 */
+    float *amax;      /* per row max |x|, when the target keeps a tensor scale (I2_S) */
 };
 
 static int hx_quant_row(void *ctx, int64_t r, float *row)
 {
     const struct hx_quant_rows *q = ctx;
-    int st = hx_dequantize_row(q->st, q->src + (size_t)r * q->sr, row, q->n);
-    return st ? st : hx_quantize_row(q->dt, row, q->dst + (size_t)r * q->dr, q->n);
+    int st = hx_dequantize_row_scaled(q->st, q->src + (size_t)r * q->sr, row, q->n, q->src_scale);
+    if (st) return st;
+    if (q->amax) {
+        float a = 0.0f;
+        for (int64_t i = 0; i < q->n; i++) a = fmaxf(a, fabsf(row[i]));
+        q->amax[r] = a;
+    }
+    return hx_quantize_row(q->dt, row, q->dst + (size_t)r * q->dr, q->n);
 }
 
-/* Convert rows [0, n_rows) of width n from src to dst; any row failing fails the tensor. */
+/* Convert rows [0, n_rows) of width n from src to dst, and dst's tail (I2_S: the tensor's max
+ * |x|, as hx_quantize_tensor writes it); any row failing fails the tensor. */
 static int hx_quant_rows(enum hx_dtype st, const uint8_t *src, enum hx_dtype dt, uint8_t *dst, int64_t n,
                          int64_t n_rows, int n_threads)
 {
     struct hx_quant_rows q = {.st = st, .dt = dt, .src = src, .dst = dst, .n = n,
                               .sr = hx_dtype_row_bytes(st, n), .dr = hx_dtype_row_bytes(dt, n)};
-    return hx_app_rows(n_rows, n, n_threads, hx_quant_row, &q);
+    int rc = hx_dtype_tensor_scale(st, src, n_rows, n, &q.src_scale);
+    if (rc) return rc;
+    const size_t tail = hx_dtype_tail_bytes(dt);
+    if (tail && !(q.amax = hx_calloc(n_rows > 0 ? (size_t)n_rows : 1, sizeof *q.amax)))
+        return HX_E_NOMEM;
+    rc = hx_app_rows(n_rows, n, n_threads, hx_quant_row, &q);
+    if (!rc && tail) {
+        float a = 0.0f;
+        for (int64_t r = 0; r < n_rows; r++) a = fmaxf(a, q.amax[r]);
+        uint8_t *p = dst + (size_t)n_rows * q.dr;
+        memset(p, 0, tail);
+        memcpy(p, &a, sizeof a);
+    }
+    hx_free(q.amax);
+    return rc;
 }
 
 static int hx_quant_fill(void *user_data, uint64_t i, void *dst, size_t nbytes)

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "app.h"
 #include "cli.h"
@@ -89,30 +88,26 @@ int hx_cmd_run(int argc, char **argv)
         }
     }
     for (int64_t i = 0; i < n; i++) hx_sampler_accept(s, ids[i]);
-    double t0 = 0, t1, t2;
-    {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        t0 = ts.tv_sec + ts.tv_nsec * 1e-9;
-    }
+    double t0 = hx_app_now_us() * 1e-6, t1, t2;
     const float *logits = NULL;
+    double t_grammar = 0; /* seconds in constrained sampling and matching */
     if (hx_app_prefill(c, ids, n, 0, 0, NULL, NULL, &logits) != HX_OK) {
         hx_app_error("run", "prefill: %s", hx_last_error());
         goto done;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    t1 = ts.tv_sec + ts.tv_nsec * 1e-9;
+    t1 = hx_app_now_us() * 1e-6;
     /* Devices per phase: a phase-split policy prefills on one device and decodes on another. */
     char dev_pre[256] = "", dev_dec[256] = "";
     hx_app_devices_add(n > 1 ? dev_pre : dev_dec, sizeof dev_pre, hx_context_devices(c));
     for (n_out = 0; n_out < o.n_predict; n_out++) {
+        double g0 = gr ? hx_app_now_us() * 1e-6 : 0;
         hx_token t = gr ? hx_sampler_sample_grammar(s, gr, logits, o.n_predict - n_out)
                         : hx_sampler_sample(s, logits);
+        if (gr && t != HX_TOKEN_NULL) hx_grammar_accept(gr, t);
+        if (gr) t_grammar += hx_app_now_us() * 1e-6 - g0;
         if (t == HX_TOKEN_NULL || hx_vocab_is_eog(m, t)) break;
         out[n_out] = t;
         hx_sampler_accept(s, t);
-        if (gr) hx_grammar_accept(gr, t);
         if (!o.ids) {
             const char *piece;
             size_t len;
@@ -135,8 +130,7 @@ int hx_cmd_run(int argc, char **argv)
             goto done;
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    t2 = ts.tv_sec + ts.tv_nsec * 1e-9;
+    t2 = hx_app_now_us() * 1e-6;
     if (o.ids) {
         for (int64_t i = 0; i < n_out; i++) printf("%s%d", i ? " " : "", out[i]);
     } else {
@@ -154,6 +148,10 @@ int hx_cmd_run(int argc, char **argv)
     fprintf(stderr, "prompt: %lld tokens in %.3f s (%.2f tokens/s); generation: %lld tokens in %.3f s (%.2f tokens/s); devices %s; policy %s\n",
             (long long)n, t1 - t0, n / (t1 - t0), (long long)n_out, t2 - t1,
             n_out > 1 ? (n_out - 1) / (t2 - t1) : 0.0, devs, hx_context_policy(c));
+    if (gr)
+        fprintf(stderr, "grammar: %.1f ms choosing and matching %lld tokens (%.2f ms/token, %.1f%% of the generation time)\n",
+                t_grammar * 1e3, (long long)n_out, n_out ? t_grammar * 1e3 / (double)n_out : 0.0,
+                t2 > t1 ? 100.0 * t_grammar / (t2 - t1) : 0.0);
     rc = 0;
 done:
     hx_grammar_free(gr);

@@ -394,8 +394,10 @@ static int hx__w_tensor_size(const char *name, uint32_t type, uint32_t n_dims, c
     nb = (size_t)(ne[0] / blck);
     bool ok = hx__mul_size(nb, bsz, &nb);
     for (uint32_t d = 1; d < n_dims && ok; d++) ok = hx__mul_size(nb, (size_t)ne[d], &nb);
-    if (!ok) return hx__set_error(HX_E_INVAL, "gguf write: tensor '%s': byte size overflows", name);
-    *out = nb;
+    size_t tail = hx__ggml_type_tail(type); /* I2_S: the tensor scale after its codes */
+    if (!ok || nb > SIZE_MAX - tail)
+        return hx__set_error(HX_E_INVAL, "gguf write: tensor '%s': byte size overflows", name);
+    *out = nb + tail;
     return HX_OK;
 }
 

@@ -26,6 +26,7 @@ struct hx__ggml_type {
     const char *name;
     int64_t blck;
     size_t size;
+    size_t tail;   /* bytes once per tensor after its blocks (I2_S: the f32 scale, padded) */
 };
 
 static const struct hx__ggml_type hx__ggml_types[] = {
@@ -41,6 +42,10 @@ static const struct hx__ggml_type hx__ggml_types[] = {
     [29] = {"IQ1_M", 256, 56},  [30] = {"BF16", 1, 2},      [34] = {"TQ1_0", 256, 54},
     [35] = {"TQ2_0", 256, 66},  [39] = {"MXFP4", 32, 17},   [40] = {"NVFP4", 64, 36},
     [41] = {"Q1_0", 128, 18},   [42] = {"Q2_0", 64, 18},
+    /* 36 is retired in mainline ggml (IQ4_NL_4_4) and I2_S in bitnet.cpp's fork, whose ggml
+     * declares it as 1-byte elements and overrides the size: n/4 bytes of 2-bit codes in
+     * blocks of 128, then 32 bytes holding the tensor's f32 scale (docs/weights.md) */
+    [36] = {"I2_S", 128, 32, 32},
 };
 
 const char *hx__ggml_type_name(uint32_t t)
@@ -54,6 +59,11 @@ bool hx__ggml_type_size(uint32_t t, int64_t *blck, size_t *size)
     *blck = hx__ggml_types[t].blck;
     *size = hx__ggml_types[t].size;
     return true;
+}
+
+size_t hx__ggml_type_tail(uint32_t t)
+{
+    return t < HX_ARRAY_LEN(hx__ggml_types) ? hx__ggml_types[t].tail : 0;
 }
 
 const char *hx__gguf_type_name(enum hx_gguf_type t)
@@ -247,11 +257,13 @@ static int hx__parse_tensor(struct hx_gguf *g, struct hx__cur *c, uint64_t i)
     if (t->ne[0] % blck)
         return hx__set_error(HX_E_FORMAT, "gguf: tensor '%s': ne[0] = %lld is not a multiple of %s's block of %lld",
                              t->name, (long long)t->ne[0], hx__ggml_type_name(t->ggml_type), (long long)blck);
-    size_t nb = (size_t)(t->ne[0] / blck);
+    size_t nb = (size_t)(t->ne[0] / blck), tail = hx__ggml_type_tail(t->ggml_type);
     for (int d = 0; d < 4 && nb; d++)
         if (!hx__mul_size(nb, d ? (size_t)t->ne[d] : bsz, &nb))
             return hx__set_error(HX_E_FORMAT, "gguf: tensor '%s': byte size overflows", t->name);
-    t->nbytes = nb;
+    if (nb > SIZE_MAX - tail)
+        return hx__set_error(HX_E_FORMAT, "gguf: tensor '%s': byte size overflows", t->name);
+    t->nbytes = nb + tail;
     for (uint64_t j = 0; j < i; j++)
         if (!strcmp(g->tensors[j].name, t->name))
             return hx__set_error(HX_E_FORMAT, "gguf: duplicate tensor name '%s'", t->name);
@@ -262,6 +274,44 @@ static int hx__cmp_off(const void *a, const void *b)
 {
     const struct hx_gguf_tensor *const *x = a, *const *y = b;
     return (*x)->offset < (*y)->offset ? -1 : (*x)->offset > (*y)->offset;
+}
+
+/* Elements of t (bounded: every ne <= 2^48 and the byte size did not overflow). */
+static uint64_t hx__tensor_elems(const struct hx_gguf_tensor *t)
+{
+    return (uint64_t)t->ne[0] * (uint64_t)t->ne[1] * (uint64_t)t->ne[2] * (uint64_t)t->ne[3];
+}
+
+/*
+ * Type ids that forks use for different layouts (formats.md pitfall 11; docs/weights.md). The
+ * file's own evidence decides: the tensor's data span (its offset to the next tensor's, or to
+ * the end of the file) must hold exactly its bytes under the layout hx reads, plus at most the
+ * alignment padding. 36: bitnet.cpp's I2_S (mainline retired it), n/4 + 32 bytes. 42: ggml's
+ * Q2_0, 18 bytes per 64; PrismML's early files declared 42 for 34 bytes per 128 (later PQ2_0).
+ */
+static int hx__check_span(const struct hx_gguf *g, const struct hx_gguf_tensor *t, uint64_t span)
+{
+    if (t->ggml_type != 36 && t->ggml_type != 42) return HX_OK;
+    const uint64_t a = g->alignment, padded = t->nbytes + (a - t->nbytes % a) % a;
+    if (span >= t->nbytes && span <= padded) return HX_OK;
+    const uint64_t n = hx__tensor_elems(t);
+    if (t->ggml_type == 36)
+        return hx__set_error(HX_E_FORMAT,
+                             "gguf: tensor '%s' has type 36, I2_S (bitnet.cpp; retired in mainline "
+                             "ggml), whose %llu elements take n/4 + 32 = %zu bytes (2-bit codes, "
+                             "then a 32-byte tail with the f32 scale), but its data spans %llu bytes",
+                             t->name, (unsigned long long)n, t->nbytes, (unsigned long long)span);
+    const uint64_t prism = t->ne[0] % 128 ? 0 : n / 128 * 34;
+    if (prism && span >= prism && span <= prism + (a - prism % a) % a)
+        return hx__set_error(HX_E_FORMAT,
+                             "gguf: tensor '%s' has type 42 but its %llu bytes of data are "
+                             "PrismML's early Q2_0 (34 bytes per 128, since renamed PQ2_0), not "
+                             "ggml's Q2_0 (18 bytes per 64: %zu bytes here); hx reads only ggml's",
+                             t->name, (unsigned long long)span, t->nbytes);
+    return hx__set_error(HX_E_FORMAT,
+                         "gguf: tensor '%s' has type 42, Q2_0 (18 bytes per 64 elements: %zu bytes "
+                         "here), but its data spans %llu bytes",
+                         t->name, t->nbytes, (unsigned long long)span);
 }
 
 static int hx__check_data(struct hx_gguf *g)
@@ -279,6 +329,18 @@ static int hx__check_data(struct hx_gguf *g)
                                t->name, (unsigned long long)t->offset, (unsigned long long)g->alignment);
             goto out;
         }
+    }
+    qsort(order, g->n_tensors, sizeof *order, hx__cmp_off);
+    for (uint64_t i = 0, j = 0; i < g->n_tensors; i++) {
+        const struct hx_gguf_tensor *t = order[i];
+        if (t->offset > data_size) break; /* and every tensor after it: reported below */
+        while (j < g->n_tensors && order[j]->offset <= t->offset) j++;
+        const uint64_t end =
+            j < g->n_tensors && order[j]->offset <= data_size ? order[j]->offset : data_size;
+        if ((st = hx__check_span(g, t, end - t->offset))) goto out;
+    }
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        struct hx_gguf_tensor *t = &g->tensors[i];
         if (t->offset > data_size || t->nbytes > data_size - t->offset) {
             st = hx__set_error(HX_E_FORMAT, "gguf: tensor '%s' data [%llu, +%zu) lies outside the file (data section %zu bytes)",
                                t->name, (unsigned long long)t->offset, t->nbytes, data_size);
@@ -286,7 +348,6 @@ static int hx__check_data(struct hx_gguf *g)
         }
         t->data = g->base + g->data_offset + t->offset;
     }
-    qsort(order, g->n_tensors, sizeof *order, hx__cmp_off);
     for (uint64_t i = 1; i < g->n_tensors; i++)
         if (order[i - 1]->offset + order[i - 1]->nbytes > order[i]->offset && order[i - 1]->nbytes && order[i]->nbytes) {
             st = hx__set_error(HX_E_FORMAT, "gguf: tensors '%s' and '%s' overlap", order[i - 1]->name, order[i]->name);

@@ -5,7 +5,8 @@
  * every key/value record (all 13 value types, arrays of strings, nested arrays), alignment,
  * the tensor table (names unique and < 64 bytes, n_dims <= 4, known type, ne[0] a multiple of
  * the block size, byte size from type and shape without overflow, data inside the file,
- * aligned, no two tensors overlapping). Any failure is HX_E_FORMAT with hx_last_error()
+ * aligned, no two tensors overlapping; for the ids forks disagree on, 36 and 42, a data span
+ * that fits the layout hx reads: docs/weights.md). Any failure is HX_E_FORMAT with hx_last_error()
  * naming what is wrong and where (byte offset, key or tensor name). It never reads outside
  * the mapping. After a successful open, all pointers into the file are safe to follow.
  */
@@ -126,6 +127,8 @@ const struct hx_gguf_tensor *hx__gguf_find_tensor(const struct hx_gguf *g, const
 const char *hx__ggml_type_name(uint32_t ggml_type);   /* NULL if unknown/removed */
 /* Block elems and bytes; false for unknown or removed ids. */
 bool hx__ggml_type_size(uint32_t ggml_type, int64_t *block_elems, size_t *block_bytes);
+/* Bytes a tensor of the type has once after its blocks (36, I2_S: 32; others 0). */
+size_t hx__ggml_type_tail(uint32_t ggml_type);
 
 /* ---- writer ------------------------------------------------------------------------------ */
 

@@ -281,6 +281,8 @@ struct hx_grammar {
     uint32_t *sufmin; /* per element: fewest bytes to the end of its alternative */
     struct hx_g_rule *rules;
     uint32_t n_rules, cap_rules;
+    uint32_t *name_ht; /* named rules by name: index + 1, 0 = free */
+    uint32_t name_cap, n_named;
     uint32_t root;
     struct hx_g_set start, cur;
     struct hx_g_set *lv; /* scratch per trie depth */
@@ -341,11 +343,40 @@ static int64_t hx_g_rule_add(struct hx_grammar *g, const char *name, size_t n, i
     return g->n_rules++;
 }
 
+static uint64_t hx_g_name_hash(const char *name, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)name[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The rule named name[0..n), added if new: an open-addressing table over the named rules. */
 static int64_t hx_g_rule_find(struct hx_grammar *g, const char *name, size_t n, int line)
 {
-    for (uint32_t i = 0; i < g->n_rules; i++)
-        if (strlen(g->rules[i].name) == n && !memcmp(g->rules[i].name, name, n)) return i;
-    return hx_g_rule_add(g, name, n, line);
+    if ((g->n_named + 1) * 2 > g->name_cap) {
+        uint32_t nc = g->name_cap ? g->name_cap * 2 : 256;
+        uint32_t *nt = hx__calloc(nc, sizeof *nt);
+        if (!nt) return -1;
+        for (uint32_t i = 0; i < g->name_cap; i++) {
+            if (!g->name_ht[i]) continue;
+            const char *o = g->rules[g->name_ht[i] - 1].name;
+            uint32_t j = (uint32_t)hx_g_name_hash(o, strlen(o)) & (nc - 1);
+            while (nt[j]) j = (j + 1) & (nc - 1);
+            nt[j] = g->name_ht[i];
+        }
+        hx__free(g->name_ht);
+        g->name_ht = nt, g->name_cap = nc;
+    }
+    uint32_t mask = g->name_cap - 1, j = (uint32_t)hx_g_name_hash(name, n) & mask;
+    for (; g->name_ht[j]; j = (j + 1) & mask) {
+        const char *o = g->rules[g->name_ht[j] - 1].name;
+        if (!strncmp(o, name, n) && o[n] == '\0') return g->name_ht[j] - 1;
+    }
+    int64_t r = hx_g_rule_add(g, name, n, line);
+    if (r < 0) return -1;
+    g->name_ht[j] = (uint32_t)r + 1;
+    g->n_named++;
+    return r;
 }
 
 /* An anonymous rule named after its parent ("value_3"). */
@@ -833,22 +864,100 @@ static int hx_g_alts(struct hx_g_parse *p, uint32_t rule, bool nested)
 
 /* ---- analysis: nullable, left recursion, shortest completions ------------------------------ */
 
-static void hx_g_analyse_minlen(struct hx_grammar *g)
+/*
+ * Each rule's shortest sentence, in bytes: Knuth's generalisation of Dijkstra's algorithm (an
+ * alternative's length is the sum of its parts, never less than any of them), so the time is
+ * linear in the grammar (times a log), whatever the order of the rules. Rules that no finite
+ * derivation finishes stay HX_G_INF.
+ */
+static int hx_g_analyse_minlen(struct hx_grammar *g)
 {
+    uint32_t n_alts = 0;
+    for (uint32_t r = 0; r < g->n_rules; r++) n_alts += g->rules[r].n_alts;
+    uint32_t *alt_rule = hx__malloc((n_alts + 1) * sizeof *alt_rule);
+    uint32_t *todo = hx__calloc(n_alts + 1, sizeof *todo),
+             *sum = hx__calloc(n_alts + 1, sizeof *sum);
+    uint32_t *occ_n = hx__calloc(g->n_rules + 1, sizeof *occ_n);
+    uint32_t *occ = NULL, *heap_r = NULL, *heap_v = NULL;
+    uint8_t *done = hx__calloc(g->n_rules + 1, 1);
+    int rc = HX_E_NOMEM;
+    if (!alt_rule || !todo || !sum || !occ_n || !done) goto out;
+    uint32_t n_refs = 0;
+    for (uint32_t r = 0, a = 0; r < g->n_rules; r++)
+        for (uint32_t k = 0; k < g->rules[r].n_alts; k++, a++) {
+            alt_rule[a] = r;
+            for (uint32_t i = g->rules[r].alts[k]; g->el[i].type != HX_G_END; i++)
+                if (g->el[i].type == HX_G_CHR)
+                    sum[a]++;
+                else
+                    todo[a]++, occ_n[g->el[i].v]++, n_refs++;
+        }
+    /* occurrences of each rule: the alternatives that reference it (CSR, once per reference) */
+    uint32_t *occ_at = hx__malloc((g->n_rules + 1) * sizeof *occ_at);
+    occ = hx__malloc((n_refs + 1) * sizeof *occ);
+    heap_r = hx__malloc((n_alts + n_refs + 1) * sizeof *heap_r);
+    heap_v = hx__malloc((n_alts + n_refs + 1) * sizeof *heap_v);
+    if (!occ_at || !occ || !heap_r || !heap_v) {
+        hx__free(occ_at);
+        goto out;
+    }
+    for (uint32_t r = 0, at = 0; r < g->n_rules; r++) occ_at[r] = at, at += occ_n[r];
+    for (uint32_t r = 0, a = 0; r < g->n_rules; r++)
+        for (uint32_t k = 0; k < g->rules[r].n_alts; k++, a++)
+            for (uint32_t i = g->rules[r].alts[k]; g->el[i].type != HX_G_END; i++)
+                if (g->el[i].type == HX_G_REF) occ[occ_at[g->el[i].v]++] = a;
+    for (uint32_t r = g->n_rules; r-- > 0;) occ_at[r] = r ? occ_at[r - 1] : 0; /* back to starts */
     for (uint32_t r = 0; r < g->n_rules; r++) g->rules[r].minlen = HX_G_INF;
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (uint32_t r = 0; r < g->n_rules; r++) {
-            struct hx_g_rule *R = &g->rules[r];
-            for (uint32_t a = 0; a < R->n_alts; a++) {
-                uint32_t sum = 0;
-                for (uint32_t i = R->alts[a]; g->el[i].type != HX_G_END && sum < HX_G_INF; i++)
-                    sum += g->el[i].type == HX_G_CHR ? 1 : g->rules[g->el[i].v].minlen;
-                sum = HX_MIN(sum, HX_G_INF);
-                if (sum < R->minlen) R->minlen = sum, changed = true;
+    uint32_t hn = 0;
+#define HX_G_PUSH(val, rule)                                                                       \
+    do {                                                                                           \
+        uint32_t j_ = hn++;                                                                        \
+        while (j_ > 0 && heap_v[(j_ - 1) / 2] > (val)) {                                           \
+            heap_v[j_] = heap_v[(j_ - 1) / 2], heap_r[j_] = heap_r[(j_ - 1) / 2];                  \
+            j_ = (j_ - 1) / 2;                                                                     \
+        }                                                                                          \
+        heap_v[j_] = (val), heap_r[j_] = (rule);                                                   \
+    } while (0)
+    for (uint32_t a = 0; a < n_alts; a++)
+        if (todo[a] == 0 && sum[a] < g->rules[alt_rule[a]].minlen) {
+            g->rules[alt_rule[a]].minlen = sum[a];
+            HX_G_PUSH(sum[a], alt_rule[a]);
+        }
+    while (hn > 0) {
+        uint32_t v = heap_v[0], r = heap_r[0];
+        uint32_t lv = heap_v[--hn], lr = heap_r[hn], j = 0; /* pop: sift the last one down */
+        for (;;) {
+            uint32_t c = 2 * j + 1;
+            if (c >= hn) break;
+            if (c + 1 < hn && heap_v[c + 1] < heap_v[c]) c++;
+            if (heap_v[c] >= lv) break;
+            heap_v[j] = heap_v[c], heap_r[j] = heap_r[c], j = c;
+        }
+        if (hn > 0) heap_v[j] = lv, heap_r[j] = lr;
+        if (done[r] || v > g->rules[r].minlen) continue;
+        done[r] = 1;
+        for (uint32_t k = 0; k < occ_n[r]; k++) {
+            uint32_t a = occ[occ_at[r] + k], ar = alt_rule[a];
+            sum[a] = HX_MIN(sum[a] + v, HX_G_INF);
+            if (--todo[a] == 0 && !done[ar] && sum[a] < g->rules[ar].minlen) {
+                g->rules[ar].minlen = sum[a];
+                HX_G_PUSH(sum[a], ar);
             }
         }
     }
+#undef HX_G_PUSH
+    hx__free(occ_at);
+    rc = HX_OK;
+out:
+    hx__free(alt_rule);
+    hx__free(todo);
+    hx__free(sum);
+    hx__free(occ_n);
+    hx__free(occ);
+    hx__free(heap_r);
+    hx__free(heap_v);
+    hx__free(done);
+    if (rc != HX_OK) return rc;
     for (uint32_t r = 0; r < g->n_rules; r++) g->rules[r].nullable = g->rules[r].minlen == 0;
     /* suffix minima: walk each alternative backwards */
     for (uint32_t r = 0; r < g->n_rules; r++) {
@@ -863,21 +972,34 @@ static void hx_g_analyse_minlen(struct hx_grammar *g)
             }
         }
     }
+    return HX_OK;
 }
 
-/* Depth-first search for a rule reaching itself at a position where all before is nullable. */
-static int hx_g_left_rec(struct hx_grammar *g, uint32_t r, uint8_t *mark)
+#define HX_G_MAX_LEFT 1000 /* rules nested at the start of a rule, before any byte */
+
+/*
+ * Depth-first search for a rule reaching itself at a position where all before is nullable
+ * (returns that rule), and for the longest such chain of rules (lp[r]; -2 when it passes
+ * HX_G_MAX_LEFT: matching expands such chains recursively, so they are bounded).
+ */
+static int hx_g_left_rec(struct hx_grammar *g, uint32_t r, uint8_t *mark, uint32_t *lp,
+                         uint32_t depth)
 {
     if (mark[r] == 1) return (int)r;
     if (mark[r] == 2) return -1;
+    if (depth > HX_G_MAX_LEFT) return -2;
     mark[r] = 1;
+    uint32_t best = 0;
     struct hx_g_rule *R = &g->rules[r];
     for (uint32_t a = 0; a < R->n_alts; a++)
         for (uint32_t i = R->alts[a]; g->el[i].type == HX_G_REF; i++) {
-            int k = hx_g_left_rec(g, g->el[i].v, mark);
-            if (k >= 0) return k;
+            int k = hx_g_left_rec(g, g->el[i].v, mark, lp, depth + 1);
+            if (k != -1) return k;
+            best = HX_MAX(best, lp[g->el[i].v]);
             if (!g->rules[g->el[i].v].nullable) break;
         }
+    lp[r] = best + 1;
+    if (lp[r] > HX_G_MAX_LEFT) return -2;
     mark[r] = 2;
     return -1;
 }
@@ -1255,6 +1377,7 @@ void hx_grammar_free(struct hx_grammar *g)
         hx__free(g->rules[r].alts);
     }
     hx__free(g->rules);
+    hx__free(g->name_ht);
     hx__free(g->el);
     hx__free(g->sets);
     hx__free(g->sufmin);
@@ -1351,9 +1474,22 @@ int hx_grammar_new(const struct hx_model *model, const char *text, size_t len,
         rc = HX_E_NOMEM;
         goto fail;
     }
-    hx_g_analyse_minlen(g);
+    uint32_t *lp = hx__malloc((g->n_rules + 1) * sizeof *lp);
+    if (!lp || hx_g_analyse_minlen(g) != HX_OK) {
+        hx__free(lp);
+        hx__free(mark);
+        rc = HX_E_NOMEM;
+        goto fail;
+    }
     for (uint32_t r = 0; r < g->n_rules; r++) {
-        int k = hx_g_left_rec(g, r, mark);
+        int k = hx_g_left_rec(g, r, mark, lp, 0);
+        if (k == -2) {
+            p.line = 0;
+            hx_g_fail(&p, "rules nest more than 1000 deep before matching a byte");
+            hx__free(lp);
+            hx__free(mark);
+            goto fail;
+        }
         if (k >= 0) {
             p.line = g->rules[k].line;
             snprintf(p.errbuf, sizeof p.errbuf,
@@ -1361,10 +1497,12 @@ int hx_grammar_new(const struct hx_model *model, const char *text, size_t len,
                      "repetition of something that can match nothing)",
                      g->rules[k].name);
             hx_g_fail(&p, p.errbuf);
+            hx__free(lp);
             hx__free(mark);
             goto fail;
         }
     }
+    hx__free(lp);
     hx__free(mark);
     for (uint32_t r = 0; r < g->n_rules; r++) {
         struct hx_g_rule *R = &g->rules[r];
@@ -1484,7 +1622,8 @@ static bool hx_g_cache_match(const struct hx_g_cache *c, const struct hx_g_set *
     uint32_t pos = 0;
     for (uint32_t i = 0; i < s->n; i++) {
         if (pos + 1 + s->len[i] > c->n_stacks_data || c->stacks[pos] != s->len[i] ||
-            (s->len[i] && memcmp(c->stacks + pos + 1, s->data + s->off[i], s->len[i] * sizeof(uint32_t))))
+            (s->len[i] &&
+             memcmp(c->stacks + pos + 1, s->data + s->off[i], s->len[i] * sizeof(uint32_t))))
             return false;
         pos += 1 + s->len[i];
     }
@@ -1584,7 +1723,8 @@ static void hx_g_cache_put(struct hx_grammar *g, uint64_t key, uint32_t maxd)
     uint32_t pos = 0;
     for (uint32_t i = 0; i < g->cur.n; i++) {
         st[pos++] = g->cur.len[i];
-        if (g->cur.len[i]) memcpy(st + pos, g->cur.data + g->cur.off[i], g->cur.len[i] * sizeof *st);
+        if (g->cur.len[i])
+            memcpy(st + pos, g->cur.data + g->cur.off[i], g->cur.len[i] * sizeof *st);
         pos += g->cur.len[i];
     }
     c->n_stacks_data = pos;

@@ -2,8 +2,9 @@
  * model-load.c — build a struct hx_model from a GGUF file: architecture and hyperparameters
  * from metadata (formats.md §4.1), every tensor looked up by name with its shape checked
  * against the hparams (§4.2), norm gains made F32, and the per-layer QKV and gate|up weights
- * fused into one matrix each when their parts share a type and scale (one GEMM instead of
- * three / two — the shapes the NPU kernels are built for).
+ * fused into one matrix each when their parts share a type and scales (one GEMM instead of
+ * three / two — the shapes the NPU kernels are built for). An I2_S weight's data is its codes;
+ * its tensor scale (the f32 in the tensor's tail) is read into hx_weight.tensor_scale.
  *
  * Invariant: after a successful load every hx_weight points at n_rows * row_bytes valid bytes.
  */
@@ -228,16 +229,22 @@ static int hx__tensor(struct hx_loader *L, const char *name, int64_t cols, int64
         return hx__set_error(HX_E_FORMAT, "%s: tensor '%s' has type %s (%u), which hx cannot compute with",
                              L->path, name, tn ? tn : "unknown", t->ggml_type);
     }
-    if (hx_dtype_row_bytes(dt, cols) * (size_t)rows != t->nbytes)
+    if (hx_dtype_tensor_bytes(dt, rows, cols) != t->nbytes)
         return hx__set_error(HX_E_FORMAT, "%s: tensor '%s': %zu bytes do not match %s [%lld, %lld]",
                              L->path, name, t->nbytes, hx_dtype_name(dt), (long long)cols,
                              (long long)rows);
+    /* I2_S: the rows are the codes; the tensor's scale, in its tail, goes with the weight */
+    if (hx_dtype_tensor_scale(dt, t->data, rows, cols, &w->tensor_scale) != HX_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", hx_last_error());
+        return hx__set_error(HX_E_FORMAT, "%s: tensor '%s': %s", L->path, name, msg);
+    }
     w->name = t->name;
     w->type = dt;
     w->n_rows = rows;
     w->n_cols = cols;
     w->data = t->data;
-    w->nbytes = t->nbytes;
+    w->nbytes = t->nbytes - hx_dtype_tail_bytes(dt);
     w->scale = 1.0f;
     L->m->n_params += rows * cols;
     L->m->weight_bytes += t->nbytes;
@@ -254,10 +261,11 @@ static int hx__norm(struct hx_loader *L, const char *name, int64_t n, bool requi
     if (st != HX_OK || !found || w->type == HX_DTYPE_F32) return st;
     float *f = hx__model_own(L->m, (size_t)n * sizeof(float));
     if (!f) return HX_E_NOMEM;
-    if ((st = hx_dequantize_row(w->type, w->data, f, n)) != HX_OK) return st;
+    if ((st = hx_weight_dequantize_row(w, 0, f)) != HX_OK) return st;
     w->type = HX_DTYPE_F32;
     w->data = f;
     w->nbytes = (size_t)n * sizeof(float);
+    w->tensor_scale = 1.0f;
     return HX_OK;
 }
 
@@ -283,7 +291,7 @@ static int hx__fuse(struct hx_loader *L, const struct hx_weight *const *parts, i
     *fused = false;
     for (int i = 1; i < n; i++)
         if (parts[i]->type != parts[0]->type || parts[i]->n_cols != parts[0]->n_cols ||
-            parts[i]->scale != parts[0]->scale)
+            parts[i]->scale != parts[0]->scale || parts[i]->tensor_scale != parts[0]->tensor_scale)
             return HX_OK;
     size_t total = 0;
     int64_t rows = 0;
@@ -299,7 +307,7 @@ static int hx__fuse(struct hx_loader *L, const struct hx_weight *const *parts, i
     }
     *out = (struct hx_weight){.name = nm, .type = parts[0]->type, .n_rows = rows,
                               .n_cols = parts[0]->n_cols, .data = buf, .nbytes = total,
-                              .scale = parts[0]->scale};
+                              .scale = parts[0]->scale, .tensor_scale = parts[0]->tensor_scale};
     *fused = true;
     return HX_OK;
 }

@@ -1,10 +1,12 @@
 /*
  * quant.c — weight types: names, GGUF ids, block geometry, and the reference (de)quantizers,
- * bit-exact with formats.md §3 for F32, F16, BF16, Q8_0, Q4_0, TQ1_0, TQ2_0, Q1_0.
+ * bit-exact with formats.md §3 for F32, F16, BF16, Q8_0, Q4_0, TQ1_0, TQ2_0, Q1_0, and with
+ * ggml's quantize_row_q2_0_ref / bitnet.cpp's quantize_i2_s for Q2_0 and I2_S (docs/weights.md).
  * Q4_K and Q6_K: dequantize is exact to the layout; the quantizers are our own simple
  * min/max (Q4_K) and absmax (Q6_K) searches, valid blocks but NOT bit-identical to ggml's
  * make_qkx2_quants scale search. fp16 conversion is portable scalar code (RNE, subnormals,
- * inf/NaN); no _Float16 or F16C dependence.
+ * inf/NaN); no _Float16 or F16C dependence. I2_S is the one type with a tensor scale: its rows
+ * are codes only and the tensor ends in a 32-byte tail holding one f32 scale.
  */
 #include <math.h>
 #include <string.h>
@@ -17,6 +19,7 @@ struct hx__dtype_traits {
     int64_t block_elems;
     size_t block_bytes;
     uint32_t ggml;
+    size_t tail;       /* bytes after the last row: I2_S's tensor scale (and padding) */
 };
 
 static const struct hx__dtype_traits hx__dtypes[] = {
@@ -25,8 +28,9 @@ static const struct hx__dtype_traits hx__dtypes[] = {
     [HX_DTYPE_Q4_0] = {"Q4_0", 32, 18, 2},    [HX_DTYPE_Q4_K] = {"Q4_K", 256, 144, 12},
     [HX_DTYPE_Q6_K] = {"Q6_K", 256, 210, 14}, [HX_DTYPE_TQ1_0] = {"TQ1_0", 256, 54, 34},
     [HX_DTYPE_TQ2_0] = {"TQ2_0", 256, 66, 35}, [HX_DTYPE_Q1_0] = {"Q1_0", 128, 18, 41},
+    [HX_DTYPE_Q2_0] = {"Q2_0", 64, 18, 42},    [HX_DTYPE_I2_S] = {"I2_S", 128, 32, 36, 32},
 };
-_Static_assert(HX_DTYPE_COUNT == 10, "dtype table");
+_Static_assert(HX_DTYPE_COUNT == 12, "dtype table");
 
 static bool hx__dtype_ok(enum hx_dtype t) { return (unsigned)t < HX_DTYPE_COUNT; }
 
@@ -202,6 +206,22 @@ static void hx__deq_q1_0(const uint8_t *b, float *y)
     for (int j = 0; j < 128; j++) y[j] = ((b[2 + j / 8] >> (j % 8)) & 1) ? d : -d;
 }
 
+/* Q2_0: d, then element j at bits 2·(j % 4) of byte j / 4 (LSB first); y = (q - 1)·d. */
+static void hx__deq_q2_0(const uint8_t *b, float *y)
+{
+    float d = hx__rd16(b);
+    for (int j = 0; j < 64; j++) y[j] = (float)(((b[2 + j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
+}
+
+/* I2_S: element j of a 128 block at bits 7-6, 5-4, 3-2, 1-0 of byte j % 32 for j / 32 = 0..3
+ * (MSB first); y = code - 1 (the tensor scale is applied by the caller). */
+static int hx__i2s_code(const uint8_t *b, int j) { return (b[j % 32] >> (6 - 2 * (j / 32))) & 3; }
+
+static void hx__deq_i2_s(const uint8_t *b, float *y)
+{
+    for (int j = 0; j < 128; j++) y[j] = (float)(hx__i2s_code(b, j) - 1);
+}
+
 /* ---- per-block quantizers -------------------------------------------------------------- */
 
 static void hx__q_q8_0(const float *x, uint8_t *b)
@@ -350,17 +370,43 @@ static void hx__q_q1_0(const float *x, uint8_t *b)
         if (x[j] >= 0) b[2 + j / 8] |= (uint8_t)(1u << (j % 8));
 }
 
+/* ggml's quantize_row_q2_0_ref: d = amax, q = clamp(roundf(x / d) + 1, 0, 3). */
+static void hx__q_q2_0(const float *x, uint8_t *b)
+{
+    float d = hx__amax(x, 64), id = d > 0.0f ? 1.0f / d : 0.0f;
+    hx__wr16(b, hx_fp32_to_fp16(d));
+    memset(b + 2, 0, 16);
+    for (int j = 0; j < 64; j++) {
+        int q = (int)roundf(x[j] * id) + 1;
+        q = q < 0 ? 0 : q > 3 ? 3 : q;
+        b[2 + j / 4] |= (uint8_t)(q << (2 * (j % 4)));
+    }
+}
+
+/* bitnet.cpp's quantize_i2_s: |x| < 1e-6 is code 1 (zero), else the sign (2 or 0); the scale,
+ * max |x| over the tensor, goes in the tail (hx_quantize_tensor). */
+static void hx__q_i2_s(const float *x, uint8_t *b)
+{
+    memset(b, 0, 32);
+    for (int j = 0; j < 128; j++) {
+        int code = fabsf(x[j]) < 1e-6f ? 1 : x[j] > 0 ? 2 : 0;
+        b[j % 32] |= (uint8_t)(code << (6 - 2 * (j / 32)));
+    }
+}
+
 typedef void (*hx__deq_fn)(const uint8_t *b, float *y);
 typedef void (*hx__q_fn)(const float *x, uint8_t *b);
 static const hx__deq_fn hx__deq[HX_DTYPE_COUNT] = {
     [HX_DTYPE_Q8_0] = hx__deq_q8_0, [HX_DTYPE_Q4_0] = hx__deq_q4_0, [HX_DTYPE_Q4_K] = hx__deq_q4_k,
     [HX_DTYPE_Q6_K] = hx__deq_q6_k, [HX_DTYPE_TQ1_0] = hx__deq_tq1_0,
     [HX_DTYPE_TQ2_0] = hx__deq_tq2_0, [HX_DTYPE_Q1_0] = hx__deq_q1_0,
+    [HX_DTYPE_Q2_0] = hx__deq_q2_0,   [HX_DTYPE_I2_S] = hx__deq_i2_s,
 };
 static const hx__q_fn hx__q[HX_DTYPE_COUNT] = {
     [HX_DTYPE_Q8_0] = hx__q_q8_0, [HX_DTYPE_Q4_0] = hx__q_q4_0, [HX_DTYPE_Q4_K] = hx__q_q4_k,
     [HX_DTYPE_Q6_K] = hx__q_q6_k, [HX_DTYPE_TQ1_0] = hx__q_tq1_0,
     [HX_DTYPE_TQ2_0] = hx__q_tq2_0, [HX_DTYPE_Q1_0] = hx__q_q1_0,
+    [HX_DTYPE_Q2_0] = hx__q_q2_0,   [HX_DTYPE_I2_S] = hx__q_i2_s,
 };
 
 static int hx__check_row(enum hx_dtype t, const void *a, const void *b, int64_t n)
@@ -404,4 +450,75 @@ int hx_quantize_row(enum hx_dtype t, const float *src, void *dst, int64_t n)
     int64_t be = hx__dtypes[t].block_elems;
     for (int64_t i = 0; i < n / be; i++) hx__q[t](src + i * be, p + i * hx__dtypes[t].block_bytes);
     return HX_OK;
+}
+
+/* ---- tensor scales ------------------------------------------------------------------------ */
+
+size_t hx_dtype_tail_bytes(enum hx_dtype t) { return hx__dtype_ok(t) ? hx__dtypes[t].tail : 0; }
+
+size_t hx_dtype_tensor_bytes(enum hx_dtype t, int64_t n_rows, int64_t n_cols)
+{
+    size_t rb = hx_dtype_row_bytes(t, n_cols), nb;
+    if (!hx__dtype_ok(t) || n_rows < 0 || (n_cols && !rb) ||
+        !hx__mul_size(rb, (size_t)n_rows, &nb) || nb > SIZE_MAX - hx__dtypes[t].tail)
+        return 0;
+    return nb + hx__dtypes[t].tail;
+}
+
+int hx_dtype_tensor_scale(enum hx_dtype t, const void *data, int64_t n_rows, int64_t n_cols,
+                          float *scale)
+{
+    *scale = 1.0f;
+    if (!hx__dtype_ok(t) || !hx__dtypes[t].tail) return HX_OK;
+    size_t nb = hx_dtype_tensor_bytes(t, n_rows, n_cols);
+    if (!nb || !data)
+        return hx__set_error(HX_E_INVAL, "quant: %s tensor of %lld x %lld", hx__dtypes[t].name,
+                             (long long)n_rows, (long long)n_cols);
+    memcpy(scale, (const uint8_t *)data + (nb - hx__dtypes[t].tail), 4);
+    if (!isfinite(*scale))
+        return hx__set_error(HX_E_FORMAT, "%s tensor scale (the f32 at byte %zu) is not finite",
+                             hx__dtypes[t].name, nb - hx__dtypes[t].tail);
+    return HX_OK;
+}
+
+int hx_dequantize_row_scaled(enum hx_dtype t, const void *src, float *dst, int64_t n,
+                             float tensor_scale)
+{
+    int st = hx_dequantize_row(t, src, dst, n);
+    if (st || !hx__dtypes[t].tail) return st;
+    for (int64_t i = 0; i < n; i++) dst[i] *= tensor_scale;
+    return HX_OK;
+}
+
+int hx_quantize_tensor(enum hx_dtype t, const float *src, void *dst, int64_t n_rows,
+                       int64_t n_cols)
+{
+    size_t nb = hx_dtype_tensor_bytes(t, n_rows, n_cols), rb = hx_dtype_row_bytes(t, n_cols);
+    if (!nb || !src || !dst)
+        return hx__set_error(HX_E_INVAL, "quant: %s tensor of %lld x %lld", hx_dtype_name(t),
+                             (long long)n_rows, (long long)n_cols);
+    float amax = 0.0f;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *x = src + r * n_cols;
+        int st = hx_quantize_row(t, x, (uint8_t *)dst + (size_t)r * rb, n_cols);
+        if (st) return st;
+        if (hx__dtypes[t].tail) amax = fmaxf(amax, hx__amax(x, (int)n_cols));
+    }
+    if (hx__dtypes[t].tail) {
+        uint8_t *tail = (uint8_t *)dst + (nb - hx__dtypes[t].tail);
+        memset(tail, 0, hx__dtypes[t].tail);
+        memcpy(tail, &amax, 4);
+    }
+    return HX_OK;
+}
+
+int hx_weight_dequantize_row(const struct hx_weight *w, int64_t r, float *dst)
+{
+    if (!w || r < 0 || r >= w->n_rows)
+        return hx__set_error(HX_E_INVAL, "weight %s: row %lld of %lld",
+                             w && w->name ? w->name : "?", (long long)r,
+                             w ? (long long)w->n_rows : 0LL);
+    size_t rb = hx_dtype_row_bytes(w->type, w->n_cols);
+    return hx_dequantize_row_scaled(w->type, (const uint8_t *)w->data + (size_t)r * rb, dst,
+                                    w->n_cols, w->tensor_scale);
 }

@@ -298,14 +298,14 @@ static int hx__verify_weight(struct hx_verify *v, const struct hx_weight *w, enu
     const bool need_e = !vw->e, need_dw = num == HX_NUMERICS_INT8_ROW && !vw->dw;
     if (!need_e && !need_dw) return *out = vw, HX_OK;
     const int64_t k = w->n_cols, nb = hx__mm_blocks(k);
-    const size_t rb = hx_dtype_row_bytes(w->type, k), cells = (size_t)(w->n_rows * nb);
+    const size_t cells = (size_t)(w->n_rows * nb);
     double *e = need_e ? hx__malloc(cells * sizeof *e) : vw->e;
     double *dw = need_dw ? hx__malloc(cells * sizeof *dw) : NULL;
     double *tmp = need_e ? NULL : hx__malloc((size_t)nb * sizeof *tmp);
     float *row = hx__malloc((size_t)k * sizeof *row);
     int st = e && (dw || !need_dw) && (tmp || need_e) && row ? HX_OK : HX_E_NOMEM;
     for (int64_t j = 0; j < w->n_rows && st == HX_OK; j++) {
-        st = hx_dequantize_row(w->type, (const char *)w->data + (size_t)j * rb, row, k);
+        st = hx_weight_dequantize_row(w, j, row);
         if (st == HX_OK)
             hx__mm_weight_row(num, row, k, need_e ? e + j * nb : tmp, dw ? dw + j * nb : NULL);
     }
@@ -440,8 +440,7 @@ static const float *hx__tw_delta(struct hx_verify *v, struct hx_vweight *vw, int
     if (d2 == 0) return NULL;
     if (vw->delta) return vw->delta + j * k;
     if ((*st = hx__grow_f(&v->trow, &v->trow_cap, (size_t)(2 * k)))) return NULL;
-    const size_t rb = hx_dtype_row_bytes(w->type, k);
-    if ((*st = hx_dequantize_row(w->type, (const char *)w->data + (size_t)j * rb, v->trow, k)))
+    if ((*st = hx_weight_dequantize_row(w, j, v->trow)))
         return NULL;
     if (!hx__mm_int8_row_delta(v->trow, k, v->trow + k)) return NULL;
     return v->trow + k;

@@ -125,7 +125,14 @@ struct hx_weight {
     const void *data;        /* host bytes, n_rows * hx_dtype_row_bytes(type, n_cols) */
     size_t nbytes;
     float scale;             /* multiply the matmul result by this (BitNet .scale); 1.0 = none */
+    /* The type's tensor scale (hx-dtype.h: I2_S's tail, which is not part of data): a factor of
+     * every element, as a block's d is, in matmuls and embeddings alike. Read by the loader
+     * with hx_dtype_tensor_scale; ignored for types without one. */
+    float tensor_scale;
 };
+
+/* Row r of w as f32, its tensor scale applied (hx_dequantize_row_scaled). */
+HX_API int hx_weight_dequantize_row(const struct hx_weight *w, int64_t r, float *dst);
 
 /* ---- ops ---------------------------------------------------------------------------------- */
 

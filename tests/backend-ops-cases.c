@@ -30,13 +30,15 @@ static void hx_t_mm_model(struct hx_t_case *c, const float *x, int64_t m, int64_
 
 /* ---- matmul and embedding cases ------------------------------------------------------------- */
 
-/* K not a multiple of the tiles (for block-256 types: 3 or 5 blocks; for Q1_0 odd multiples of
- * 128; for block-32 types odd multiples of 32; for float types odd K). */
+/* K not a multiple of the tiles (for block-256 types: 3 or 5 blocks; for Q1_0 and I2_S odd
+ * multiples of 128, where I2_S keeps its GGUF rows; for Q2_0 odd multiples of 64; for block-32
+ * types odd multiples of 32; for float types odd K). */
 static int64_t hx_t_k_small(enum hx_dtype t)
 {
     switch (hx_dtype_block_elems(t)) {
     case 1: return 67;
     case 32: return 96;
+    case 64: return 192;
     case 128: return 384;
     default: return 768;
     }
@@ -47,6 +49,7 @@ static int64_t hx_t_k_mid(enum hx_dtype t)
     switch (hx_dtype_block_elems(t)) {
     case 1: return 1029;
     case 32: return 1056;
+    case 64: return 1088;
     case 128: return 1152;
     default: return 1280;
     }
@@ -170,6 +173,16 @@ void hx_t_weight_ops(enum hx_dtype t)
         hx_t_weight_plan(&tw, t, qwen[s][1], qwen[s][0], 1.0f, 20 + s);
         for (size_t i = 0; i < 4; i++)
             hx_t_matmul_case(&tw, hx_t_ms[i], false, hx_t_ms[i] > (s == 1 ? 64 : 7), "");
+        hx_t_weight_free(&tw);
+    }
+    /* BitNet b1.58 2B4T's matrices (k|v, gate|up-sized, down) for the ternary types its files
+     * use (I2_S, TQ2_0) and Q2_0, at m = 1 and 7 */
+    static const int64_t bitnet[][2] = {{2560, 640}, {2560, 6912}, {6912, 2560}};
+    const bool tern = t == HX_DTYPE_I2_S || t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_Q2_0;
+    for (size_t s = 0; mm && tern && s < 3; s++) {
+        hx_t_weight_plan(&tw, t, bitnet[s][1], bitnet[s][0], 1.0f, 40 + s);
+        hx_t_matmul_case(&tw, 1, false, false, " BitNet");
+        hx_t_matmul_case(&tw, 7, false, false, " BitNet");
         hx_t_weight_free(&tw);
     }
     /* The LM head, tied with the embedding table: 151936 rows. By default m = 1 and 7 for the

@@ -137,7 +137,8 @@ static void hx_t_fill_row(enum hx_dtype t, uint8_t *row, int64_t k, uint64_t *s,
             hx_t_put_f16(blk + 2, hx_t_scale(s) / 16.0f);
             break;
         case HX_DTYPE_Q6_K: hx_t_put_f16(blk + 208, hx_t_scale(s) / 32.0f); break;
-        default: hx_t_put_f16(blk, hx_t_scale(s)); break; /* Q8_0, Q4_0, Q1_0: d first */
+        case HX_DTYPE_I2_S: break; /* codes only: the scale is the tensor's (tensor_scale) */
+        default: hx_t_put_f16(blk, hx_t_scale(s)); break; /* Q8_0, Q4_0, Q1_0, Q2_0: d first */
         }
     }
 }
@@ -149,13 +150,12 @@ bool hx_t_have_npu; /* a device under test is HX_NUMERICS_INT8_ROW */
 static void hx_t_weight_stats(struct hx_t_weight *tw)
 {
     const int64_t k = tw->w.n_cols, n = tw->w.n_rows, nb = hx__mm_blocks(k);
-    const size_t rb = hx_dtype_row_bytes(tw->w.type, k);
     float *row = hx_t_xmalloc((size_t)k * sizeof *row);
     tw->nb = nb;
     tw->e = hx_t_xmalloc((size_t)(n * nb) * sizeof *tw->e);
     if (hx_t_have_npu) tw->dw = hx_t_xmalloc((size_t)(n * nb) * sizeof *tw->dw);
     for (int64_t j = 0; j < n; j++) {
-        hx_dequantize_row(tw->w.type, tw->data + (size_t)j * rb, row, k);
+        hx_weight_dequantize_row(&tw->w, j, row); /* I2_S's tensor scale included */
         hx__mm_weight_row(HX_NUMERICS_INT8_ROW, row, k, tw->e + j * nb,
                           tw->dw ? tw->dw + j * nb : NULL);
     }
@@ -172,6 +172,9 @@ void hx_t_weight_plan(struct hx_t_weight *tw, enum hx_dtype t, int64_t n, int64_
                                .n_cols = k,
                                .nbytes = hx_dtype_row_bytes(t, k) * (size_t)n,
                                .scale = scale};
+    /* I2_S: random codes (every one, the +2 of code 3 too) times a random tensor scale */
+    uint64_t ss = seed ^ 0x5bd1e995u;
+    tw->w.tensor_scale = hx_dtype_tail_bytes(t) ? hx_t_scale(&ss) : 1.0f;
     tw->seed = seed;
 }
 

@@ -33,10 +33,25 @@ static void put_h(uint8_t *p, float v)
     p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
 }
 
+/* When set, fill_weight writes ternary rows: random -1/0/+1 times one scale, TSCALE, through
+ * the type's quantizer (the same n·k random draws whatever the type). */
+static int w_ternary;
+#define TSCALE 0.01171875f
+
 /* Random valid blocks: random code bytes, scales set to modest fp16 values. */
 static void fill_weight(enum hx_dtype t, uint8_t *w, int64_t n, int64_t k)
 {
     size_t rb = hx_dtype_row_bytes(t, k), bb = hx_dtype_block_bytes(t);
+    if (w_ternary) {
+        float *row = malloc(sizeof(float) * (size_t)k);
+        for (int64_t j = 0; j < n; j++) {
+            for (int64_t e = 0; e < k; e++)
+                row[e] = e % 64 == 0 ? TSCALE : TSCALE * (float)((int)(rnd32() % 3) - 1);
+            hx_quantize_row(t, row, w + (size_t)j * rb, k);
+        }
+        free(row);
+        return;
+    }
     for (size_t i = 0; i < rb * (size_t)n; i++) w[i] = (uint8_t)rnd32();
     if (t == HX_DTYPE_F32) {
         for (int64_t i = 0; i < n * k; i++) ((float *)w)[i] = rndf();
@@ -50,7 +65,7 @@ static void fill_weight(enum hx_dtype t, uint8_t *w, int64_t n, int64_t k)
     for (uint8_t *b = w; b < w + rb * (size_t)n; b += bb) {
         float d = 0.01f + 0.02f * rndf();
         switch (t) {
-        case HX_DTYPE_Q8_0: case HX_DTYPE_Q4_0: case HX_DTYPE_Q1_0: put_h(b, d); break;
+        case HX_DTYPE_Q8_0: case HX_DTYPE_Q4_0: case HX_DTYPE_Q1_0: case HX_DTYPE_Q2_0: put_h(b, d); break;
         case HX_DTYPE_Q4_K: put_h(b, d); put_h(b + 2, 0.5f * d); break;
         case HX_DTYPE_Q6_K: put_h(b + 208, d); break;
         case HX_DTYPE_TQ2_0: put_h(b + 64, d); break;
@@ -60,10 +75,14 @@ static void fill_weight(enum hx_dtype t, uint8_t *w, int64_t n, int64_t k)
     }
 }
 
-static int act_qb(enum hx_dtype t)
+static int act_qb(enum hx_dtype t, int64_t k)
 {
+    if (t == HX_DTYPE_Q2_0) return 64;
+    if (t == HX_DTYPE_I2_S) return k % 256 ? 128 : 256;
     return t == HX_DTYPE_Q1_0 ? 128 : (t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0) ? 256 : 32;
 }
+
+/* TSCALE is also the tensor scale given to I2_S weights (random bytes carry none). */
 
 /* The registry refers to backend tables weakly; a strong reference links cpu.c in. */
 extern const struct hx_backend_ops hx__backend_cpu_ops;
@@ -94,7 +113,7 @@ static int check_matmul(enum hx_dtype t, int64_t m, int64_t k, int64_t n, int th
     float *x = malloc(sizeof(float) * (size_t)(m * k));
     int bad = 0;
     fill_weight(t, wd, n, k);
-    for (int64_t j = 0; j < n; j++) hx_dequantize_row(t, wd + (size_t)j * rb, deq + j * k, k);
+    for (int64_t j = 0; j < n; j++) hx_dequantize_row_scaled(t, wd + (size_t)j * rb, deq + j * k, k, TSCALE);
     for (int64_t i = 0; i < m * k; i++)
         x[i] = x_mode == 1 ? 1.5f : x_mode == 2 ? (rnd32() & 1 ? 2.0f : -2.0f)
                                                 : rndf() * (i % 7 == 0 ? 4.0f : 1.0f);
@@ -104,7 +123,7 @@ static int check_matmul(enum hx_dtype t, int64_t m, int64_t k, int64_t n, int th
     hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * dst_stride), &dst);
     hx__dev_buffer_write(src, 0, x, sizeof(float) * (size_t)(m * k));
     struct hx_weight w = {.name = "w", .type = t, .n_rows = n, .n_cols = k, .data = wd,
-                          .nbytes = rb * (size_t)n, .scale = 0.75f};
+                          .nbytes = rb * (size_t)n, .scale = 0.75f, .tensor_scale = TSCALE};
     struct hx_op op = {0};
     op.desc = (struct hx_op_desc){.kind = HX_OP_MATMUL, .n_rows = m, .n_in = k, .n_out = n, .wtype = t};
     op.src[0] = (struct hx_tensor_ref){src, 0, m, k, sizeof(float) * (size_t)k};
@@ -116,7 +135,7 @@ static int check_matmul(enum hx_dtype t, int64_t m, int64_t k, int64_t n, int th
                           .tokens = meta, .pos = meta, .seq = meta};
     if (hx__dev_run(dev, &sp) != HX_OK) bad = 1;
     const bool quant = hx_dtype_is_quantized(t);
-    const int qb = act_qb(t);
+    const int qb = act_qb(t, k);
     for (int64_t r = 0; r < m && capture; r++)
         memcpy(capture + r * n, hx_tensor_row(&op.dst, r), sizeof(float) * (size_t)n);
     for (int64_t r = 0; r < m && !bad; r++) {
@@ -162,7 +181,8 @@ static void matmul_all_types(const char *isa)
     for (int t = 0; t < HX_DTYPE_COUNT; t++) {
         int64_t be = hx_dtype_block_elems((enum hx_dtype)t);
         int64_t k1 = be == 1 ? 37 : be * 3, k2 = be == 1 ? 200 : (be >= 128 ? be * 5 : be * 11);
-        const int64_t cases[][3] = {{1, k1, 7}, {3, k2, 13}, {1, k2, 33}, {9, k1, 5}};
+        /* the last: K whole 256s, where I2_S has x16 tiles (its other cases keep GGUF rows) */
+        const int64_t cases[][3] = {{1, k1, 7}, {3, k2, 13}, {1, k2, 33}, {9, k1, 5}, {2, 1024, 40}};
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             int bad = check_matmul((enum hx_dtype)t, cases[c][0], cases[c][1], cases[c][2],
                                    c % 2 ? 2 : 1);
@@ -185,6 +205,55 @@ TEST(matmul_avx512)
     if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw"))
         SKIP_NA("no AVX-512 VNNI");
     matmul_all_types("avx512");
+}
+
+TEST(i2_s_equals_tq2_0)
+{
+    /* The same ternary weights with one scale, written as TQ2_0 (d = the scale in every block)
+     * and as I2_S (the tensor scale), must give the same bits on every path: the x16 tiles
+     * (decode, two-row decode, prefill), the GGUF rows (panels; TQ2_0's m = 1 fused GEMV is
+     * its own, so m >= 2 there), AVX2 and scalar panels. */
+    static const struct { const char *isa, *repack; int64_t m0; } paths[] = {
+        {"avx512", "1", 1}, {"avx512", "0", 2}, {"avx2", "1", 1}, {"scalar", "1", 1}};
+    static const int64_t shapes[][2] = {{512, 40}, {1024, 33}, {2560, 70}};
+    static const int64_t ms[] = {1, 2, 7, 64};
+    int ran = 0;
+    w_ternary = 1;
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+        const char *isa = paths[pi].isa;
+        if (!strcmp(isa, "avx512") ? !__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")
+            : !strcmp(isa, "avx2") ? !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") : false)
+            continue;
+        ran++;
+        setenv("HX_CPU_ISA", isa, 1);
+        setenv("HX_CPU_REPACK", paths[pi].repack, 1);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+                const int64_t k = shapes[si][0], n = shapes[si][1], m = ms[mi];
+                if (m < paths[pi].m0 || (m == 64 && strcmp(isa, "avx512"))) continue;
+                float *y[2];
+                const uint64_t seed = rng;
+                for (int v = 0; v < 2; v++) {
+                    rng = seed; /* the same weights and activations */
+                    y[v] = capture = malloc(sizeof(float) * (size_t)(m * n));
+                    if (check_matmul(v ? HX_DTYPE_I2_S : HX_DTYPE_TQ2_0, m, k, n, 2))
+                        HX_FAIL_AT("%s repack %s %s m=%lld k=%lld: against f64", isa, paths[pi].repack,
+                                   v ? "I2_S" : "TQ2_0", (long long)m, (long long)k);
+                }
+                capture = NULL;
+                size_t diff = 0;
+                for (int64_t i = 0; i < m * n; i++) diff += memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
+                free(y[0]), free(y[1]);
+                if (diff)
+                    HX_FAIL_AT("%s repack %s m=%lld k=%lld n=%lld: %zu of %lld outputs differ between "
+                               "I2_S and TQ2_0", isa, paths[pi].repack, (long long)m, (long long)k,
+                               (long long)n, diff, (long long)(m * n));
+            }
+    }
+    w_ternary = 0;
+    unsetenv("HX_CPU_REPACK");
+    unsetenv("HX_CPU_ISA");
+    if (!ran) SKIP("no path");
 }
 
 TEST(matmul_large_gemm)

@@ -348,14 +348,12 @@ static void check_tensors_at(uint32_t alignment)
         char name[64];
         snprintf(name, sizeof name, "w.%s.weight", hx_dtype_name((enum hx_dtype)t));
         ASSERT_OK(hx__gguf_add_tensor(w, name, hx_dtype_to_ggml((enum hx_dtype)t), 2, ne, &src.nbytes[n]));
-        size_t row = hx_dtype_row_bytes((enum hx_dtype)t, ne[0]);
-        ASSERT_EQ(src.nbytes[n], row * (size_t)ne[1]);
+        /* the rows, and I2_S's tail with its tensor scale */
+        ASSERT_EQ(src.nbytes[n], hx_dtype_tensor_bytes((enum hx_dtype)t, ne[1], ne[0]));
         src.data[n] = malloc(src.nbytes[n]);
-        float *x = malloc((size_t)ne[0] * sizeof *x);
-        for (int64_t r = 0; r < ne[1]; r++) {
-            for (int64_t c = 0; c < ne[0]; c++) x[c] = (float)((int64_t)(rng_next() % 20001) - 10000) / 3000.0f;
-            ASSERT_OK(hx_quantize_row((enum hx_dtype)t, x, src.data[n] + (size_t)r * row, ne[0]));
-        }
+        float *x = malloc((size_t)(ne[0] * ne[1]) * sizeof *x);
+        for (int64_t c = 0; c < ne[0] * ne[1]; c++) x[c] = (float)((int64_t)(rng_next() % 20001) - 10000) / 3000.0f;
+        ASSERT_OK(hx_quantize_tensor((enum hx_dtype)t, x, src.data[n], ne[1], ne[0]));
         free(x);
     }
     int64_t ne3[3] = {5, 4, 3}, ne4[4] = {2, 3, 2, 2}, ne0[2] = {0, 7}, neq[2] = {256, 2};

@@ -243,12 +243,101 @@ TEST(type_table)
     ASSERT_TRUE(hx__ggml_type_size(39, &be, &bb) && be == 32 && bb == 17);
     ASSERT_TRUE(hx__ggml_type_size(40, &be, &bb) && be == 64 && bb == 36);
     ASSERT_TRUE(hx__ggml_type_size(42, &be, &bb) && be == 64 && bb == 18);
+    ASSERT_EQ(hx__ggml_type_tail(42), 0);
+    /* 36: retired in mainline, bitnet.cpp's I2_S (blocks of 128 in 32 bytes, a 32-byte tail) */
+    ASSERT_TRUE(hx__ggml_type_size(36, &be, &bb) && be == 128 && bb == 32);
+    ASSERT_EQ(hx__ggml_type_tail(36), 32);
+    ASSERT_STREQ(hx__ggml_type_name(36), "I2_S");
     ASSERT_STREQ(hx__ggml_type_name(30), "BF16");
-    uint32_t removed[] = {4, 5, 31, 32, 33, 36, 37, 38, 43, 1000};
+    uint32_t removed[] = {4, 5, 31, 32, 33, 37, 38, 43, 1000};
     for (size_t i = 0; i < sizeof removed / sizeof removed[0]; i++) {
         ASSERT_TRUE(!hx__ggml_type_size(removed[i], &be, &bb));
         ASSERT_TRUE(hx__ggml_type_name(removed[i]) == NULL);
     }
+}
+
+/* A file with tensor "w" (type, ne0 x ne1) at offset 0 and data_bytes of data, then, when
+ * next_at is not 0, an F32 tensor "z" of 8 values at that offset (else w is the last). */
+static size_t build_one(struct buf *b, uint32_t type, uint64_t ne0, uint64_t ne1, size_t data_bytes,
+                        size_t next_at)
+{
+    b->n = 0;
+    u32(b, 0x46554747u);
+    u32(b, 3);
+    u64(b, next_at ? 2 : 1);
+    u64(b, 1);
+    str(b, "general.architecture");
+    u32(b, 8);
+    str(b, "bitnet-b1.58");
+    str(b, "blk.0.attn_q.weight");
+    u32(b, 2);
+    u64(b, ne0);
+    u64(b, ne1);
+    u32(b, type);
+    u64(b, 0);
+    if (next_at) {
+        str(b, "z");
+        u32(b, 1);
+        u64(b, 8);
+        u32(b, 0);
+        u64(b, next_at);
+    }
+    pad(b, 32);
+    size_t end = next_at ? next_at + 32 : data_bytes;
+    for (size_t i = 0; i < end; i++) put(b, i < data_bytes ? "\x55" : "", 1);
+    return b->n;
+}
+
+/* The ids forks disagree on (docs/weights.md): the tensor's data span decides, and a file that
+ * does not fit is refused with a message naming the tensor and the rule. */
+TEST(i2_s_and_q2_0_spans)
+{
+    struct buf b;
+    struct hx_gguf *g;
+    /* I2_S {256, 2}: 512 / 4 + 32 = 160 bytes, last in the file or followed at 160 */
+    size_t n = build_one(&b, 36, 256, 2, 160, 0);
+    ASSERT_OK(hx__gguf_open_memory(b.d, n, &g));
+    ASSERT_EQ(g->tensors[0].nbytes, 160);
+    hx__gguf_close(g);
+    n = build_one(&b, 36, 256, 2, 160, 160);
+    ASSERT_OK(hx__gguf_open_memory(b.d, n, &g));
+    hx__gguf_close(g);
+    /* {256, 3}: 224 bytes, padded to 224 (a multiple of 32) or, unpadded, a file ending early */
+    n = build_one(&b, 36, 256, 3, 224, 224);
+    ASSERT_OK(hx__gguf_open_memory(b.d, n, &g));
+    hx__gguf_close(g);
+    /* the codes without the tail; with 32 bytes too many; rows of 192 */
+    static const struct { uint64_t ne0, ne1; size_t bytes, next; const char *want; } bad[] = {
+        {256, 2, 128, 128, "n/4 + 32 = 160 bytes"},
+        {256, 2, 128, 0, "spans 128 bytes"},
+        {256, 2, 192, 192, "spans 192 bytes"},
+        {192, 2, 160, 0, "not a multiple of I2_S's block of 128"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        n = build_one(&b, 36, bad[i].ne0, bad[i].ne1, bad[i].bytes, bad[i].next);
+        g = NULL;
+        ASSERT_EQ(hx__gguf_open_memory(b.d, n, &g), HX_E_FORMAT);
+        ASSERT_TRUE(g == NULL);
+        fprintf(stderr, "  (expected) %s\n", hx_last_error());
+        ASSERT_TRUE(strstr(hx_last_error(), "blk.0.attn_q.weight") != NULL);
+        ASSERT_TRUE(strstr(hx_last_error(), bad[i].want) != NULL);
+    }
+    /* Q2_0 {128, 64}: ggml's 18 bytes per 64 = 2304; PrismML's 34 per 128 = 2176 is refused
+     * by name, and any other span too */
+    n = build_one(&b, 42, 128, 64, 2304, 0);
+    ASSERT_OK(hx__gguf_open_memory(b.d, n, &g));
+    ASSERT_EQ(g->tensors[0].nbytes, 2304);
+    hx__gguf_close(g);
+    n = build_one(&b, 42, 128, 64, 2176, 2176);
+    ASSERT_EQ(hx__gguf_open_memory(b.d, n, &g), HX_E_FORMAT);
+    fprintf(stderr, "  (expected) %s\n", hx_last_error());
+    ASSERT_TRUE(strstr(hx_last_error(), "PrismML") && strstr(hx_last_error(), "blk.0.attn_q.weight"));
+    n = build_one(&b, 42, 128, 64, 2176, 0);
+    ASSERT_EQ(hx__gguf_open_memory(b.d, n, &g), HX_E_FORMAT);
+    ASSERT_TRUE(strstr(hx_last_error(), "PrismML") != NULL);
+    n = build_one(&b, 42, 128, 64, 2400, 2400);
+    ASSERT_EQ(hx__gguf_open_memory(b.d, n, &g), HX_E_FORMAT);
+    ASSERT_TRUE(strstr(hx_last_error(), "18 bytes per 64 elements: 2304 bytes") != NULL);
 }
 
 static int open_dir(const char *sub, int *n_files)

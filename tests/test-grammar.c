@@ -64,6 +64,37 @@ TEST(errors_name_the_line_and_the_problem)
     }
 }
 
+/* Grammars from hostile input: a long chain of rules nested at their start is refused (matching
+ * expands such chains recursively), a long chain that consumes a byte first compiles (and the
+ * shortest-sentence analysis does not go quadratic over it, whatever the rules' order). */
+TEST(long_rule_chains)
+{
+    if (!qwen()) SKIP("qwen3-micro-q8_0.gguf not found under HX_DATA");
+    enum { N = 20000 };
+    char *src = malloc((size_t)N * 40 + 64);
+    ASSERT_TRUE(src != NULL);
+    for (int left = 0; left < 2; left++) {
+        size_t n = (size_t)sprintf(src, "root ::= r0\n");
+        for (int i = N - 1; i >= 0; i--) /* defined last-first: the worst order */
+            n += (size_t)(i + 1 < N ? sprintf(src + n,
+                                              left ? "r%d ::= r%d \"x\"\n" : "r%d ::= \"x\" r%d\n",
+                                              i, i + 1)
+                                    : sprintf(src + n, "r%d ::= \"y\"\n", i));
+        struct hx_grammar *g = NULL;
+        int rc = hx_grammar_new(qwen(), src, n, &g);
+        if (left) {
+            ASSERT_EQ(rc, HX_E_INVAL);
+            ASSERT_TRUE(strstr(hx_last_error(), "nest more than 1000 deep") != NULL);
+        } else {
+            ASSERT_OK(rc);
+            ASSERT_OK(hx_grammar_accept_text(g, "xxx", 3));
+            ASSERT_TRUE(!hx_grammar_can_end(g));
+            hx_grammar_free(g);
+        }
+    }
+    free(src);
+}
+
 TEST(text_matching)
 {
     if (!qwen()) SKIP("qwen3-micro-q8_0.gguf not found under HX_DATA");

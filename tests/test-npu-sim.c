@@ -95,7 +95,8 @@ static void *hx_t_weight_ex(enum hx_dtype t, int64_t n, int64_t k, uint64_t seed
     for (int64_t j = 0; j < n; j++) {
         for (int64_t i = 0; i < k; i++) {
             float v = hx_t_rand(&seed);
-            if (t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0) v = (float)(v > 0.33f) - (float)(v < -0.33f);
+            if (t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_Q2_0 || t == HX_DTYPE_I2_S)
+                v = (float)(v > 0.33f) - (float)(v < -0.33f);
             if (sign_only) v = v < 0 ? -1.0f : 1.0f;
             row[i] = v * 0.05f;
         }
@@ -103,8 +104,9 @@ static void *hx_t_weight_ex(enum hx_dtype t, int64_t n, int64_t k, uint64_t seed
         hx_dequantize_row(t, data + (size_t)j * rb, *wf + j * k, k);
     }
     free(row);
+    /* I2_S at tensor scale 1, as hx_dequantize_row gave wf */
     *w = (struct hx_weight){.name = "w", .type = t, .n_rows = n, .n_cols = k, .data = data,
-                            .nbytes = rb * (size_t)n, .scale = 1.0f};
+                            .nbytes = rb * (size_t)n, .scale = 1.0f, .tensor_scale = 1.0f};
     return data;
 }
 
@@ -279,7 +281,8 @@ TEST(ternary_and_binary_convert_exactly)
     struct hx_device *dev = hx_t_open();
     ASSERT_TRUE(dev);
     struct hx_npu_debug *dbg = hx_t_dbg(dev);
-    static const enum hx_dtype types[] = {HX_DTYPE_TQ1_0, HX_DTYPE_TQ2_0, HX_DTYPE_Q1_0};
+    static const enum hx_dtype types[] = {HX_DTYPE_TQ1_0, HX_DTYPE_TQ2_0, HX_DTYPE_Q1_0,
+                                          HX_DTYPE_Q2_0, HX_DTYPE_I2_S};
     const int64_t k = 512, n = 48, m = 3;
     for (size_t i = 0; i < HX_ARRAY_LEN(types); i++) {
         struct hx_weight w;

@@ -1,5 +1,6 @@
 /* test-quant.c — the weight formats, bit-exact against the worked examples and test vectors
- * of ../shared/docs/formats.md §3, plus round-trip error bounds on random data. */
+ * of ../shared/docs/formats.md §3 and docs/weights.md (Q2_0, I2_S), plus round-trip error
+ * bounds on random data. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -126,6 +127,176 @@ TEST(q1_0_vector_and_example)
     ASSERT_EQ(got[0], 0x00);
     ASSERT_EQ(got[1], 0x38);
     ASSERT_EQ(got[2], 0xB6);
+}
+
+/* docs/weights.md, Q2_0 worked example: 0.5, 0, -0.5, 0.5 then 60 zeros. */
+TEST(q2_0_example)
+{
+    float x[64] = {0.5f, 0.0f, -0.5f, 0.5f};
+    static const uint8_t want[18] = {0x00, 0x38, 0x86, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55,
+                                     0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55};
+    uint8_t got[18];
+    ASSERT_EQ(hx_dtype_block_bytes(HX_DTYPE_Q2_0), 18);
+    ASSERT_EQ(hx_dtype_block_elems(HX_DTYPE_Q2_0), 64);
+    ASSERT_EQ(hx_dtype_to_ggml(HX_DTYPE_Q2_0), 42);
+    ASSERT_OK(hx_quantize_row(HX_DTYPE_Q2_0, x, got, 64));
+    ASSERT_TRUE(hx_t_bytes_eq(got, want, 18));
+    float y[64];
+    ASSERT_OK(hx_dequantize_row(HX_DTYPE_Q2_0, got, y, 64));
+    for (int j = 0; j < 64; j++) ASSERT_NEAR(y[j], x[j], 0);
+}
+
+/* Hand-made Q2_0 bytes: LSB first, code q is (q - 1)·d, including the +2 level (code 3) that
+ * the reference quantizer never writes. */
+TEST(q2_0_hand_bytes)
+{
+    uint8_t b[36] = {0x00, 0xB4}; /* d = -0.25 (fp16 0xB400) */
+    b[2] = 0xE4;                  /* codes 0, 1, 2, 3 → +0.25, 0, -0.25, -0.5 */
+    b[17] = 0x1B;                 /* elements 60..63: codes 3, 2, 1, 0 */
+    memset(b + 3, 0x55, 14);
+    b[18] = 0x00, b[19] = 0x40;   /* block 2: d = 2 */
+    memset(b + 20, 0xAA, 16);     /* every code 2: +2 */
+    float y[128];
+    ASSERT_OK(hx_dequantize_row(HX_DTYPE_Q2_0, b, y, 128));
+    static const float first[4] = {0.25f, 0.0f, -0.25f, -0.5f}, last[4] = {-0.5f, -0.25f, 0.0f, 0.25f};
+    for (int j = 0; j < 4; j++) ASSERT_NEAR(y[j], first[j], 0);
+    for (int j = 4; j < 60; j++) ASSERT_NEAR(y[j], 0, 0);
+    for (int j = 0; j < 4; j++) ASSERT_NEAR(y[60 + j], last[j], 0);
+    for (int j = 64; j < 128; j++) ASSERT_NEAR(y[j], 2.0, 0);
+    /* beyond +d is clamped to code 3 only past 1.5·amax, which amax = max|x| rules out: the
+     * largest value quantizes to code 2, and -amax to code 0 */
+    float x[64];
+    for (int j = 0; j < 64; j++) x[j] = (j % 4 == 0 ? -3.0f : 0.9f) * (float)((j % 3) + 1) / 3.0f;
+    ASSERT_OK(hx_quantize_row(HX_DTYPE_Q2_0, x, b, 64));
+    for (int j = 0; j < 64; j++) {
+        int q = (b[2 + j / 4] >> (2 * (j % 4))) & 3;
+        ASSERT_TRUE(q <= 2);
+        ASSERT_EQ(q, (int)roundf(x[j] / 3.0f) + 1);
+    }
+}
+
+/* docs/weights.md, I2_S worked examples 1 and 2: hand-made bytes → values, and back. */
+TEST(i2_s_examples)
+{
+    ASSERT_EQ(hx_dtype_block_elems(HX_DTYPE_I2_S), 128);
+    ASSERT_EQ(hx_dtype_row_bytes(HX_DTYPE_I2_S, 2560), 640);
+    ASSERT_EQ(hx_dtype_to_ggml(HX_DTYPE_I2_S), 36);
+    ASSERT_EQ(hx_dtype_tail_bytes(HX_DTYPE_I2_S), 32);
+    ASSERT_EQ(hx_dtype_tail_bytes(HX_DTYPE_TQ2_0), 0);
+    /* example 1: 0..31 = +1, 32..63 = 0, 64..95 = -1, 96..127 alternate +1, -1 */
+    uint8_t b[32 + 32];
+    for (int k = 0; k < 32; k++) b[k] = k % 2 ? 0x90 : 0x92;
+    float y[128], x[128];
+    ASSERT_OK(hx_dequantize_row(HX_DTYPE_I2_S, b, y, 128));
+    for (int j = 0; j < 128; j++) {
+        x[j] = j < 32 ? 1.0f : j < 64 ? 0.0f : j < 96 ? -1.0f : (j % 2 ? -1.0f : 1.0f);
+        ASSERT_NEAR(y[j], x[j], 0);
+    }
+    /* with the tensor scale 0.75 the values scale, and quantizing them gives the same bytes
+     * and a tail of 00 00 40 3F (0.75) and 28 zero bytes */
+    ASSERT_OK(hx_dequantize_row_scaled(HX_DTYPE_I2_S, b, y, 128, 0.75f));
+    for (int j = 0; j < 128; j++) ASSERT_NEAR(y[j], 0.75 * x[j], 0);
+    uint8_t got[64];
+    memset(got, 0xEE, sizeof got);
+    ASSERT_EQ(hx_dtype_tensor_bytes(HX_DTYPE_I2_S, 1, 128), 64);
+    ASSERT_OK(hx_quantize_tensor(HX_DTYPE_I2_S, y, got, 1, 128));
+    ASSERT_TRUE(hx_t_bytes_eq(got, b, 32));
+    static const uint8_t tail[32] = {0x00, 0x00, 0x40, 0x3F};
+    ASSERT_TRUE(hx_t_bytes_eq(got + 32, tail, 32));
+    float s = 0;
+    ASSERT_OK(hx_dtype_tensor_scale(HX_DTYPE_I2_S, got, 1, 128, &s));
+    ASSERT_NEAR(s, 0.75, 0);
+    /* example 2: zeros but v[0] = +1, v[33] = -1, v[127] = +1 → 95 45 55 ... 55 56 */
+    memset(x, 0, sizeof x);
+    x[0] = 1, x[33] = -1, x[127] = 1;
+    ASSERT_OK(hx_quantize_row(HX_DTYPE_I2_S, x, got, 128));
+    ASSERT_EQ(got[0], 0x95);
+    ASSERT_EQ(got[1], 0x45);
+    for (int k = 2; k < 31; k++) ASSERT_EQ(got[k], 0x55);
+    ASSERT_EQ(got[31], 0x56);
+    ASSERT_OK(hx_dequantize_row(HX_DTYPE_I2_S, got, y, 128));
+    for (int j = 0; j < 128; j++) ASSERT_NEAR(y[j], x[j], 0);
+    /* all-zero weights are 0x55, not 0x00 (which is all -1); code 3 decodes as +2 */
+    memset(b, 0x00, 32);
+    ASSERT_OK(hx_dequantize_row(HX_DTYPE_I2_S, b, y, 128));
+    ASSERT_NEAR(y[77], -1, 0);
+    memset(b, 0xFF, 32);
+    ASSERT_OK(hx_dequantize_row(HX_DTYPE_I2_S, b, y, 128));
+    ASSERT_NEAR(y[5], 2, 0);
+}
+
+/* bitnet.cpp's quantizer: |x| < 1e-6 is zero, anything else its sign, whatever the scale; the
+ * tensor scale is max |x| over every row; the shapes of BitNet b1.58 2B4T take n/4 + 32. */
+TEST(i2_s_tensor)
+{
+    float x[3 * 256];
+    for (int i = 0; i < 3 * 256; i++) x[i] = 0.5f * (float)((i * 7) % 3 - 1);
+    x[5] = 5e-7f, x[6] = -2e-6f, x[700] = -1.25f; /* zero, -1 (a sign), and the tensor's max */
+    uint8_t q[3 * 64 + 32];
+    ASSERT_EQ(hx_dtype_tensor_bytes(HX_DTYPE_I2_S, 3, 256), sizeof q);
+    ASSERT_OK(hx_quantize_tensor(HX_DTYPE_I2_S, x, q, 3, 256));
+    float s, y[256];
+    ASSERT_OK(hx_dtype_tensor_scale(HX_DTYPE_I2_S, q, 3, 256, &s));
+    ASSERT_NEAR(s, 1.25, 0);
+    for (int i = 196; i < 224; i++) ASSERT_EQ(q[i], 0);
+    for (int r = 0; r < 3; r++) {
+        ASSERT_OK(hx_dequantize_row_scaled(HX_DTYPE_I2_S, q + 64 * r, y, 256, s));
+        for (int c = 0; c < 256; c++) {
+            float v = x[256 * r + c], want = fabsf(v) < 1e-6f ? 0.0f : v > 0 ? 1.25f : -1.25f;
+            ASSERT_NEAR(y[c], want, 0);
+        }
+    }
+    /* worked example 3 and the whole published file: attn_q 2560 x 2560 is 1,638,432 bytes */
+    ASSERT_EQ(hx_dtype_tensor_bytes(HX_DTYPE_I2_S, 2560, 2560), 1638432);
+    size_t layer = 2 * hx_dtype_tensor_bytes(HX_DTYPE_I2_S, 2560, 2560) +
+                   2 * hx_dtype_tensor_bytes(HX_DTYPE_I2_S, 640, 2560) +
+                   2 * hx_dtype_tensor_bytes(HX_DTYPE_I2_S, 6912, 2560) +
+                   hx_dtype_tensor_bytes(HX_DTYPE_I2_S, 2560, 6912);
+    ASSERT_EQ(layer, 17367264);
+    /* rows must be whole blocks of 128; a tail that is not a finite f32 is refused */
+    ASSERT_EQ(hx_dtype_tensor_bytes(HX_DTYPE_I2_S, 2, 192), 0);
+    ASSERT_TRUE(hx_quantize_row(HX_DTYPE_I2_S, x, q, 64) == HX_E_INVAL);
+    ASSERT_TRUE(hx_quantize_tensor(HX_DTYPE_I2_S, x, q, 3, 64) == HX_E_INVAL);
+    memcpy(q + 192, &(uint32_t){0x7FC00000u}, 4);
+    ASSERT_TRUE(hx_dtype_tensor_scale(HX_DTYPE_I2_S, q, 3, 256, &s) == HX_E_FORMAT);
+    /* other types: no tail, scale 1 */
+    ASSERT_OK(hx_dtype_tensor_scale(HX_DTYPE_Q8_0, q, 1, 32, &s));
+    ASSERT_NEAR(s, 1, 0);
+    ASSERT_EQ(hx_dtype_tensor_bytes(HX_DTYPE_Q2_0, 3, 128), 3 * 36);
+}
+
+/* Ternary values with one scale (fp16-exact) survive both types exactly; random data keeps
+ * Q2_0 within what two bits per 64 with an amax scale allow. */
+TEST(q2_0_i2_s_round_trip)
+{
+    float x[512], y[512];
+    uint8_t buf[512];
+    uint64_t r = 777;
+    for (int i = 0; i < 512; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = 0.375f * (float)((int)((r >> 33) % 3) - 1);
+    }
+    x[0] = 0.375f;
+    ASSERT_OK(hx_quantize_row(HX_DTYPE_Q2_0, x, buf, 512));
+    ASSERT_OK(hx_dequantize_row(HX_DTYPE_Q2_0, buf, y, 512));
+    for (int i = 0; i < 512; i++) ASSERT_NEAR(y[i], x[i], 0);
+    ASSERT_OK(hx_quantize_tensor(HX_DTYPE_I2_S, x, buf, 2, 256));
+    float s;
+    ASSERT_OK(hx_dtype_tensor_scale(HX_DTYPE_I2_S, buf, 2, 256, &s));
+    for (int row = 0; row < 2; row++) {
+        ASSERT_OK(hx_dequantize_row_scaled(HX_DTYPE_I2_S, buf + 64 * row, y, 256, s));
+        for (int i = 0; i < 256; i++) ASSERT_NEAR(y[i], x[256 * row + i], 0);
+    }
+    for (int i = 0; i < 512; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(r >> 11) / 9007199254740992.0 - 0.5);
+    }
+    ASSERT_OK(hx_quantize_row(HX_DTYPE_Q2_0, x, buf, 512));
+    ASSERT_OK(hx_dequantize_row(HX_DTYPE_Q2_0, buf, y, 512));
+    double num = 0, den = 0;
+    for (int i = 0; i < 512; i++) num += (x[i] - y[i]) * (double)(x[i] - y[i]), den += (double)x[i] * x[i];
+    /* uniform x in a block of amax A: error uniform in ±A/2 → NMSE ≈ (A²/12) / (A²/3) = 0.25 */
+    ASSERT_TRUE(num / den < 0.3 && num / den > 0.1);
 }
 
 TEST(q4_k_scale_packing)

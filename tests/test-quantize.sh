@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test-quantize.sh — `engine quantize` and `engine mkmodel` end to end: stories260K (a real
 # trained model) to Q8_0 and back keeps llama2.c's greedy ids, re-quantizing the round trip
-# is byte-identical, every type loads and runs, mkmodel is deterministic for a seed, and bad
-# input fails cleanly with a message, a non-zero exit and an untouched output file.
+# is byte-identical, every type loads and runs, the ternary test model converts to bitnet.cpp's
+# I2_S and ggml's Q2_0 and back exactly, mkmodel is deterministic for a seed, and bad input
+# (malformed I2_S and PrismML-layout Q2_0 files among it) fails cleanly with a message, a
+# non-zero exit and an untouched output file.
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
 M=$D/stories260K/stories260K.gguf
@@ -50,7 +52,7 @@ check "the thread count does not change the bytes" "cmp -s '$T/q8.gguf' '$T/q8t1
 check "no progress line when stderr is not a terminal" "! grep -q 'tensor 1/48' '$T/plain.err' && grep -q 'size' '$T/plain.err'"
 
 # ---- every type, and the per-tensor overrides ---------------------------------------------
-for ty in F16 BF16 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0; do
+for ty in F16 BF16 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0 I2_S; do
   "$E" quantize "$M" "$T/$ty.gguf" $ty 2> "$T/$ty.err"; rc=$?
   n=$("$E" run -m "$T/$ty.gguf" -p "Once upon a time" -n 8 --temp 0 --ids 2>/dev/null | wc -w)
   check "quantize to $ty: exit 0, loads and generates 8 ids" "[ $rc -eq 0 ] && [ $n -eq 8 ]"
@@ -64,6 +66,26 @@ check "--embd-type and --output-type apply" "[ \"\$(ttype '$T/mix.gguf' token_em
 "$E" quantize "$D/qwen3/qwen3-tern-f16.gguf" "$T/tern.gguf" TQ2_0 --embd-type Q8_0 2> /dev/null
 check "ternary F16 -> TQ2_0: 14 TQ2_0 matrices, greedy ids of the reference TQ2_0 model" \
   "[ \"\$($E inspect '$T/tern.gguf' | awk '\$3 == \"TQ2_0\"' | wc -l)\" -eq 14 ] && [ \"\$(ids '$T/tern.gguf' 16)\" = \"\$(ids '$D/qwen3/qwen3-tern-tq2_0.gguf' 16)\" ]"
+check "I2_S on rows of 64 and 172 falls back to Q8_0, and says so" "[ \"\$(ttype '$T/I2_S.gguf' blk.0.attn_q.weight)\" = Q8_0 ] && grep -q 'not a multiple of I2_S.s block of 128: stored as Q8_0' '$T/I2_S.err'"
+check "Q2_0 on rows of 64: Q2_0" "[ \"\$(ttype '$T/Q2_0.gguf' blk.0.attn_q.weight)\" = Q2_0 ]"
+
+# ---- bitnet.cpp's I2_S and ggml's Q2_0 on the ternary test model (one scale per matrix) ----
+TF=$D/qwen3/qwen3-tern-f16.gguf TQ=$D/qwen3/qwen3-tern-tq2_0.gguf
+for ty in I2_S Q2_0; do
+  "$E" quantize "$TF" "$T/tern-$ty.gguf" $ty --embd-type Q8_0 2> /dev/null; rc=$?
+  n=$("$E" run -m "$T/tern-$ty.gguf" -p "Once upon a time" -n 16 --temp 0 --ids 2>/dev/null | wc -w)
+  check "ternary F16 -> $ty: exit 0, 14 $ty matrices, generates 16 ids" "[ $rc -eq 0 ] && [ \"\$($E inspect '$T/tern-$ty.gguf' | awk '\$3 == \"$ty\"' | wc -l)\" -eq 14 ] && [ $n -eq 16 ]"
+  "$E" quantize "$T/tern-$ty.gguf" "$T/tern-$ty-f16.gguf" F16 --embd-type Q8_0 2> /dev/null
+  "$E" quantize "$T/tern-$ty-f16.gguf" "$T/tern-$ty-again.gguf" $ty --embd-type Q8_0 2> /dev/null
+  check "$ty -> F16 -> $ty is byte-identical" "cmp -s '$T/tern-$ty.gguf' '$T/tern-$ty-again.gguf'"
+done
+# I2_S is bit for bit the TQ2_0 model here (test-qwen3 compares the logits): the same greedy ids
+check "ternary I2_S: the greedy ids of the TQ2_0 model, on cpu and on ref" "[ \"\$(ids '$T/tern-I2_S.gguf' 16)\" = \"\$(ids '$TQ' 16)\" ] && [ \"\$($E run -m '$T/tern-I2_S.gguf' -p 'Once upon a time' -n 16 --temp 0 --ids --backend ref 2>/dev/null | xargs)\" = \"\$(ids '$TQ' 16)\" ]"
+check "an I2_S matrix is n/4 + 32 bytes (attn_q [256, 256]: 16416), Q2_0 18 per 64 (18432)" "$E inspect '$T/tern-I2_S.gguf' | grep -q 'blk.0.attn_q.weight  *I2_S  *\[256, 256\]  *16416 ' && $E inspect '$T/tern-Q2_0.gguf' | grep -q 'blk.0.attn_q.weight  *Q2_0  *\[256, 256\]  *18432 '"
+check "general.file_type: I2_S 40 (bitnet.cpp's MOSTLY_I2_S), Q2_0 41" "[ \"\$(kv '$T/tern-I2_S.gguf' general.file_type)\" = 40 ] && [ \"\$(kv '$T/tern-Q2_0.gguf' general.file_type)\" = 41 ]"
+"$E" quantize "$TQ" "$T/tq-i2s.gguf" I2_S --embd-type Q8_0 2> /dev/null
+"$E" quantize "$T/tq-i2s.gguf" "$T/tq-back.gguf" TQ2_0 --embd-type Q8_0 2> /dev/null
+check "the TQ2_0 model -> I2_S -> TQ2_0 is the reference file byte for byte" "cmp -s '$TQ' '$T/tq-back.gguf'"
 
 # ---- mkmodel --------------------------------------------------------------------------------
 mk() { "$E" mkmodel --shape tiny --vocab "$VOC" "$@"; }
@@ -126,6 +148,16 @@ expect_fail "mkmodel: vocab file without tokens" 1 "no tokenizer.ggml.tokens" mk
 expect_fail "mkmodel: missing -o" 2 "missing -o" mkmodel --shape tiny --type Q8_0 --vocab "$VOC"
 expect_fail "mkmodel: output directory missing" 1 "no-dir/m.gguf.*No such file" mkmodel --shape tiny --type Q8_0 --vocab "$VOC" -o "$T/no-dir/m.gguf"
 expect_fail "mkmodel: output is the vocabulary" 2 "is the vocabulary" mkmodel --shape tiny --type Q8_0 --vocab "$T/keep.gguf" -o "$T/keep.gguf"
+# the ids forks disagree on (docs/weights.md): the seed corpus's malformed ternary files
+C=${HX_SOURCE:-.}/tests/fuzz/corpus/gguf
+if [ -e "$C/bad-i2s-span-short" ]; then
+  expect_fail "inspect: I2_S tensor short of n/4 + 32" 1 "tensor 'blk.0.attn_q.weight' has type 36, I2_S .*n/4 \+ 32 = 224 bytes.*spans 160 bytes" inspect "$C/bad-i2s-span-short"
+  expect_fail "run: I2_S tensor with 64 bytes too many" 1 "tensor 'blk.0.attn_q.weight' has type 36.*spans 160 bytes" run -m "$C/bad-i2s-span-long" -p hi -n 1
+  expect_fail "quantize: I2_S rows of 192" 1 "tensor 'blk.0.attn_q.weight': ne\[0\] = 192 is not a multiple of I2_S's block of 128" quantize "$C/bad-i2s-row-192" "$T/keep.gguf" Q8_0
+  expect_fail "inspect: type 42 in PrismML's 34-per-128 layout" 1 "tensor 'blk.0.ffn_gate.weight' has type 42 .*PrismML" inspect "$C/bad-q2_0-prismml-128"
+else
+  bad "the seed corpus is missing at $C"
+fi
 
 # ---- outputs are written only as regular files (core/outfile.c) ------------------------------
 # A FIFO, a directory, a device node and a dangling link are refused and left as they were; a

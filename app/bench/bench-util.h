@@ -93,7 +93,6 @@ double hx_app_stddev(const double *v, size_t n);   /* sample standard deviation 
 double hx_app_median(const double *v, size_t n);   /* v is not modified */
 double hx_app_min(const double *v, size_t n);
 double hx_app_max(const double *v, size_t n);
-double hx_app_now_us(void);                        /* monotonic clock */
 
 /* Uniform in [-1, 1) from a xorshift64 state: the kernel benchmarks' weights and activations.
  * Each benchmark keeps its own state and seed, so its data are the same on every run. */

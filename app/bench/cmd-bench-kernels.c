@@ -185,7 +185,8 @@ static int hx_bk_work_make(struct hx_device *dev, const struct hx_bk_opts *o, en
         if (b->copies) memcpy(d, wdata, b->wbytes);
         b->data[b->copies] = d;
         b->w[b->copies] = (struct hx_weight){.name = "bench", .type = t, .n_rows = n, .n_cols = k,
-                                             .data = d, .nbytes = b->wbytes, .scale = 1.0f};
+                                             .data = d, .nbytes = b->wbytes, .scale = 1.0f,
+                                             .tensor_scale = 1.0f};
     }
     for (int64_t i = 0; i < m * k; i++) x[i] = hx_app_rand(&hx_bk_rng);
     if ((st = hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &b->src)) ||

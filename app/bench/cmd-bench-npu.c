@@ -102,7 +102,7 @@ static int hx_bn_case(struct hx_device *dev, const struct hx_bn_opts *o, int64_t
     double *host = malloc(sizeof(double) * (size_t)reps * (1 + HX_BN_STAGES));
     struct hx_buffer *src = NULL, *dst = NULL;
     struct hx_weight w = {.name = "bench", .type = o->type, .n_rows = n, .n_cols = k, .data = wdata,
-                          .nbytes = wbytes, .scale = 1.0f};
+                          .nbytes = wbytes, .scale = 1.0f, .tensor_scale = 1.0f};
     struct hx_op op = {.desc = {.kind = HX_OP_MATMUL, .cls = HX_CLASS_GATE_UP, .n_rows = m, .n_in = k,
                                 .n_out = n, .wtype = o->type},
                        .weight = &w};

@@ -651,6 +651,10 @@ static int hx_srv_load(void)
         size_t n = piece ? strlen(piece) : 0;
         if (n > hx_srv_s.max_piece_bytes) hx_srv_s.max_piece_bytes = n;
     }
+    { /* build the vocabulary's token trie for grammars now, not in the first such request */
+        struct hx_grammar *warm = NULL;
+        if (hx_grammar_new(hx_srv_s.model, "root ::= \"x\"", 12, &warm) == HX_OK) hx_grammar_free(warm);
+    }
     if (hx_srv_s.n_seq < 1) return HX_E_NOMEM;
     hx_srv_s.slots = calloc((size_t)hx_srv_s.n_seq, sizeof *hx_srv_s.slots);
     struct hx_srv_slot_view *view = calloc((size_t)hx_srv_s.n_seq, sizeof *view);

@@ -12,17 +12,22 @@
 
 #define HX_CPU_ALIGN(x) (((x) + 63) & ~(size_t)63)
 
-int hx__cpu_act_qb(enum hx_dtype t)
+int hx__cpu_act_qb(enum hx_dtype t, int64_t k)
 {
     switch (t) {
     case HX_DTYPE_Q1_0: return 128;
     case HX_DTYPE_TQ1_0:
     case HX_DTYPE_TQ2_0: return 256;
+    case HX_DTYPE_Q2_0: return 64;
+    case HX_DTYPE_I2_S: return k % 256 ? 128 : 256;
     default: return 32;
     }
 }
 
-bool hx__cpu_type_permuted(enum hx_dtype t) { return t == HX_DTYPE_TQ2_0; }
+bool hx__cpu_type_permuted(enum hx_dtype t, int64_t k)
+{
+    return t == HX_DTYPE_TQ2_0 || (t == HX_DTYPE_I2_S && k % 256 == 0);
+}
 
 size_t hx__cpu_act_bytes(int64_t n_rows, int64_t k)
 {
@@ -87,7 +92,8 @@ void hx__cpu_panel_init(struct hx_cpu_panel *p, void *mem, int64_t n_rows, int64
     p->mc = (float *)c;
 }
 
-void hx__cpu_unpack_row(enum hx_dtype t, const void *row, int64_t k, struct hx_cpu_panel *p, int i)
+void hx__cpu_unpack_row(enum hx_dtype t, const void *row, int64_t k, float ts,
+                        struct hx_cpu_panel *p, int i)
 {
-    hx__cpu_unpack_row_impl(t, row, k, p, i);
+    hx__cpu_unpack_row_impl(t, row, k, ts, p, i);
 }

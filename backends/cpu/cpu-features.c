@@ -144,7 +144,10 @@ int hx__cpu_decode_prefetch(enum hx_dtype t)
     if (env && !strcmp(env, "16")) return 16384;
     if (hx_cpu_amd_family() != 0x19) return 16384;
     if (t == HX_DTYPE_Q8_0 || t == HX_DTYPE_Q4_0 || t == HX_DTYPE_Q4_K || t == HX_DTYPE_Q6_K) return 0;
-    return t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_TQ1_0 ? 8192 : 16384;
+    /* Q2_0 and I2_S are 2-bit codes decoded as TQ2_0's are: its distance, not measured apart */
+    return t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_Q2_0 || t == HX_DTYPE_I2_S
+               ? 8192
+               : 16384;
 }
 
 /* The Q1_0 lookup decode's walk (cpu-x16-vbmi.c), asked when a weight is repacked: tiles per

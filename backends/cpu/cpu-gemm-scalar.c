@@ -50,9 +50,10 @@ static float hx_cpu_dot_f32_scalar(const float *w, const float *x, int64_t k)
     return s;
 }
 
-static void hx_cpu_unpack_scalar(enum hx_dtype t, const void *row, int64_t k, struct hx_cpu_panel *p, int i)
+static void hx_cpu_unpack_scalar(enum hx_dtype t, const void *row, int64_t k, float ts,
+                                 struct hx_cpu_panel *p, int i)
 {
-    hx__cpu_unpack_row_impl(t, row, k, p, i);
+    hx__cpu_unpack_row_impl(t, row, k, ts, p, i);
 }
 
 const struct hx_cpu_kernels hx__cpu_kernels_scalar = {

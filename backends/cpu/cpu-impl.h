@@ -13,7 +13,8 @@
  * corrections) once per tile and reused for every activation row; m = 1 GEMV for the low-bit
  * types reads the GGUF blocks directly (fused kernels), as decode is bound by memory.
  * Within a TQ2_0 block codes are stored in the order its bit layout unpacks to (see
- * hx__cpu_perm), and the activation quantizer writes the same order.
+ * hx__cpu_perm), and the activation quantizer writes the same order. I2_S (codes only; its one
+ * tensor scale is the lane scale) takes TQ2_0's order and activation blocks where K allows.
  *
  * ISA paths (scalar, avx2, avx512) are chosen at run time (hx__cpu_isa), HX_CPU_ISA forces one.
  */
@@ -66,10 +67,12 @@ void hx__cpu_q1_lut(int *tiles, int *ahead);
  * Asked when a weight is repacked (x16). */
 void hx__cpu_chunk_bytes(size_t *decode, size_t *prefill);
 
-/* Activation block size for a quantized weight type (32, 128 or 256). */
-int hx__cpu_act_qb(enum hx_dtype t);
-/* True if a type's codes are stored permuted within a 256 block (TQ2_0). */
-bool hx__cpu_type_permuted(enum hx_dtype t);
+/* Activation block size for a quantized weight type of rows of k (32, 64, 128 or 256; I2_S:
+ * 256 where k is whole 256s, as TQ2_0, else 128). */
+int hx__cpu_act_qb(enum hx_dtype t, int64_t k);
+/* True if a type's codes are stored permuted within a 256 block (TQ2_0; I2_S where k is whole
+ * 256s, so the same ternary weights take the same integer sums as TQ2_0's). */
+bool hx__cpu_type_permuted(enum hx_dtype t, int64_t k);
 /* Position of element e (0..255) of a TQ2_0 block in code order. */
 static inline int hx__cpu_perm_tq2(int e)
 {
@@ -102,9 +105,10 @@ struct hx_cpu_panel {
 };
 size_t hx__cpu_panel_bytes(int64_t n_rows, int64_t k);
 void hx__cpu_panel_init(struct hx_cpu_panel *p, void *mem, int64_t n_rows, int64_t k);
-/* Unpack weight row `row` (GGUF blocks of type t, k elements) into panel row i. */
-void hx__cpu_unpack_row(enum hx_dtype t, const void *row, int64_t k, struct hx_cpu_panel *p,
-                        int i);
+/* Unpack weight row `row` (GGUF blocks of type t, k elements; ts the weight's tensor scale,
+ * hx_weight.tensor_scale) into panel row i. */
+void hx__cpu_unpack_row(enum hx_dtype t, const void *row, int64_t k, float ts,
+                        struct hx_cpu_panel *p, int i);
 
 /* One matmul being computed: shared read-only state for the kernels. */
 struct hx_cpu_mm {
@@ -122,7 +126,8 @@ struct hx_cpu_kernels {
     void (*panel_dot)(const struct hx_cpu_panel *p, int nr, const struct hx_cpu_act *a,
                       int64_t r0, int64_t nc, float *out, int64_t out_stride);
     /* Unpack weight row `row` into panel row i (hx__cpu_unpack_row compiled for this ISA). */
-    void (*unpack_row)(enum hx_dtype t, const void *row, int64_t k, struct hx_cpu_panel *p, int i);
+    void (*unpack_row)(enum hx_dtype t, const void *row, int64_t k, float ts,
+                       struct hx_cpu_panel *p, int i);
     /* Fused m = 1 GEMV over GGUF rows j0..j1 (type-specific; NULL = use panels). */
     bool (*gemv_fused)(const struct hx_cpu_mm *mm, int64_t j0, int64_t j1, float *out);
     /* Float weights: convert a row of weight type t to f32. */

@@ -225,7 +225,8 @@ static void hx_gen_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool first)
         const int64_t j0 = t * HX_CPU_NR;
         const int nr = (int)HX_MIN((int64_t)HX_CPU_NR, n - j0);
         for (int i = 0; i < nr; i++)
-            j->kr->unpack_row(w->type, (const char *)w->data + (size_t)(j0 + i) * rb, k, &p, i);
+            j->kr->unpack_row(w->type, (const char *)w->data + (size_t)(j0 + i) * rb, k,
+                              w->tensor_scale, &p, i);
         float *out = hx_tensor_row(&op->dst, 0) + j0;
         j->kr->panel_dot(&p, nr, &j->act, 0, m, out, ostride);
         hx_cpu_scale_tile(out, ostride, m, nr, w->scale);
@@ -251,8 +252,8 @@ int hx__cpu_matmul(const struct hx_op *op, int n_threads, void **mem, size_t *me
     int st = hx_cpu_scratch(mem, mem_bytes, act_bytes + j.per * (size_t)nt + 128);
     if (st) return st;
     char *base = *mem;
-    hx__cpu_act_init(&j.act, base, m, k, hx__cpu_act_qb(w->type));
-    j.perm = hx__cpu_type_permuted(w->type);
+    hx__cpu_act_init(&j.act, base, m, k, hx__cpu_act_qb(w->type, k));
+    j.perm = hx__cpu_type_permuted(w->type, k);
     j.pbase = base + act_bytes;
     j.mm = (struct hx_cpu_mm){
         .w = w, .act = &j.act, .src = &op->src[0], .dst = &op->dst,

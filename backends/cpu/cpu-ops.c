@@ -18,7 +18,6 @@ static int hx_cpu_threads_for(int64_t work, int n_threads)
 struct hx_embed_job {
     const struct hx_op *op;
     const struct hx_split *s;
-    size_t rb;
     _Atomic int bad;
 };
 
@@ -27,8 +26,7 @@ static void hx_embed_row(void *arg, int64_t r, int tid)
     struct hx_embed_job *j = arg;
     const struct hx_weight *w = j->op->weight;
     (void)tid;
-    const char *src = (const char *)w->data + (size_t)j->s->tokens[r] * j->rb;
-    if (hx_dequantize_row(w->type, src, hx_tensor_row(&j->op->dst, r), w->n_cols) != HX_OK)
+    if (hx_weight_dequantize_row(w, j->s->tokens[r], hx_tensor_row(&j->op->dst, r)) != HX_OK)
         atomic_store(&j->bad, 1);
 }
 
@@ -36,10 +34,9 @@ int hx__cpu_op_embed(const struct hx_op *op, const struct hx_split *s, int n_thr
 {
     const struct hx_weight *w = op->weight;
     const int64_t n = op->dst.n_rows, d = w->n_cols;
-    const size_t rb = hx_dtype_row_bytes(w->type, d);
     for (int64_t r = 0; r < n; r++)
         if (s->tokens[r] < 0 || s->tokens[r] >= w->n_rows) return HX_E_INVAL;
-    struct hx_embed_job j = {.op = op, .s = s, .rb = rb};
+    struct hx_embed_job j = {.op = op, .s = s};
     atomic_init(&j.bad, 0);
     hx__pool_for(n, hx_cpu_threads_for(n * d, n_threads), 0, hx_embed_row, &j);
     return atomic_load(&j.bad) ? HX_E_INTERNAL : HX_OK;

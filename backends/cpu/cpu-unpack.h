@@ -38,7 +38,8 @@ static inline void hx_cpu_q4k_scale_min(const uint8_t *s, int j, int *sc, int *m
     }
 }
 
-static inline void hx__cpu_unpack_row_impl(enum hx_dtype t, const void *row, int64_t k,
+/* ts: the weight's tensor scale (I2_S: its lane scale, as TQ2_0's d is; ignored otherwise). */
+static inline void hx__cpu_unpack_row_impl(enum hx_dtype t, const void *row, int64_t k, float ts,
                                            struct hx_cpu_panel *p, int i)
 {
     const uint8_t *b = row;
@@ -146,6 +147,26 @@ static inline void hx__cpu_unpack_row_impl(enum hx_dtype t, const void *row, int
             hx_cpu_fill(wsl, mc, e, 128, 2.0f * d, -d);
         }
         break;
+    case HX_DTYPE_Q2_0:
+        for (int64_t e = 0; e < k; e += 64, b += 18) {
+            float d = hx_cpu_h2f(b);
+            for (int j = 0; j < 64; j++) u[e + j] = (b[2 + j / 4] >> (2 * (j % 4))) & 3;
+            hx_cpu_fill(wsl, mc, e, 64, d, -d);
+        }
+        break;
+    case HX_DTYPE_I2_S: {
+        /* Where K is whole 256s the codes go in TQ2_0's code order (hx__cpu_type_permuted), so
+         * that the same ternary weights give TQ2_0's lane sums bit for bit; else natural order */
+        const bool perm = hx__cpu_type_permuted(t, k);
+        for (int64_t e = 0; e < k; e += 128, b += 32)
+            for (int j = 0; j < 128; j++) {
+                const int64_t x = e + j;
+                const uint8_t c = (b[j % 32] >> (6 - 2 * (j / 32))) & 3;
+                u[perm ? (x & ~(int64_t)255) + hx__cpu_perm_tq2((int)(x & 255)) : x] = c;
+            }
+        hx_cpu_fill(wsl, mc, 0, k, ts, -ts);
+        break;
+    }
     default:
         memset(u, 0, (size_t)k);
         hx_cpu_fill(wsl, mc, 0, k, 0.0f, 0.0f);

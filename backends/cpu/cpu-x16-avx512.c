@@ -8,7 +8,8 @@
  * (Q6_K: into a superblock accumulator, f32(dot)·(sc·dx), times d/4 once per superblock).
  * The weight vector of a chunk is decoded once and reused for every activation row of the
  * call; a single row (decode) splits the chain over 4 accumulators for the long ternary and
- * binary groups so vpdpbusd latency does not bind.
+ * binary groups so vpdpbusd latency does not bind. Q2_0 is TQ2_0's 2-bit decode on groups of
+ * 64 with d first; I2_S is TQ2_0's exactly, with the tensor scale for every group's d.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -141,18 +142,23 @@ hx_x16_tile_q6k(const uint8_t *tile, const struct hx_cpu_xact *a, int64_t r0, co
     for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(out + r * os, om, _mm512_mul_ps(acc[r], vs));
 }
 
-/* One tile × R activation rows. T and R are constants after inlining. */
+/* One tile × R activation rows. T and R are constants after inlining. ts: I2_S's tensor scale,
+ * its every group's weight scale. */
 static inline __attribute__((always_inline)) void
 hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
             const struct hx_cpu_xact *a, int64_t r0, const int R, float *out, int64_t os,
-            __mmask16 om, float scale, const int PFD)
+            __mmask16 om, float scale, float ts, const int PFD)
 {
     const int64_t k = a->k;
     if (T == HX_DTYPE_Q6_K) {
         hx_x16_tile_q6k(tile, a, r0, R, out, os, om, scale, PFD);
         return;
     }
-    const int G = T == HX_DTYPE_Q1_0 ? 128 : (T == HX_DTYPE_TQ1_0 || T == HX_DTYPE_TQ2_0) ? 256 : 32;
+    const bool T2 = T == HX_DTYPE_TQ2_0 || T == HX_DTYPE_I2_S; /* the same codes, 256 per group */
+    const int G = T == HX_DTYPE_Q1_0                 ? 128
+                  : T == HX_DTYPE_Q2_0               ? 64
+                  : (T == HX_DTYPE_TQ1_0 || T2)      ? 256
+                                                     : 32;
     const int QB = G; /* the act block: Q6_K, whose is 32 for a group of 16, is above */
     /* Integer accumulators per activation row: 8 independent vpdpbusd chains for one row of
      * the long groups (latency ~5 cycles, 2 issued per cycle). TQ2_0, Q1_0 and the Q4 types
@@ -161,8 +167,9 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
      * instead of a shift and a vpand. Field f's accumulator then holds 2^(FS·f) times its dot
      * product exactly and is shifted back once per group ("field mode"). */
     const bool Q4 = T == HX_DTYPE_Q4_0 || T == HX_DTYPE_Q4_K;
-    const int NF = T == HX_DTYPE_TQ2_0 ? 4 : T == HX_DTYPE_Q1_0 ? 8 : Q4 ? 2 : 0;
-    const int FS = T == HX_DTYPE_TQ2_0 ? 2 : Q4 ? 4 : 1;
+    const bool C2 = T2 || T == HX_DTYPE_Q2_0; /* 2-bit codes, 4 fields per byte */
+    const int NF = C2 ? 4 : T == HX_DTYPE_Q1_0 ? 8 : Q4 ? 2 : 0;
+    const int FS = C2 ? 2 : Q4 ? 4 : 1;
     const bool TF = NF > 0 && R <= 2;
     /* TQ1_0 for R <= 2: trit j of a byte is d_j = floor(3·m_j / 256), where m_0 is the byte
      * and m_{j+1} = 3·m_j mod 256, so d_j = (3·m_j − m_{j+1}) / 256 exactly. Rather than
@@ -253,9 +260,33 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
                 else HX_DOT(v + 4, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
             }
             nv = 4;
-        } else if (T == HX_DTYPE_TQ2_0) {
-            const uint8_t *p = tile + g * 1056;
-            ws = hx_x16_h16(p + 1024);
+        } else if (T == HX_DTYPE_Q2_0) {
+            const uint8_t *p = tile + g * 288;
+            ws = hx_x16_h16(p);
+            if (TF) {
+                _Pragma("GCC unroll 32")
+                for (int v = 0; v < 4; v++) {
+                    HX_PFV(v);
+                    const __m512i raw = _mm512_loadu_si512(p + 32 + 64 * v);
+                    _Pragma("GCC unroll 4")
+                    for (int f = 0; f < 4; f++)
+                        HX_DOTA(v + 4 * f, f + 4 * (v & 1), _mm512_and_si512(raw, _mm512_set1_epi8((char)(3 << (2 * f)))));
+                }
+            } else
+            _Pragma("GCC unroll 32")
+            for (int v = 0; v < 4; v++) {
+                HX_PFV(v);
+                const __m512i raw = _mm512_loadu_si512(p + 32 + 64 * v);
+                HX_DOTA(v, 0, _mm512_and_si512(raw, m2));
+                HX_DOTA(v + 4, 1, _mm512_and_si512(_mm512_srli_epi16(raw, 2), m2));
+                HX_DOTA(v + 8, 2, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m2));
+                HX_DOTA(v + 12, 3, _mm512_and_si512(_mm512_srli_epi16(raw, 6), m2));
+            }
+        } else if (T2) {
+            /* TQ2_0: 16 code vectors, then the rows' d; I2_S: the same vectors, the tensor
+             * scale as every row's d (the same float operations: TQ2_0's bits when d = ts) */
+            const uint8_t *p = tile + g * (T == HX_DTYPE_I2_S ? 1024 : 1056);
+            ws = T == HX_DTYPE_I2_S ? _mm512_set1_ps(ts) : hx_x16_h16(p + 1024);
             if (TF) {
                 _Pragma("GCC unroll 32")
                 for (int v = 0; v < 16; v++) {
@@ -349,14 +380,14 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
 }
 
 typedef void (*hx_x16_fn)(const uint8_t *tile, size_t tb, const struct hx_cpu_xact *a, int64_t r0,
-                          float *out, int64_t os, __mmask16 om, float scale);
+                          float *out, int64_t os, __mmask16 om, float scale, float ts);
 
 #define HX_X16_DEF(T, R, P)                                                                         \
     static void hx_x16_##T##_##R##_##P(const uint8_t *tile, size_t tb, const struct hx_cpu_xact *a, \
                                        int64_t r0, float *out, int64_t os, __mmask16 om,            \
-                                       float scale)                                                 \
+                                       float scale, float ts)                                       \
     {                                                                                               \
-        hx_x16_tile(HX_DTYPE_##T, tile, tb, a, r0, R, out, os, om, scale, 1024 * P);                \
+        hx_x16_tile(HX_DTYPE_##T, tile, tb, a, r0, R, out, os, om, scale, ts, 1024 * P);            \
     }
 /* Per type: [no prefetch, 8 KiB, 16 KiB ahead][rows - 1]; only 1 and 2 rows prefetch. */
 #define HX_X16_DEF_ALL(T)                                                                           \
@@ -378,6 +409,8 @@ HX_X16_DEF_ALL(Q6_K)
 HX_X16_DEF_ALL(TQ2_0)
 HX_X16_DEF_ALL(TQ1_0)
 HX_X16_DEF_ALL(Q1_0)
+HX_X16_DEF_ALL(Q2_0)
+HX_X16_DEF_ALL(I2_S)
 
 /* The kernels of type t that prefetch pf bytes ahead (0, 8192 or 16384). */
 static const hx_x16_fn *hx_x16_table(enum hx_dtype t, int pf)
@@ -391,6 +424,8 @@ static const hx_x16_fn *hx_x16_table(enum hx_dtype t, int pf)
     case HX_DTYPE_TQ2_0: return hx_x16_tab_TQ2_0[i];
     case HX_DTYPE_TQ1_0: return hx_x16_tab_TQ1_0[i];
     case HX_DTYPE_Q1_0: return hx_x16_tab_Q1_0[i];
+    case HX_DTYPE_Q2_0: return hx_x16_tab_Q2_0[i];
+    case HX_DTYPE_I2_S: return hx_x16_tab_I2_S[i];
     default: return NULL;
     }
 }
@@ -438,7 +473,7 @@ void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a
                 const uint8_t *tile = x->data + x->tile_bytes * (size_t)t;
                 const int64_t cols = HX_MIN((int64_t)HX_X16_ROWS, x->n - t * HX_X16_ROWS);
                 const __mmask16 om = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
-                tab[r1 - r0 - 1](tile, x->tile_bytes, a, r0, dst + r0 * dst_stride + t * HX_X16_ROWS, dst_stride, om, scale);
+                tab[r1 - r0 - 1](tile, x->tile_bytes, a, r0, dst + r0 * dst_stride + t * HX_X16_ROWS, dst_stride, om, scale, x->tscale);
             }
         return;
     }
@@ -450,7 +485,7 @@ void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a
             const __mmask16 om = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
             for (int64_t r = rb; r < re; r += HX_X16_RMAX) {
                 const int R = (int)HX_MIN((int64_t)HX_X16_RMAX, re - r);
-                tab[R - 1](tile, x->tile_bytes, a, r, dst + r * dst_stride + t * HX_X16_ROWS, dst_stride, om, scale);
+                tab[R - 1](tile, x->tile_bytes, a, r, dst + r * dst_stride + t * HX_X16_ROWS, dst_stride, om, scale, x->tscale);
             }
         }
     }

@@ -24,8 +24,10 @@ int hx__x16_group(enum hx_dtype t)
     case HX_DTYPE_Q4_K: return 32;
     case HX_DTYPE_Q6_K: return 16;
     case HX_DTYPE_TQ1_0:
-    case HX_DTYPE_TQ2_0: return 256;
+    case HX_DTYPE_TQ2_0:
+    case HX_DTYPE_I2_S: return 256;
     case HX_DTYPE_Q1_0: return 128;
+    case HX_DTYPE_Q2_0: return 64;
     default: return 0;
     }
 }
@@ -46,21 +48,24 @@ int hx__x16_bias(enum hx_dtype t)
     case HX_DTYPE_Q6_K: return 128; /* codes stored ×4: 4u − 128 = 4·(u − 32) */
     case HX_DTYPE_TQ1_0:
     case HX_DTYPE_TQ2_0:
-    case HX_DTYPE_Q1_0: return 1;
+    case HX_DTYPE_Q1_0:
+    case HX_DTYPE_Q2_0:
+    case HX_DTYPE_I2_S: return 1;
     default: return 0;
     }
 }
 
 bool hx__x16_usable(enum hx_dtype t, int64_t k)
 {
-    int64_t be = hx_dtype_block_elems(t);
-    return hx__x16_group(t) > 0 && k > 0 && k % be == 0 && k % 32 == 0;
+    int64_t be = hx_dtype_block_elems(t), g = hx__x16_group(t);
+    return g > 0 && k > 0 && k % be == 0 && k % g == 0 && k % 32 == 0; /* I2_S: K whole 256s */
 }
 
-/* Code of row i, element e, from an unpacked panel (TQ2_0 panels hold a permuted order). */
+/* Code of row i, element e, from an unpacked panel (TQ2_0 panels hold a permuted order, and
+ * I2_S ones where K is whole 256s: always, here). */
 static inline uint8_t hx_x16_code(const struct hx_cpu_panel *p, enum hx_dtype t, int i, int64_t e)
 {
-    if (t == HX_DTYPE_TQ2_0) e = (e & ~(int64_t)255) + hx__cpu_perm_tq2((int)(e & 255));
+    if (hx__cpu_type_permuted(t, p->k)) e = (e & ~(int64_t)255) + hx__cpu_perm_tq2((int)(e & 255));
     return p->codes[(size_t)i * p->k + e];
 }
 
@@ -175,6 +180,26 @@ static void hx_x16_pack_tile(enum hx_dtype t, int64_t k, const uint8_t *rows[], 
                 }
         }
         break;
+    case HX_DTYPE_Q2_0:
+        for (int64_t g = 0; g < k / 64; g++, o += 288) {
+            hx_x16_put_h(o, rows, nr, (size_t)g * 18);
+            for (int v = 0; v < 4; v++)
+                for (int pos = 0; pos < 64; pos++) {
+                    uint8_t b = 0;
+                    for (int s = 0; s < 4; s++) b |= (uint8_t)(hx_x16_cb(p, t, nr, pos, 16 * g + v + 4 * s) << (2 * s));
+                    o[32 + 64 * v + pos] = b;
+                }
+        }
+        break;
+    case HX_DTYPE_I2_S: /* TQ2_0's codes without its d: the tensor scale is x16.tscale */
+        for (int64_t sb = 0; sb < k / 256; sb++, o += 1024)
+            for (int v = 0; v < 16; v++)
+                for (int pos = 0; pos < 64; pos++) {
+                    uint8_t b = 0;
+                    for (int s = 0; s < 4; s++) b |= (uint8_t)(hx_x16_cb(p, t, nr, pos, 64 * sb + v + 16 * s) << (2 * s));
+                    o[64 * v + pos] = b;
+                }
+        break;
     default:
         break;
     }
@@ -199,7 +224,7 @@ static void hx_x16_pack_one(void *arg, int64_t tt, int tid)
     const uint8_t *rows[HX_X16_ROWS];
     for (int i = 0; i < nr; i++) {
         rows[i] = (const uint8_t *)w->data + (size_t)(j0 + i) * j->rb;
-        hx__cpu_unpack_row(w->type, rows[i], k, &p, i);
+        hx__cpu_unpack_row(w->type, rows[i], k, w->tensor_scale, &p, i);
     }
     hx_x16_pack_tile(w->type, k, rows, nr, &p, j->x->data + j->x->tile_bytes * (size_t)tt);
 }
@@ -215,6 +240,7 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
     x->type = w->type;
     x->streams = hx__cpu_decode_streams();
     x->prefetch = hx__cpu_decode_prefetch(w->type);
+    x->tscale = hx_dtype_tail_bytes(w->type) ? w->tensor_scale : 1.0f;
     if (w->type == HX_DTYPE_Q1_0) hx__cpu_q1_lut(&x->lut_tiles, &x->lut_ahead);
     x->n = n;
     x->k = k;

@@ -9,8 +9,9 @@
  * reused for up to 8 activation rows in registers.
  *
  * Codes are unsigned: w = s·(u − K) per group of G elements (Q8_0: u = q + 128, K = 128;
- * Q4_0: K = 8; Q6_K: u = 4·code, K = 128, s = d·sc / 4; TQ1_0, TQ2_0: u = trit, K = 1; Q1_0:
- * u = bit, w = s·(2u − 1)), except
+ * Q4_0: K = 8; Q6_K: u = 4·code, K = 128, s = d·sc / 4; TQ1_0, TQ2_0, Q2_0: u = the 2-bit or
+ * base-3 code, K = 1; I2_S: the same with s the tensor scale for every group; Q1_0: u = bit,
+ * w = s·(2u − 1)), except
  * Q4_K, where w = d·sc·u − dmin·m. The −K·Σx term is an integer the activation quantizer
  * computes per group, used as the accumulator's start value, so it costs nothing in the loop.
  * Codes stay packed as tightly as in GGUF (nibbles, 2-bit, base-3, bit masks) and every tile
@@ -28,6 +29,11 @@
  *   TQ1_0 G=256: vec[12] (chunks 5p..5p+4, base 3), vec (chunks 60..63 + a zero
  *                trit), h[16] d — the byte coding of GGUF's TQ1_0               = 16 × 54
  *   Q1_0  G=128: h[16] d, vec[4] (chunk 8v + i at bit i)                       = 16 × 18
+ *   Q2_0  G=64 : h[16] d, vec[4] (chunk v + 4·s at bits 2s)                    = 16 × 18
+ *   I2_S  G=256: vec[16] (chunk p + 16·s at bits 2s), TQ2_0's codes; no scale in the tile:
+ *                the tensor's one scale is x16.tscale, applied per group as TQ2_0's d is, so
+ *                the same ternary weights give TQ2_0's results bit for bit   = 16 × 64
+ *                (K a multiple of 256; I2_S weights with K = 128 mod 256 keep the GGUF rows)
  */
 #pragma once
 
@@ -49,6 +55,7 @@ struct hx_cpu_x16 {
                                   (hx__cpu_decode_prefetch) */
     int lut_tiles, lut_ahead;  /* Q1_0 lookup decode: tiles per block (4, 8), groups ahead
                                   (hx__cpu_q1_lut) */
+    float tscale;              /* the weight's tensor scale (I2_S), 1 for the other types */
     size_t chunk_decode, chunk_prefill; /* weight bytes a thread claims at a time, decode and
                                            prefill (hx__cpu_chunk_bytes; set for plain handles too) */
     uint8_t *data;             /* n_tiles × tile_bytes, 4 KiB aligned, on huge pages */
@@ -89,7 +96,7 @@ void hx__x16_quantize_rows_avx512(struct hx_cpu_xact *a, enum hx_dtype t, const 
 void hx__x16_prefetch_head(const struct hx_cpu_x16 *x, int64_t t0, int64_t t1);
 void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a, int64_t r0,
                          int64_t r1, int64_t t0, int64_t t1, float *dst, int64_t dst_stride,
-                         float scale);
+                         float scale); /* hx_weight.scale; x->tscale is applied per group */
 /* Q1_0, one activation row, by table lookup (cpu-x16-vbmi.c, only where hx__cpu_vbmi()):
  * columns of tiles t0..t1 of a quantized row bq (its codes; dx: its act scales), the row's
  * tables (hx__x16_q1_lut_bytes(k) bytes, 64-aligned) built into lut as the first block walks;

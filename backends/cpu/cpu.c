@@ -184,7 +184,8 @@ static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
     struct hx_cpu_dev *c = dev->ctx;
     /* the decode prefetch distance: one figure, or per x16 type where they differ */
     static const enum hx_dtype x16[] = {HX_DTYPE_Q8_0, HX_DTYPE_Q4_0, HX_DTYPE_Q4_K, HX_DTYPE_Q6_K,
-                                        HX_DTYPE_TQ2_0, HX_DTYPE_TQ1_0, HX_DTYPE_Q1_0};
+                                        HX_DTYPE_TQ2_0, HX_DTYPE_TQ1_0, HX_DTYPE_Q1_0,
+                                        HX_DTYPE_Q2_0,  HX_DTYPE_I2_S};
     const size_t nx = sizeof x16 / sizeof x16[0];
     char pf[160] = "";
     bool same = true;

@@ -61,8 +61,7 @@ static const float *hx_ref_wrow(struct hx_ref_dev *c, const struct hx_weight *w,
 {
     *st = hx_ref_grow(&c->row, &c->row_cap, w->n_cols);
     if (*st) return NULL;
-    size_t rb = hx_dtype_row_bytes(w->type, w->n_cols);
-    *st = hx_dequantize_row(w->type, (const char *)w->data + (size_t)j * rb, c->row, w->n_cols);
+    *st = hx_weight_dequantize_row(w, j, c->row); /* tensor scale (I2_S) included */
     return *st ? NULL : c->row;
 }
 

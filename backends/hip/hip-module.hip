@@ -88,9 +88,11 @@ static double hx_hip_now_us(void)
 
 /* ---- types on the host ------------------------------------------------------------------------ */
 
+/* The types the kernels decode (hip-decode.h): not Q2_0 or I2_S yet, which supports() refuses
+ * so the scheduler puts those weights elsewhere. */
 static bool hx_hip_type_ok(int t)
 {
-    return t >= 0 && t < HX_DTYPE_COUNT;
+    return t >= 0 && t <= HX_DTYPE_Q1_0;
 }
 
 static int64_t hx_hip_block_elems(enum hx_dtype t)
@@ -289,7 +291,7 @@ static int hx_hip_device_info(int idx, struct hx_device_info *out, char *err, si
     info.memory_total_bytes = p.totalGlobalMem;
     info.alignment_bytes = 256;
     info.unified_memory = p.integrated != 0;
-    info.weight_types = (1u << HX_DTYPE_COUNT) - 1u;
+    info.weight_types = (1u << (HX_DTYPE_Q1_0 + 1)) - 1u;
 #if defined(HX_HIP_EMU)
     info.simulated = true;
 #endif

@@ -302,8 +302,7 @@ static int hx_npu_weight_fill(struct hx_device *dev, const struct hx_weight *hw,
         hx__npu_grow((void **)&d->qrow, &d->qrow_cap, (size_t)w->K, 1))
         return HX_E_NOMEM;
     for (int64_t j = 0; j < w->N; j++) {
-        const uint8_t *src = (const uint8_t *)hw->data + (size_t)j * row_bytes;
-        int st = hx_dequantize_row(hw->type, src, d->row, w->K);
+        int st = hx_weight_dequantize_row(hw, j, d->row); /* with I2_S's tensor scale */
         if (st) return hx_device_set_error(dev, st, "weight %s: row %lld cannot be decoded", hw->name, (long long)j);
         bool exact;
         w->s_w[j] = hx__npu_weight_row_to_i8(d->row, w->K, d->qrow, &exact) * hw->scale;

@@ -65,11 +65,12 @@ _Static_assert(sizeof(struct hx_vk_embed_push) <= HX_VK_PUSH_BYTES, "push consta
 /* Shader ids per weight type, in the order the shaders/CMakeLists.txt emits them. */
 struct hx_vk_type_shaders {
     enum hx_shader_id mmv, mmvl, gemm, embed;
-    int q; /* index into the INT8 table, or -1 (float types) */
+    int q;   /* index into the INT8 table, or -1 (float types) */
+    bool ok; /* shaders exist: Q2_0 and I2_S have none yet (supports() says no) */
 };
 #define HX_VK_T(T, Q)                                                                              \
     {                                                                                              \
-        HX_SHADER_MMV_##T, HX_SHADER_MMVL_##T, HX_SHADER_GEMM_##T, HX_SHADER_EMBED_##T, Q          \
+        HX_SHADER_MMV_##T, HX_SHADER_MMVL_##T, HX_SHADER_GEMM_##T, HX_SHADER_EMBED_##T, Q, true    \
     }
 static const struct hx_vk_type_shaders hx_vk_types[HX_DTYPE_COUNT] = {
     [HX_DTYPE_F32] = HX_VK_T(F32, -1),    [HX_DTYPE_F16] = HX_VK_T(F16, -1),
@@ -92,6 +93,18 @@ static const enum hx_shader_id hx_vk_qshaders[7][2][2] = {
     HX_VK_Q(TQ1_0), HX_VK_Q(TQ2_0), HX_VK_Q(Q1_0),
 };
 #undef HX_VK_Q
+
+bool hx__vk_type_ok(enum hx_dtype t)
+{
+    return (unsigned)t < HX_DTYPE_COUNT && hx_vk_types[t].ok;
+}
+
+uint32_t hx__vk_weight_types(void)
+{
+    uint32_t m = 0;
+    for (int t = 0; t < HX_DTYPE_COUNT; t++) m |= hx_vk_types[t].ok ? 1u << t : 0u;
+    return m;
+}
 
 /* Chunks of 32 sharing one activation scale: the CPU backend's activation blocks. */
 static uint32_t hx_vk_qgroup(enum hx_dtype t)
@@ -149,6 +162,7 @@ int hx__vk_kernels_init(struct hx_device *dev)
     uint32_t bm = max_inv >= 256u ? 64u : 32u;
     for (int t = 0; t < HX_DTYPE_COUNT; t++) {
         const struct hx_vk_type_shaders *s = &hx_vk_types[t];
+        if (!s->ok) continue;
         uint32_t gpu[5] = {tpr * nr, HX_VK_MMV_MR, nr, 0, 0};
         uint32_t lane[5] = {HX_VK_LANE_WG, HX_VK_LANE_MR, 1, 0, 0};
         uint32_t gemm[5] = {(bm / 4) * (bm / 4), bm, bm, 4, 4};

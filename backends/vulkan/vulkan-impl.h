@@ -258,6 +258,9 @@ void hx__vk_grid(uint64_t n, uint32_t *gx, uint32_t *gz);
 
 /* vulkan-ops.c / vulkan-gemm.c */
 bool hx__vk_supports(struct hx_device *dev, const struct hx_op_desc *op);
+/* Weight types with shaders (vulkan-gemm.c): the one test, and the device's weight_types mask. */
+bool hx__vk_type_ok(enum hx_dtype t);
+uint32_t hx__vk_weight_types(void);
 int hx__vk_run(struct hx_device *dev, const struct hx_split *split);
 int hx__vk_synchronize(struct hx_device *dev);
 int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_rows);

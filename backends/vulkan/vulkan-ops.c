@@ -53,7 +53,7 @@ bool hx__vk_supports(struct hx_device *dev, const struct hx_op_desc *op)
     switch (op->kind) {
     case HX_OP_EMBED:
     case HX_OP_MATMUL: {
-        if ((unsigned)op->wtype >= HX_DTYPE_COUNT) return false;
+        if (!hx__vk_type_ok(op->wtype)) return false;
         int64_t k = op->kind == HX_OP_MATMUL ? op->n_in : op->n_out;
         size_t rb = hx_dtype_row_bytes(op->wtype, k);
         return rb && rb <= lim;

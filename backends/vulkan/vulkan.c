@@ -329,7 +329,7 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     info->memory_total_bytes = total;
     info->max_alloc_bytes = (size_t)p->max_alloc;
     info->alignment_bytes = (size_t)HX_MAX(p->min_align, 16);
-    info->weight_types = (1u << HX_DTYPE_COUNT) - 1u;
+    info->weight_types = hx__vk_weight_types();
     snprintf(info->description, sizeof info->description,
              "%s, Vulkan %u.%u.%u, driver 0x%x, heaps %s, subgroup %u, int8 %s, fp16 %s, "
              "int-dot %s, max binding %zu MiB",

@@ -3,7 +3,9 @@
  * project's own GGUF writer: small valid files (every value type, nested arrays, tensors of
  * several types and alignments, a SentencePiece and a byte-level BPE vocabulary with a chat
  * template) and malformed variants of them, each broken in one place the reader must catch
- * (truncations, bad magic/version/type ids, huge counts and lengths, bad tensor tables).
+ * (truncations, bad magic/version/type ids, huge counts and lengths, bad tensor tables, and
+ * the ids forks disagree on: an I2_S tensor whose data span is not n/4 + 32 or whose rows are
+ * not whole blocks of 128, a type-42 tensor in PrismML's group-128 layout).
  *
  *   build-fuzz/tests/fuzz/gguf-seeds tests/fuzz/corpus/gguf
  *
@@ -199,6 +201,49 @@ static struct hx_blob hx_tensors(const char *name, uint32_t align)
     return b;
 }
 
+/* Offset of tensor name's n_dims field (just after its name). */
+#define HX_TINFO(b, name) hx_after_str(b, name)
+
+/* The ternary types of bitnet.cpp (I2_S, id 36: n/4 bytes of codes and a 32-byte tail) and
+ * ggml (Q2_0, id 42), then the variants the reader must refuse with a message naming the
+ * tensor and the layout rule. */
+static void hx_ternary(void)
+{
+    struct hx_gguf_writer *w;
+    HX_TRY(hx__gguf_writer_new(&w));
+    HX_TRY(hx__gguf_set_str(w, "general.architecture", "bitnet-b1.58"));
+    HX_TRY(hx__gguf_set_u32(w, "general.file_type", 40));
+    static const struct {
+        const char *name;
+        uint32_t type, n_dims;
+        int64_t ne[2];
+    } t[] = {
+        {"blk.0.attn_q.weight", 36 /* I2_S: 512 / 4 + 32 = 160 bytes */, 2, {256, 2}},
+        {"blk.0.ffn_up.weight", 42 /* Q2_0: 4 blocks of 18 = 72 bytes */, 2, {128, 2}},
+        {"blk.0.ffn_gate.weight", 8 /* Q8_0 {32, 64}: 2176 bytes, PrismML's Q2_0 {128, 64} */, 2, {32, 64}},
+        {"blk.0.attn_norm.weight", 0, 1, {8}},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        HX_TRY(hx__gguf_add_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, NULL));
+    struct hx_blob b = hx_emit(w, "ternary-i2s-q2_0");
+    hx__gguf_writer_free(w);
+    const size_t q = HX_TINFO(&b, "blk.0.attn_q.weight"), g = HX_TINFO(&b, "blk.0.ffn_gate.weight");
+    hx_patch(&b, "bad-i2s-span-short", q + 12, 3, 8);    /* {256, 3} needs 224 of the 160 */
+    hx_patch(&b, "bad-i2s-span-long", q + 12, 1, 8);     /* {256, 1} is 96 bytes, not 160 */
+    hx_patch(&b, "bad-i2s-row-192", q + 4, 192, 8);      /* rows not whole blocks of 128 */
+    hx_patch(&b, "bad-i2s-row-64", q + 4, 64, 8);
+    { /* the Q8_0 tensor retyped as PrismML's Q2_0: type 42, {128, 64}, 34 bytes per 128 */
+        unsigned char *c = malloc(b.n);
+        memcpy(c, b.p, b.n);
+        hx_wle(c + g + 4, 128, 8);
+        hx_wle(c + g + 20, 42, 4);
+        hx_put("bad-q2_0-prismml-128", c, b.n);
+        free(c);
+    }
+    hx_truncations(&b, "ternary");
+    free(b.p);
+}
+
 static void hx_vocab_common(struct hx_gguf_writer *w, const char *const *tok, const int32_t *type,
                             uint64_t n)
 {
@@ -378,6 +423,7 @@ int main(int argc, char **argv)
     struct hx_blob bpe = hx_vocab_bpe("vocab-bpe-qwen2", "qwen2");
     struct hx_blob bpe3 = hx_vocab_bpe("vocab-bpe-llama3", "llama-bpe");
     free(bpe3.p);
+    hx_ternary();
 
     /* header: magic, version, n_tensors, n_kv */
     hx_patch(&kv, "bad-magic", 0, 0x46554746, 4);
