@@ -11,8 +11,8 @@
  *     uniforms, so bounded at ±3.5 sigma), sigma = 1/sqrt(fan_in), and for the two matrices
  *     that write into the residual stream (attn_output, ffn_down) a further 1/sqrt(2·n_layer)
  *     (GPT-2's scaling), so the residual stream stays of order one through every layer;
- *   - matrices of type TQ1_0/TQ2_0: ternary {-1, 0, +1}·s (each with probability 1/3,
- *     s = sigma·sqrt(3/2) for the same variance), which the ternary formats store exactly;
+ *   - matrices of type TQ1_0/TQ2_0/Q2_0/I2_S: ternary {-1, 0, +1}·s (each with probability
+ *     1/3, s = sigma·sqrt(3/2) for the same variance), which the ternary formats store exactly;
  *     Q1_0: binary ±s with s = sigma, also exact;
  *   - token_embd: N(0, 0.02²); norm gains: 1.
  * BitNet (docs/bitnet.md): `bitnet` is llama.cpp's architecture (tensors and keys its loader
@@ -20,12 +20,15 @@
  * explicitly by `bitnet.hidden_activation`, which llama.cpp ignores and hx reads), `bitnet-b1.58`
  * bitnet.cpp's (relu², implied by the name). Every layer matrix is ternary whatever its type,
  * each tensor with its own magnitude s_k = sigma·sqrt(3/2)·(0.75 + 0.5·u_k), u_k uniform from
- * the hash; with --scale-tensors (always for bitnet-b1.58) the matrix holds the bare {-1, 0, +1}
- * and s_k is a one-element F32 tensor `<name>.scale` (the per-tensor scale bitnet.cpp's I2_S
- * carries, in the form both loaders read); else s_k is in the values, as llama.cpp's converter
- * writes them. Norm gains are uniform in [0.75, 1.25], so the sub-norms' gains count. The chat
- * template is BitNet 2B4T's (tokenizer.chat_template, replacing the vocabulary file's).
- * Each value is a hash of (seed, tensor index, row, column), so the file is the same byte for
+ * the hash, rounded to fp16; with --scale-tensors (and for bitnet-b1.58 in any type but I2_S)
+ * the matrix holds the bare {-1, 0, +1} and s_k is a one-element F32 tensor `<name>.scale` (the
+ * per-tensor scale of I2_S, in the form both loaders read); else s_k is in the values, as
+ * llama.cpp's converter writes them (I2_S: its tail, max |x| of the tensor). Values are hashed
+ * from a tensor's place among the tensors that are not .scale ones, so one seed gives the same
+ * weights in every type and form. Norm gains are uniform in [0.75, 1.25], so the sub-norms'
+ * gains count. The chat template is BitNet 2B4T's (tokenizer.chat_template, replacing the
+ * vocabulary file's).
+ * Each value is a hash of (seed, tensor key, row, column), so the file is the same byte for
  * byte for a seed whatever the thread count. Embeddings are tied (no output.weight) unless
  * --output-type asks for a separate LM head. Tensors stream through the GGUF writer one at a
  * time (rows generated and quantized in parallel), so memory stays at about one tensor.
@@ -50,8 +53,10 @@ struct hx_mk_tensor {
     uint32_t n_dims;
     int64_t ne[2];
     enum hx_mk_kind kind;
-    float sigma; /* MATRIX: the spread; TERNARY: the magnitude s (1 with a .scale); SCALE: s;
+    float sigma;  /* MATRIX: the spread; TERNARY: the magnitude s (1 with a .scale); SCALE: s;
                   * NORM: gains uniform in 1 ± sigma (0: all 1) */
+    uint64_t key; /* what its values are hashed from: its index among the tensors that are not
+                   * .scale ones, so a model's values do not depend on where its scales are */
     size_t nbytes;
 };
 
@@ -75,6 +80,7 @@ struct hx_mk_job {
     const struct hx_mk_opts *o;
     struct hx_mk_tensor *t;
     size_t n_t, cap_t;
+    uint64_t n_keys; /* tensors other than .scale ones so far */
     int64_t n_vocab;
     struct hx_app_progress bar;
 };
@@ -87,22 +93,24 @@ static void hx_mk_usage(FILE *f)
         "  --arch A          qwen3, llama, bitnet (llama.cpp's BitNet: SiLU) or bitnet-b1.58\n"
         "                    (bitnet.cpp's: relu², per-tensor .scale);\n"
         "                    default: the shape's, else qwen3\n"
-        "  --type T          matrix type: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0\n"
-        "                    (TQ1_0/TQ2_0: ternary weights; Q1_0: binary weights; BitNet: always\n"
-        "                    ternary); default: the shape's (bitnet-2b4t TQ2_0, bonsai-1.7b Q1_0)\n"
+        "  --type T          matrix type: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0\n"
+        "                    I2_S (TQ1_0/TQ2_0/Q2_0/I2_S: ternary weights; Q1_0: binary weights;\n"
+        "                    BitNet: always ternary); default: the shape's (bitnet-2b4t I2_S,\n"
+        "                    bonsai-1.7b Q1_0)\n"
         "  --vocab FILE      GGUF whose tokenizer.* keys are copied (e.g. ggml-vocab-qwen2.gguf)\n"
         "  --seed S          random seed (default 1); same seed, same bytes\n"
         "  --embd-type T     token_embd type (default: the shape's, else T, or Q8_0 for\n"
-        "                    TQ1_0/TQ2_0/Q1_0)\n"
+        "                    TQ1_0/TQ2_0/Q1_0/Q2_0/I2_S)\n"
         "  --output-type T   write an untied output.weight of type T (default: tied; not BitNet)\n"
         "  --scale-tensors   bitnet: matrices as bare {-1,0,+1}, each with a per-tensor F32\n"
-        "                    <name>.scale (always so for bitnet-b1.58)\n"
+        "                    <name>.scale (always so for bitnet-b1.58, unless the type is I2_S,\n"
+        "                    which keeps the scale in the tensor)\n"
         "  --threads N       generation threads (default: all cores)\n"
         "  --progress        progress line on stderr even when it is not a terminal\n"
         "shapes: qwen3-0.6b (1024 wide, 28 layers, 16/8 heads x 128, FFN 3072),\n"
         "        tiny (256 wide, 4 layers, 4/2 heads x 64, FFN 768),\n"
         "        bitnet-2b4t (BitNet b1.58 2B4T: 2560 wide, 30 layers, 20/5 heads x 128,\n"
-        "                     FFN 6912, bitnet-b1.58, TQ2_0, F16 embedding; Llama 3 vocabulary),\n"
+        "                     FFN 6912, bitnet-b1.58, I2_S, F16 embedding; Llama 3 vocabulary),\n"
         "        bonsai-1.7b (Bonsai 1.7B: Qwen3, 2048 wide, 28 layers, 16/8 heads x 128,\n"
         "                     FFN 6144, Q1_0 throughout; Qwen2 vocabulary)\n");
 }
@@ -112,8 +120,10 @@ static void hx_mk_usage(FILE *f)
 static bool hx_mk_type(const char *s, enum hx_dtype *out, bool *set)
 {
     if (hx_dtype_from_name(s, out) == HX_OK) return *set = true;
-    hx_app_error("mkmodel",
-                 "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0)", s);
+    hx_app_error(
+        "mkmodel",
+        "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0 I2_S)",
+        s);
     return false;
 }
 
@@ -145,6 +155,12 @@ static int hx_mk_parse_one(struct hx_mk_opts *o, const char *a, const char *v)
     } else
         return hx_app_error("mkmodel", "unknown option '%s' (see --help)", a), 2;
     return 0;
+}
+
+/* The types that store ternary values {-1, 0, +1}·s exactly (s: a block's or the tensor's). */
+static bool hx_mk_ternary_type(enum hx_dtype t)
+{
+    return t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_Q2_0 || t == HX_DTYPE_I2_S;
 }
 
 /* A usage error: the message, exit status 2. */
@@ -185,7 +201,6 @@ static int hx_mk_check(struct hx_mk_opts *o)
         return hx_mk_bad("--scale-tensors is for --arch bitnet (llama.cpp's %s loader would "
                          "refuse the extra tensors)",
                          o->arch);
-    if (!strcmp(o->arch, "bitnet-b1.58")) o->scale_tensors = true;
     /* The real model's types: the matrix type unless --type, and with it its embedding's. */
     enum hx_dtype st;
     bool shape_type = s->type && hx_dtype_from_name(s->type, &st) == HX_OK;
@@ -194,9 +209,14 @@ static int hx_mk_check(struct hx_mk_opts *o)
     if (!o->embd_set && shape_type && o->type == st && s->embd_type &&
         hx_dtype_from_name(s->embd_type, &o->embd_type) == HX_OK)
         o->embd_set = true;
+    /* The per-tensor scale goes where the format has it: I2_S's tail, else a .scale tensor. */
+    if (o->scale_tensors && o->type == HX_DTYPE_I2_S)
+        return hx_mk_bad("--scale-tensors with I2_S: an I2_S tensor keeps its scale itself (its "
+                         "tail)");
+    if (!strcmp(o->arch, "bitnet-b1.58") && o->type != HX_DTYPE_I2_S) o->scale_tensors = true;
     if (!o->vocab) return hx_mk_bad("missing --vocab FILE.gguf");
     if (!o->out) return hx_mk_bad("missing -o OUT.gguf");
-    bool low = o->type == HX_DTYPE_TQ1_0 || o->type == HX_DTYPE_TQ2_0 || o->type == HX_DTYPE_Q1_0;
+    bool low = hx_mk_ternary_type(o->type) || o->type == HX_DTYPE_Q1_0;
     if (!o->embd_set) o->embd_type = low ? HX_DTYPE_Q8_0 : o->type;
     struct stat a, b;
     if (stat(o->vocab, &a) == 0 && stat(o->out, &b) == 0 && a.st_dev == b.st_dev &&
@@ -251,6 +271,7 @@ static int hx_mk_add(struct hx_mk_job *j, const char *name, enum hx_dtype type, 
     t->ne[0] = ne0, t->ne[1] = ne1 ? ne1 : 1;
     t->kind = kind;
     t->sigma = sigma;
+    t->key = kind == HX_MK_SCALE ? 0 : j->n_keys++;
     return HX_OK;
 }
 
@@ -264,14 +285,16 @@ static inline uint64_t hx_mk_mix(uint64_t z)
 }
 
 /* A BitNet matrix `base`.weight: ternary, its magnitude s = sigma·sqrt(3/2)·(0.75 + 0.5·u) with
- * u uniform from (seed, its index), so every tensor has its own scale as in a trained model;
+ * u uniform from (seed, its index), so every tensor has its own scale as in a trained model,
+ * rounded to fp16 so that every format holds it exactly (TQ's d, I2_S's f32 tail, .scale);
  * s in the values, or 1 in the values and s in `base`.scale. */
 static int hx_mk_ternary(struct hx_mk_job *j, const char *base, int64_t ne0, int64_t ne1,
                          float sigma)
 {
     char name[64];
-    uint64_t h = hx_mk_mix(hx_mk_mix(j->o->seed ^ 0x510e527fade682d1ull) + (uint64_t)j->n_t);
+    uint64_t h = hx_mk_mix(hx_mk_mix(j->o->seed ^ 0x510e527fade682d1ull) + j->n_keys);
     float s = sigma * sqrtf(1.5f) * (0.75f + 0.5f * (float)(h >> 40) / (float)(1u << 24));
+    s = hx_fp16_to_fp32(hx_fp32_to_fp16(s)); /* fp16-exact: a TQ block's d holds it as is */
     snprintf(name, sizeof name, "%s.weight", base);
     int st =
         hx_mk_add(j, name, j->o->type, ne0, ne1, HX_MK_TERNARY, j->o->scale_tensors ? 1.0f : s);
@@ -422,7 +445,7 @@ static int hx_mk_metadata(struct hx_mk_job *j, struct hx_gguf_writer *w)
 
 /* ---- values ---------------------------------------------------------------------------------- */
 
-/* Row r of tensor k: values depend only on (seed, k, r, c). */
+/* Row r of the tensor whose key is k: values depend only on (seed, k, r, c). */
 static void hx_mk_row(const struct hx_mk_tensor *t, uint64_t seed, uint64_t k, int64_t r, float *x)
 {
     int64_t n = t->ne[0];
@@ -433,8 +456,7 @@ static void hx_mk_row(const struct hx_mk_tensor *t, uint64_t seed, uint64_t k, i
     uint64_t key =
         hx_mk_mix(hx_mk_mix(seed ^ 0x6a09e667f3bcc908ull) ^
                   hx_mk_mix((k + 1) * 0x3c6ef372fe94f82bull) ^ (uint64_t)r * 0x9e3779b97f4a7c15ull);
-    bool ternary =
-        t->kind == HX_MK_TERNARY || t->type == HX_DTYPE_TQ1_0 || t->type == HX_DTYPE_TQ2_0;
+    bool ternary = t->kind == HX_MK_TERNARY || hx_mk_ternary_type(t->type);
     bool binary = !ternary && t->type == HX_DTYPE_Q1_0;
     float sigma = t->sigma;
     if (t->kind == HX_MK_NORM) {
@@ -467,26 +489,45 @@ static void hx_mk_row(const struct hx_mk_tensor *t, uint64_t seed, uint64_t k, i
 
 struct hx_mk_rows {
     const struct hx_mk_tensor *t;
-    uint64_t seed, i;
+    uint64_t seed;
     uint8_t *dst;
     size_t rb;
+    float *amax; /* per row max |x|, for a type with a tensor scale (I2_S) */
 };
 
 static int hx_mk_row_fill(void *ctx, int64_t r, float *x)
 {
     const struct hx_mk_rows *m = ctx;
-    hx_mk_row(m->t, m->seed, m->i, r, x);
+    hx_mk_row(m->t, m->seed, m->t->key, r, x);
+    if (m->amax) {
+        float a = 0.0f;
+        for (int64_t c = 0; c < m->t->ne[0]; c++) a = fmaxf(a, fabsf(x[c]));
+        m->amax[r] = a;
+    }
     return hx_quantize_row(m->t->type, x, m->dst + (size_t)r * m->rb, m->t->ne[0]);
 }
 
+/* A tensor's rows, then its tail if its type has one (I2_S: max |x| over the tensor, as
+ * bitnet.cpp's quantizer and hx_quantize_tensor write it, and 28 zero bytes). */
 static int hx_mk_fill(void *user_data, uint64_t i, void *dst, size_t nbytes)
 {
     struct hx_mk_job *j = user_data;
     const struct hx_mk_tensor *t = &j->t[i];
-    size_t rb = hx_dtype_row_bytes(t->type, t->ne[0]);
-    if (rb * (size_t)t->ne[1] != nbytes) return hx__set_error(HX_E_INTERNAL, "size mismatch");
-    struct hx_mk_rows m = {.t = t, .seed = j->o->seed, .i = i, .dst = dst, .rb = rb};
-    return hx_app_rows(t->ne[1], t->ne[0], j->o->n_threads, hx_mk_row_fill, &m);
+    size_t rb = hx_dtype_row_bytes(t->type, t->ne[0]), tail = hx_dtype_tail_bytes(t->type);
+    if (hx_dtype_tensor_bytes(t->type, t->ne[1], t->ne[0]) != nbytes)
+        return hx__set_error(HX_E_INTERNAL, "size mismatch");
+    struct hx_mk_rows m = {.t = t, .seed = j->o->seed, .dst = dst, .rb = rb};
+    if (tail && !(m.amax = hx_calloc((size_t)t->ne[1], sizeof *m.amax))) return HX_E_NOMEM;
+    int st = hx_app_rows(t->ne[1], t->ne[0], j->o->n_threads, hx_mk_row_fill, &m);
+    if (!st && tail) {
+        float a = 0.0f;
+        for (int64_t r = 0; r < t->ne[1]; r++) a = fmaxf(a, m.amax[r]);
+        uint8_t *p = (uint8_t *)dst + rb * (size_t)t->ne[1];
+        memset(p, 0, tail);
+        memcpy(p, &a, sizeof a);
+    }
+    hx_free(m.amax);
+    return st;
 }
 
 static void hx_mk_progress(void *user_data, uint64_t done, uint64_t total)

@@ -131,8 +131,8 @@ static int hx__bitnet_relu2(struct hx_loader *L, bool *relu2)
     *relu2 = !strcmp(L->m->arch_name, "bitnet-b1.58");
     struct hx_gguf_arr toks;
     if (hx__gguf_get_str(L->g, "tokenizer.ggml.model", &s) == HX_OK && s.len == 4 &&
-        !memcmp(s.ptr, "gpt2", 4) && hx__gguf_get_arr(L->g, "tokenizer.ggml.tokens", &toks) == HX_OK &&
-        toks.count == 128256)
+        !memcmp(s.ptr, "gpt2", 4) &&
+        hx__gguf_get_arr(L->g, "tokenizer.ggml.tokens", &toks) == HX_OK && toks.count == 128256)
         *relu2 = true;
     return HX_OK;
 }

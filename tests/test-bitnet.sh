@@ -3,7 +3,9 @@
 # --arch bitnet` (llama.cpp's) and `--arch bitnet-b1.58` (bitnet.cpp's) at the tiny shape write
 # the tensors and keys those loaders read; the engine picks SiLU for the first and relu² for the
 # second (and for a key-less bitnet file with the Llama 3 vocabulary), refuses an activation it
-# does not know; `engine diff` passes on every backend and every kind of policy present (ref is
+# does not know; the same ternary weights as TQ2_0 and as I2_S (bitnet.cpp's format, its scale in
+# the tensor's tail) give the same tokens on every backend; `engine diff` passes on every backend
+# and every kind of policy present (ref is
 # the oracle; cpu, vulkan on lavapipe, npu-sim, splits of them); `engine chat` renders the
 # model's template as `bitnet`. The reference no one here wrote is tests/test-bitnet-peer.sh.
 # Missing shared data or Vulkan: a skip (exit 77), a failure with CI=true (tests/lib.sh).
@@ -26,8 +28,10 @@ mk() { "$E" mkmodel --shape tiny --vocab "$V" "$@" 2> "$T/mk.err"; }
 mk --arch bitnet --type TQ2_0 -o "$T/bn.gguf"; rc1=$?
 mk --arch bitnet --type TQ1_0 --scale-tensors -o "$T/bns.gguf"; rc2=$?
 mk --arch bitnet-b1.58 --type TQ2_0 -o "$T/b158.gguf"; rc3=$?
-check "mkmodel bitnet TQ2_0, bitnet TQ1_0 --scale-tensors, bitnet-b1.58 TQ2_0: exit 0" "[ $rc1$rc2$rc3 = 000 ]"
-A=$T/bn.gguf B=$T/bns.gguf C=$T/b158.gguf
+mk --arch bitnet-b1.58 --type I2_S -o "$T/b158-i2s.gguf"; rc4=$?
+mk --arch bitnet --type I2_S -o "$T/bn-i2s.gguf"; rc5=$?
+check "mkmodel bitnet TQ2_0 and I2_S, bitnet TQ1_0 --scale-tensors, bitnet-b1.58 TQ2_0 and I2_S: exit 0" "[ $rc1$rc2$rc3$rc4$rc5 = 00000 ]"
+A=$T/bn.gguf B=$T/bns.gguf C=$T/b158.gguf I=$T/b158-i2s.gguf
 check "architectures and key prefixes" "[ \"\$(kv $A general.architecture)\" = '\"bitnet\"' ] && [ \"\$(kv $C general.architecture)\" = '\"bitnet-b1.58\"' ] && [ \"\$(kv $C bitnet-b1.58.feed_forward_length)\" = 768 ]"
 check "sub-norms: attn_sub_norm [256] (n_embd), ffn_sub_norm [768] (n_ff), F32" "[ \"\$(tshape $A blk.3.attn_sub_norm.weight)\" = '[256]' ] && [ \"\$(tshape $C blk.0.ffn_sub_norm.weight)\" = '[768]' ] && [ \"\$(ttype $A blk.0.ffn_sub_norm.weight)\" = F32 ]"
 check "no output.weight (the LM head is the embedding), no QK norms" "[ -z \"\$(ttype $A output.weight)\$(ttype $C output.weight)\$(ttype $A blk.0.attn_q_norm.weight)\" ]"
@@ -36,6 +40,7 @@ ns=$("$E" inspect "$C" | grep -c '\.scale ')
 check "bitnet --scale-tensors and bitnet-b1.58: one F32 [1] .scale per matrix (7 per layer)" "[ \"\$(ttype $B blk.2.ffn_down.scale)\" = F32 ] && [ \"\$(tshape $C blk.0.attn_output.scale)\" = '[1]' ] && [ $ns -eq 28 ]"
 check "bitnet-b1.58: no activation key (relu² is the architecture's), like the published file" "[ -z \"\$(kv $C bitnet-b1.58.hidden_activation)\" ]"
 check "layer matrices ternary in TQ1_0/TQ2_0, embedding Q8_0" "[ \"\$(ttype $B blk.1.ffn_up.weight)\" = TQ1_0 ] && [ \"\$(ttype $A token_embd.weight)\" = Q8_0 ]"
+check "bitnet-b1.58 in I2_S: the scale in the tensor, so no .scale tensors (as the published file)" "[ \"\$(ttype $I blk.0.attn_q.weight)\" = I2_S ] && [ -z \"\$(ttype $I blk.0.attn_q.scale)\" ] && [ \"\$(kv $I general.file_type)\" = 40 ]"
 check "the chat template is 2B4T's" "\"$E\" inspect $A | grep -q \"tokenizer.chat_template .*capitalize + ': '.*<|eot_id|>.*'Assistant: '\""
 
 # ---- activation and scales as the loader reads them ----------------------------------------------
@@ -70,9 +75,24 @@ if need_file "$L3"; then
   check "bitnet with the Llama 3 vocabulary: SiLU with the key, relu² without (a converted 2B4T)" "[ \"\$(act $T/l3.gguf)\" = swiglu ] && [ \"\$(act $T/l3-nokey.gguf)\" = relu2_glu ]"
 fi
 
-# ---- every backend and policy against ref --------------------------------------------------------
+# ---- the same weights as TQ2_0 and as I2_S -------------------------------------------------------
+# mkmodel's per-tensor magnitudes are fp16-exact, so TQ2_0's d and I2_S's f32 tail hold the same
+# s; the cpu kernels apply I2_S's scale where TQ2_0's d goes (docs/cpu.md), ref dequantizes both
+# to the same floats. Vulkan has no I2_S shaders yet: its I2_S products run on the cpu.
 devs=$("$E" devices 2>/dev/null)
 have() { echo "$devs" | grep -q "^  $1 *available"; }
+for b in ref cpu vulkan npu-sim; do
+  have $b || continue
+  same=1
+  for p in "Once upon a time" "The little dog"; do
+    x=$("$E" run -m "$A" -p "$p" -n 24 --temp 0 --ids --backend $b 2>/dev/null | xargs)
+    y=$("$E" run -m "$T/bn-i2s.gguf" -p "$p" -n 24 --temp 0 --ids --backend $b 2>/dev/null | xargs)
+    [ -n "$x" ] && [ "$x" = "$y" ] || { same=0; echo "   $b '$p': TQ2_0 $x / I2_S $y"; }
+  done
+  check "$b: bitnet TQ2_0 and I2_S of the same weights give the same 24 tokens (2 prompts)" "[ $same -eq 1 ]"
+done
+
+# ---- every backend and policy against ref --------------------------------------------------------
 policies="single:cpu gemm-offload:cpu tensor-split:cpu=0.5,ref=0.5 layer-split:cpu=0.5,ref=0.5
 phase-split:cpu,ref op-map:attn=ref,lm_head=ref,default=cpu auto:cpu,ref"
 if have vulkan; then
@@ -86,7 +106,7 @@ if have npu-sim; then
 else
   na "npu-sim is not built in"
 fi
-for m in "$A" "$B" "$C"; do
+for m in "$A" "$B" "$C" "$I"; do
   for p in $policies; do
     out=$("$E" diff -m "$m" --policy "$p" -n 6 --ops failed 2>&1); rc=$?
     [ $rc -eq 0 ] && ok "diff $(basename "$m") $p" \
@@ -113,4 +133,5 @@ expect2 "bitnet at qwen3-0.6b (16 x 128 heads != 1024 wide): usage error" --shap
 expect2 "bitnet with --output-type: usage error" --shape tiny --arch bitnet --type TQ2_0 --output-type Q8_0
 expect2 "--scale-tensors on qwen3: usage error" --shape tiny --arch qwen3 --type TQ2_0 --scale-tensors
 expect2 "tiny has no default type: usage error" --shape tiny --arch bitnet
+expect2 "--scale-tensors with I2_S (which keeps its scale itself): usage error" --shape tiny --arch bitnet --type I2_S --scale-tensors
 finish
