@@ -106,15 +106,19 @@ void hx_app_progress_init(struct hx_app_progress *p, const char *what, bool forc
 void hx_app_progress_step(struct hx_app_progress *p, uint64_t done, uint64_t total, uint64_t step_bytes);
 void hx_app_progress_end(struct hx_app_progress *p);
 /*
- * The model shapes the app knows by name (app/shapes.c): "qwen3-0.6b" and "tiny". n_vocab is
- * the real model's vocabulary, for its LM head (0: none; mkmodel takes its vocabulary file's).
+ * The model shapes the app knows by name (app/shapes.c): "qwen3-0.6b", "tiny", "bitnet-2b4t",
+ * "bonsai-1.7b". n_vocab is the real model's vocabulary, for its LM head (0: none; mkmodel takes
+ * its vocabulary file's). arch, type and embd_type are what the real model is (mkmodel's
+ * defaults; NULL: qwen3, and --type required).
  */
 struct hx_app_shape {
     const char *name;
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx, n_vocab;
     float rope_base, eps;
+    const char *arch, *type, *embd_type;
 };
 const struct hx_app_shape *hx_app_shape_find(const char *name);   /* NULL: unknown */
+const char *hx_app_shape_names(void);                              /* "a, b, ..." for messages */
 /* A weight GEMM: K inputs to N outputs, of an op class. */
 struct hx_app_gemm {
     enum hx_op_class cls;

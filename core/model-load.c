@@ -108,21 +108,33 @@ static int hx__load_arch(struct hx_loader *L)
     return HX_OK;
 }
 
-/* BitNet's activation (formats.md §4.6): relu² for b1.58-2B-4T-style files, else SiLU. */
-static bool hx__bitnet_relu2(struct hx_loader *L)
+/* BitNet's activation (formats.md §4.6, docs/bitnet.md): `<arch>.hidden_activation` when the
+ * file says ("silu" or "relu2"; anything else is an error), else relu² for bitnet-b1.58 and for
+ * a bitnet file with the Llama 3 vocabulary (2B4T converted by llama.cpp, whose graph computes
+ * SiLU for it: a known llama.cpp bug), else SiLU (llama.cpp's bitnet graph). */
+static int hx__bitnet_relu2(struct hx_loader *L, bool *relu2)
 {
     char key[128];
     snprintf(key, sizeof key, "%s.hidden_activation", L->m->arch_name);
     struct hx_gguf_str s;
-    if (hx__gguf_get_str(L->g, key, &s) == HX_OK)
-        return s.len == 5 && !memcmp(s.ptr, "relu2", 5);
-    if (!strcmp(L->m->arch_name, "bitnet-b1.58")) return true;
+    int st = hx__gguf_get_str(L->g, key, &s);
+    if (st == HX_OK) {
+        *relu2 = s.len == 5 && !memcmp(s.ptr, "relu2", 5);
+        if (!*relu2 && !(s.len == 4 && !memcmp(s.ptr, "silu", 4)))
+            return hx__set_error(HX_E_FORMAT, "%s: key '%s' = '%.*s' is not an activation hx knows "
+                                 "(silu, relu2)", L->path, key, (int)HX_MIN(s.len, 64), s.ptr);
+        return HX_OK;
+    }
+    if (st != HX_E_NOTFOUND)
+        return hx__set_error(HX_E_FORMAT, "%s: key '%s' must be a string (silu or relu2)",
+                             L->path, key);
+    *relu2 = !strcmp(L->m->arch_name, "bitnet-b1.58");
     struct hx_gguf_arr toks;
     if (hx__gguf_get_str(L->g, "tokenizer.ggml.model", &s) == HX_OK && s.len == 4 &&
-        !memcmp(s.ptr, "gpt2", 4) && hx__gguf_get_arr(L->g, "tokenizer.ggml.tokens", &toks) == HX_OK &&
-        toks.count == 128256)
-        return true;
-    return false;
+        !memcmp(s.ptr, "gpt2", 4) &&
+        hx__gguf_get_arr(L->g, "tokenizer.ggml.tokens", &toks) == HX_OK && toks.count == 128256)
+        *relu2 = true;
+    return HX_OK;
 }
 
 static int hx__load_hparams(struct hx_loader *L)
@@ -177,7 +189,8 @@ static int hx__load_hparams(struct hx_loader *L)
     hp->rope_mode = L->m->arch == HX_ARCH_LLAMA ? HX_ROPE_NORM : HX_ROPE_NEOX;
     hp->qk_norm = L->m->arch == HX_ARCH_QWEN3;
     hp->sub_norms = L->m->arch == HX_ARCH_BITNET;
-    hp->relu2 = L->m->arch == HX_ARCH_BITNET && hx__bitnet_relu2(L);
+    hp->relu2 = false;
+    if (L->m->arch == HX_ARCH_BITNET && (st = hx__bitnet_relu2(L, &hp->relu2))) return st;
     return HX_OK;
 }
 
