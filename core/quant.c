@@ -23,12 +23,12 @@ struct hx__dtype_traits {
 };
 
 static const struct hx__dtype_traits hx__dtypes[] = {
-    [HX_DTYPE_F32] = {"F32", 1, 4, 0},        [HX_DTYPE_F16] = {"F16", 1, 2, 1},
-    [HX_DTYPE_BF16] = {"BF16", 1, 2, 30},     [HX_DTYPE_Q8_0] = {"Q8_0", 32, 34, 8},
-    [HX_DTYPE_Q4_0] = {"Q4_0", 32, 18, 2},    [HX_DTYPE_Q4_K] = {"Q4_K", 256, 144, 12},
-    [HX_DTYPE_Q6_K] = {"Q6_K", 256, 210, 14}, [HX_DTYPE_TQ1_0] = {"TQ1_0", 256, 54, 34},
-    [HX_DTYPE_TQ2_0] = {"TQ2_0", 256, 66, 35}, [HX_DTYPE_Q1_0] = {"Q1_0", 128, 18, 41},
-    [HX_DTYPE_Q2_0] = {"Q2_0", 64, 18, 42},    [HX_DTYPE_I2_S] = {"I2_S", 128, 32, 36, 32},
+    [HX_DTYPE_F32] = {"F32", 1, 4, 0, 0},        [HX_DTYPE_F16] = {"F16", 1, 2, 1, 0},
+    [HX_DTYPE_BF16] = {"BF16", 1, 2, 30, 0},     [HX_DTYPE_Q8_0] = {"Q8_0", 32, 34, 8, 0},
+    [HX_DTYPE_Q4_0] = {"Q4_0", 32, 18, 2, 0},    [HX_DTYPE_Q4_K] = {"Q4_K", 256, 144, 12, 0},
+    [HX_DTYPE_Q6_K] = {"Q6_K", 256, 210, 14, 0}, [HX_DTYPE_TQ1_0] = {"TQ1_0", 256, 54, 34, 0},
+    [HX_DTYPE_TQ2_0] = {"TQ2_0", 256, 66, 35, 0}, [HX_DTYPE_Q1_0] = {"Q1_0", 128, 18, 41, 0},
+    [HX_DTYPE_Q2_0] = {"Q2_0", 64, 18, 42, 0},    [HX_DTYPE_I2_S] = {"I2_S", 128, 32, 36, 32},
 };
 _Static_assert(HX_DTYPE_COUNT == 12, "dtype table");
 
