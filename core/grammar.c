@@ -875,13 +875,13 @@ static int hx_g_analyse_minlen(struct hx_grammar *g)
     uint32_t n_alts = 0;
     for (uint32_t r = 0; r < g->n_rules; r++) n_alts += g->rules[r].n_alts;
     uint32_t *alt_rule = hx__malloc((n_alts + 1) * sizeof *alt_rule);
-    uint32_t *todo = hx__calloc(n_alts + 1, sizeof *todo),
+    uint32_t *unresolved = hx__calloc(n_alts + 1, sizeof *unresolved),
              *sum = hx__calloc(n_alts + 1, sizeof *sum);
     uint32_t *occ_n = hx__calloc(g->n_rules + 1, sizeof *occ_n);
     uint32_t *occ = NULL, *heap_r = NULL, *heap_v = NULL;
     uint8_t *done = hx__calloc(g->n_rules + 1, 1);
     int rc = HX_E_NOMEM;
-    if (!alt_rule || !todo || !sum || !occ_n || !done) goto out;
+    if (!alt_rule || !unresolved || !sum || !occ_n || !done) goto out;
     uint32_t n_refs = 0;
     for (uint32_t r = 0, a = 0; r < g->n_rules; r++)
         for (uint32_t k = 0; k < g->rules[r].n_alts; k++, a++) {
@@ -890,7 +890,7 @@ static int hx_g_analyse_minlen(struct hx_grammar *g)
                 if (g->el[i].type == HX_G_CHR)
                     sum[a]++;
                 else
-                    todo[a]++, occ_n[g->el[i].v]++, n_refs++;
+                    unresolved[a]++, occ_n[g->el[i].v]++, n_refs++;
         }
     /* occurrences of each rule: the alternatives that reference it (CSR, once per reference) */
     uint32_t *occ_at = hx__malloc((g->n_rules + 1) * sizeof *occ_at);
@@ -919,7 +919,7 @@ static int hx_g_analyse_minlen(struct hx_grammar *g)
         heap_v[j_] = (val), heap_r[j_] = (rule);                                                   \
     } while (0)
     for (uint32_t a = 0; a < n_alts; a++)
-        if (todo[a] == 0 && sum[a] < g->rules[alt_rule[a]].minlen) {
+        if (unresolved[a] == 0 && sum[a] < g->rules[alt_rule[a]].minlen) {
             g->rules[alt_rule[a]].minlen = sum[a];
             HX_G_PUSH(sum[a], alt_rule[a]);
         }
@@ -939,7 +939,7 @@ static int hx_g_analyse_minlen(struct hx_grammar *g)
         for (uint32_t k = 0; k < occ_n[r]; k++) {
             uint32_t a = occ[occ_at[r] + k], ar = alt_rule[a];
             sum[a] = HX_MIN(sum[a] + v, HX_G_INF);
-            if (--todo[a] == 0 && !done[ar] && sum[a] < g->rules[ar].minlen) {
+            if (--unresolved[a] == 0 && !done[ar] && sum[a] < g->rules[ar].minlen) {
                 g->rules[ar].minlen = sum[a];
                 HX_G_PUSH(sum[a], ar);
             }
@@ -950,7 +950,7 @@ static int hx_g_analyse_minlen(struct hx_grammar *g)
     rc = HX_OK;
 out:
     hx__free(alt_rule);
-    hx__free(todo);
+    hx__free(unresolved);
     hx__free(sum);
     hx__free(occ_n);
     hx__free(occ);
