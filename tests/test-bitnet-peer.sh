@@ -15,6 +15,8 @@
 # versions, the linux-x64 CPU binaries only) is installed into tests/peer/node_modules on first
 # use and kept. Missing shared data, node, the package (npm failing) or lavapipe: a skip (exit 77),
 # a failure with CI=true (tests/lib.sh), as for the openai package of test-server-openai.
+# Not registered in the sanitizer build (tests/CMakeLists.txt): test-bitnet takes its engine paths
+# there; the comparison is the Release run's.
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
 . "$(dirname "$0")/lib.sh"
