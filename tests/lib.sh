@@ -11,6 +11,8 @@
 #                         failed, else 77 (CTest: skipped, never passed) if anything was
 #                         skipped, else 0
 #   need_file PATH        skip (and return 1) unless PATH exists: `need_file "$M" || ...`
+#   sanitized             true when the engine under test is the sanitizer build (HX_SANITIZE
+#                         in $HX_BUILD's CMakeCache: CI's second run, several times slower)
 pass=0 fail=0 skips=0
 ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
@@ -20,6 +22,7 @@ skip() {
   else skips=$((skips + 1)); echo "SKIP $*"; fi
 }
 na() { echo "N/A  $*"; }
+sanitized() { grep -qs '^HX_SANITIZE:BOOL=ON' "${HX_BUILD:-/nonexistent}/CMakeCache.txt"; }
 need_file() { [ -e "$1" ] && return 0; skip "missing $1"; return 1; }
 finish() {
   echo "$pass passed, $fail failed, $skips skipped"

@@ -106,15 +106,16 @@ if have npu-sim; then
 else
   na "npu-sim is not built in"
 fi
-# Under the sanitizers (HX_SANITIZED=1, several times slower) the four models take the policies
+# Under the sanitizers (lib.sh's sanitized: several times slower) the four models take the policies
 # in turn: A and C the odd ones, B and I the even ones; every policy runs on two models, half the
 # diffs.
+halve=false; sanitized && halve=true
 mi=0
 for m in "$A" "$B" "$C" "$I"; do
   mi=$((mi + 1)) pi=0
   for p in $policies; do
     pi=$((pi + 1))
-    [ "${HX_SANITIZED:-0}" = 1 ] && [ $(((mi + pi) % 2)) -eq 1 ] && continue
+    $halve && [ $(((mi + pi) % 2)) -eq 1 ] && continue
     out=$("$E" diff -m "$m" --policy "$p" -n 6 --ops failed 2>&1); rc=$?
     [ $rc -eq 0 ] && ok "diff $(basename "$m") $p" \
       || bad "diff $(basename "$m") $p: exit $rc: $(echo "$out" | grep -E 'FAIL|first op|error|bound' | head -3)"
