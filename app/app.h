@@ -116,6 +116,7 @@ struct hx_app_shape {
     int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx, n_vocab;
     float rope_base, eps;
     const char *arch, *type, *embd_type;
+    bool untied; /* the real model has its own output.weight (mkmodel: of the embedding's type) */
 };
 const struct hx_app_shape *hx_app_shape_find(const char *name);   /* NULL: unknown */
 const char *hx_app_shape_names(void);                              /* "a, b, ..." for messages */

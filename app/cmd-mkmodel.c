@@ -101,7 +101,8 @@ static void hx_mk_usage(FILE *f)
         "  --seed S          random seed (default 1); same seed, same bytes\n"
         "  --embd-type T     token_embd type (default: the shape's, else T, or Q8_0 for\n"
         "                    TQ1_0/TQ2_0/Q1_0/Q2_0/I2_S)\n"
-        "  --output-type T   write an untied output.weight of type T (default: tied; not BitNet)\n"
+        "  --output-type T   write an untied output.weight of type T (default: tied, but the\n"
+        "                    embedding's type for qwen3-8b; not BitNet)\n"
         "  --scale-tensors   bitnet: matrices as bare {-1,0,+1}, each with a per-tensor F32\n"
         "                    <name>.scale (always so for bitnet-b1.58, unless the type is I2_S,\n"
         "                    which keeps the scale in the tensor)\n"
@@ -112,7 +113,8 @@ static void hx_mk_usage(FILE *f)
         "        bitnet-2b4t (BitNet b1.58 2B4T: 2560 wide, 30 layers, 20/5 heads x 128,\n"
         "                     FFN 6912, bitnet-b1.58, I2_S, F16 embedding; Llama 3 vocabulary),\n"
         "        bonsai-1.7b (Bonsai 1.7B: Qwen3, 2048 wide, 28 layers, 16/8 heads x 128,\n"
-        "                     FFN 6144, Q1_0 throughout; Qwen2 vocabulary)\n");
+        "                     FFN 6144, Q1_0 throughout; Qwen2 vocabulary),\n"
+        "        qwen3-8b (4096 wide, 36 layers, 32/8 heads x 128, FFN 12288, untied LM head)\n");
 }
 
 /* ---- options ------------------------------------------------------------------------------- */
@@ -218,6 +220,8 @@ static int hx_mk_check(struct hx_mk_opts *o)
     if (!o->out) return hx_mk_bad("missing -o OUT.gguf");
     bool low = hx_mk_ternary_type(o->type) || o->type == HX_DTYPE_Q1_0;
     if (!o->embd_set) o->embd_type = low ? HX_DTYPE_Q8_0 : o->type;
+    if (s->untied && !o->output_set && !o->bitnet)
+        o->output_type = o->embd_type, o->output_set = true;
     struct stat a, b;
     if (stat(o->vocab, &a) == 0 && stat(o->out, &b) == 0 && a.st_dev == b.st_dev &&
         a.st_ino == b.st_ino)

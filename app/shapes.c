@@ -9,20 +9,24 @@
 #include "app.h"
 
 static const struct hx_app_shape hx_app_shapes[] = {
-    /* name         embd layer head kv  dim   ff    ctx    vocab   rope  eps   arch type embd */
-    {"qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 40960, 151936, 1e6f, 1e-6f, "qwen3", NULL, NULL},
-    {"tiny", 256, 4, 4, 2, 64, 768, 4096, 0, 1e6f, 1e-6f, NULL, NULL, NULL},
+    /* name        embd layer head kv dim  ff   ctx  vocab  rope eps  arch type embd untied */
+    {"qwen3-0.6b", 1024, 28, 16, 8, 128, 3072, 40960, 151936, 1e6f, 1e-6f, "qwen3", NULL, NULL,
+     false},
+    {"tiny", 256, 4, 4, 2, 64, 768, 4096, 0, 1e6f, 1e-6f, NULL, NULL, NULL, false},
     /* microsoft/bitnet-b1.58-2B-4T: published as bitnet.cpp's I2_S with an F16 embedding */
     {"bitnet-2b4t", 2560, 30, 20, 5, 128, 6912, 4096, 128256, 5e5f, 1e-5f, "bitnet-b1.58", "I2_S",
-     "F16"},
+     "F16", false},
     /* prism-ml Bonsai-1.7B: Qwen3-1.7B in Q1_0, the embedding (which is also the LM head) too */
     {"bonsai-1.7b", 2048, 28, 16, 8, 128, 6144, 32768, 151936, 1e6f, 1e-6f, "qwen3", "Q1_0",
-     "Q1_0"},
+     "Q1_0", false},
+    /* Qwen/Qwen3-8B: the shape of the policy matrix's model that does not fit a capped GPU */
+    {"qwen3-8b", 4096, 36, 32, 8, 128, 12288, 40960, 151936, 1e6f, 1e-6f, "qwen3", NULL, NULL,
+     true},
 };
 
 const char *hx_app_shape_names(void)
 {
-    return "qwen3-0.6b, tiny, bitnet-2b4t, bonsai-1.7b";
+    return "qwen3-0.6b, tiny, bitnet-2b4t, bonsai-1.7b, qwen3-8b";
 }
 
 const struct hx_app_shape *hx_app_shape_find(const char *name)
