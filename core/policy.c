@@ -421,7 +421,9 @@ bool hx__parse_size(const char *text, size_t *out)
     static const char units[] = "KMGT";
     char *end;
     if (!text || !isdigit((unsigned char)text[0])) return false;
+    size_t num = strspn(text, "0123456789.");
     double v = strtod(text, &end), mul = 1;
+    if (end != text + num) return false; /* no exponents, hex or inf: digits and a point */
     const char *u = strchr(units, toupper((unsigned char)*end));
     if (*end && u) {
         for (const char *k = units; k <= u; k++) mul *= 1024;

@@ -182,7 +182,7 @@ int hx__mem_need(struct hx_sched *s, const struct hx_graph *g, const struct hx_r
         (size_t)s->mem.n_seq * (size_t)s->mem.n_ctx * (size_t)s->model->hp.n_kv * sizeof(float);
     for (int d = 0; d < s->n_dev && st == HX_OK; d++) {
         size_t *n = need[d];
-        qsort(a.w[d], (size_t)a.nw[d], sizeof *a.w[d], hx__ptr_cmp);
+        if (a.nw[d]) qsort(a.w[d], (size_t)a.nw[d], sizeof *a.w[d], hx__ptr_cmp);
         for (int64_t i = 0; i < a.nw[d] && st == HX_OK; i++) {
             size_t b = 0;
             if (i > 0 && a.w[d][i] == a.w[d][i - 1]) continue;

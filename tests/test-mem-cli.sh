@@ -9,6 +9,7 @@
 # what the devices allocate.
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
+export HX_PROFILE_DIR=off # auto measures; no cache file from a test
 . "$(dirname "$0")/lib.sh"
 S=$D/stories260K/stories260K.gguf
 need_file "$S" || finish
@@ -95,6 +96,11 @@ expect "malformed size (serve)" 2 "malformed size" "$E" serve -m "$S" --port 0 -
 expect "device named twice" 2 "named twice" "$E" plan -m "$S" --mem cpu=1G,cpu=2G
 expect "a cap below the plan's need" 1 "does not fit: cpu needs weights .* over its limit of 64.0 KiB \(65536 bytes, --mem cpu\)" \
   "$E" run -m "$S" -p hi -n 1 --mem cpu=64K
+# before loading: a weight_prepare that would fail is never reached (and without the cap it is)
+expect "  refused before any weight is prepared" 1 "does not fit: cpu needs" \
+  env HX_FAULT='dev=cpu,entry=weight_prepare' "$E" run -m "$S" -p hi -n 1 --mem cpu=64K
+expect "  (the injected weight_prepare failure, without the cap)" 1 "injected device error" \
+  env HX_FAULT='dev=cpu,entry=weight_prepare' "$E" run -m "$S" -p hi -n 1
 expect "fit: the rest does not fit the cpu" 1 "under fit:.* does not fit: cpu needs .* --mem cpu" \
   "$E" plan -m "$S" --policy fit:ref --mem ref=200K,cpu=200K
 expect "a context too large for every device" 1 "does not fit: cpu needs .*kv [0-9.]+ GiB.* over its limit" \

@@ -138,6 +138,7 @@ TEST(accounting_equals_allocations)
     static const char *const npu[] = {"single:npu-sim", "gemm-offload:npu-sim", "fit:npu-sim"};
     bool have_vk = hx_t_have("vulkan"), have_npu = hx_t_have("npu-sim");
     int checked = 0;
+    setenv("HX_PROFILE_DIR", "off", 1); /* auto measures; no cache file from a test */
     for (size_t k = 0; k < sizeof hx_t_models / sizeof *hx_t_models; k++) {
         struct hx_model *m;
         if (hx_model_load(hx_test_data(hx_t_models[k]), NULL, &m) != HX_OK)
@@ -222,6 +223,12 @@ TEST(fit_cap_vulkan)
     if (!hx_t_have("vulkan")) SKIP("no Vulkan backend in this build");
     hx_t_fit_cap("vulkan", "stories260K/stories260K.gguf", 0.6);
     hx_t_fit_cap("vulkan", "qwen3/qwen3-micro-q8_0.gguf", 0.013);
+}
+
+TEST(fit_cap_npu_sim)
+{
+    if (!hx_t_have("npu-sim")) SKIP("no npu-sim backend in this build");
+    hx_t_fit_cap("npu-sim", "stories260K/stories260K.gguf", 0.6);
 }
 
 /* A cap given is the limit, and it names where it came from; bad --mem text is refused. */
