@@ -38,6 +38,7 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
         else if (!strcmp(a, "--backend") || !strcmp(a, "-b")) { VAL(); o->backend = v; }
         else if (!strcmp(a, "--policy")) { VAL(); o->policy = v; }
         else if (!strcmp(a, "--fallback")) { VAL(); o->fallback = v; }
+        else if (!strcmp(a, "--mem")) { VAL(); o->mem = v; }
         else if (!strcmp(a, "--grammar") && !strcmp(cmd, "run")) { VAL(); o->grammar = v; }
         else if (!strcmp(a, "--chat-template")) { VAL(); o->chat_template = v; }
         else if (!strcmp(a, "--npu-kernels")) { VAL(); o->npu_kernels = v; }
@@ -101,7 +102,8 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
 int hx_cli_open(const char *cmd, const struct hx_cli *o, struct hx_model **m, struct hx_context **c)
 {
     *m = NULL, *c = NULL;
-    if (hx_policy_validate(o->policy, o->backend, o->fallback) != HX_OK) {
+    if (hx_policy_validate(o->policy, o->backend, o->fallback) != HX_OK ||
+        hx_mem_validate(o->mem) != HX_OK) {
         hx_app_error(cmd, "%s", hx_last_error());
         return 2;
     }
@@ -116,7 +118,7 @@ int hx_cli_open(const char *cmd, const struct hx_cli *o, struct hx_model **m, st
     }
     struct hx_context_params cp = {.struct_size = sizeof cp, .backend = o->backend, .policy = o->policy,
                                    .fallback = o->fallback, .n_threads = o->n_threads, .n_ctx = o->n_ctx,
-                                   .n_batch = o->n_batch,
+                                   .n_batch = o->n_batch, .mem = o->mem,
                                    .npu_kernels = o->npu_kernels};
     if (hx_context_new(*m, &cp, c) != HX_OK) {
         hx_app_error(cmd, "cannot set up devices: %s", hx_last_error());

@@ -7,6 +7,7 @@
 struct hx_cli {
     const char *model, *prompt, *backend, *policy, *fallback, *chat_template, *npu_kernels;
     const char *grammar; /* --grammar FILE (run): GBNF, docs/grammar.md */
+    const char *mem;     /* --mem DEV=SIZE[,DEV=SIZE]: memory caps (docs/policies.md) */
     int64_t n_predict, n_ctx, n_batch;
     int n_threads;
     bool ids, verbose;

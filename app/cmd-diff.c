@@ -62,7 +62,7 @@ static void hx_diff_usage(void)
     printf(
         "usage: engine diff -m MODEL [--backend B | --policy P] [--ref R] [-p PROMPT] [-n N]\n"
         "       [-o text|json] [--ops all|layers|failed] [--logits-nmse X] [-t THREADS] [-c N_CTX]\n"
-        "       [--batch N] [--fallback L]\n"
+        "       [--batch N] [--fallback L] [--mem DEV=SIZE,...]\n"
         "Runs the prompt and N greedy tokens (default 16) through the target (default single on\n"
         "--backend, else cpu) and the reference R (default ref); exit 0 if every op is within\n"
         "its NMSE threshold, the logits are within the whole-model bound derived from the\n"
@@ -124,7 +124,7 @@ static int hx_diff_policies(const struct hx_cli *o, const struct hx_diff_opts *d
     snprintf(df->target, sizeof df->target, "verify@%s:%s", d->ref, inner);
     snprintf(df->refpol, sizeof df->refpol, "single:%s", d->ref);
     if (hx_policy_validate(df->target, o->backend, o->fallback) != HX_OK ||
-        hx_policy_validate(df->refpol, NULL, NULL) != HX_OK)
+        hx_policy_validate(df->refpol, NULL, NULL) != HX_OK || hx_mem_validate(o->mem) != HX_OK)
         return hx_app_error("diff", "%s", hx_last_error()), 2;
     return 0;
 }
@@ -142,7 +142,7 @@ static int hx_diff_open(const struct hx_cli *o, struct hx_diff *df)
                                    .fallback = o->fallback,
                                    .n_threads = o->n_threads,
                                    .n_ctx = o->n_ctx, .n_batch = o->n_batch,
-                                   .npu_kernels = o->npu_kernels};
+                                   .npu_kernels = o->npu_kernels, .mem = o->mem};
     if (hx_context_new(df->m, &cp, &df->tc) != HX_OK)
         return hx_app_error("diff", "target %s: %s", df->target, hx_last_error()), 1;
     if (hx__sched_verify_twins(hx__context_sched(df->tc)) != HX_OK)
@@ -150,7 +150,7 @@ static int hx_diff_open(const struct hx_cli *o, struct hx_diff *df)
     for (int t = 0; t <= HX_VERIFY_DRAWS; t++)
         if (!(df->tw[t] = malloc((size_t)df->n_vocab * sizeof(float))))
             return hx_app_error("diff", "out of memory"), 1;
-    cp.backend = NULL, cp.policy = df->refpol, cp.fallback = NULL;
+    cp.backend = NULL, cp.policy = df->refpol, cp.fallback = NULL, cp.mem = NULL;
     if (hx_context_new(df->m, &cp, &df->rc) != HX_OK)
         return hx_app_error("diff", "reference %s: %s", df->refpol, hx_last_error()), 1;
     return 0;

@@ -1,7 +1,8 @@
-/* cmd-plan.c — `engine plan -m M [--backend B] [--policy P] [--fallback L] [--summary]
- * [--phase prefill|decode]`: per phase, the placement rule, which op runs on which device
- * and why, the splits (tensor-split: the parallel parts and their joins), the bytes moved
- * between devices, and for `auto` the predicted time per split and the rejected alternatives. */
+/* cmd-plan.c — `engine plan -m M [--backend B] [--policy P] [--fallback L] [--mem CAPS]
+ * [--summary] [--phase prefill|decode]`: the memory the plan puts on each device by kind,
+ * against its limit; per phase, the placement rule, which op runs on which device and why,
+ * the splits (tensor-split: the parallel parts and their joins), the bytes moved between
+ * devices, and for `auto` the predicted time per split and the rejected alternatives. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +14,14 @@ static void hx_plan_usage(void)
 {
     printf(
         "usage: engine plan -m MODEL [--backend B] [--policy P] [--fallback L] [-c N_CTX] [-t THREADS]\n"
-        "       [--summary] [--phase prefill|decode]\n"
+        "       [--mem DEV=SIZE[,DEV=SIZE]] [--summary] [--phase prefill|decode]\n"
         "policies: single[:DEV], gemm-offload[:DEV], op-map:CLASS=DEV,...[,default=DEV],\n"
         "          layer-split:DEV=R,... | layer-split:alternate:DEV,DEV, phase-split:PREFILL_DEV,DECODE_DEV,\n"
-        "          tensor-split:DEV=R,DEV=R[,...], auto[:DEV,...], verify[@REF][:INNER], @FILE,\n"
+        "          tensor-split:DEV=R,DEV=R[,...], fit[:DEV,...], auto[:DEV,...], verify[@REF][:INNER], @FILE,\n"
         "          or a preset: cpu_only gpu_only npu_only layer_by_layer attention_on_npu ffn_on_npu\n"
         "          qkv_on_npu prefill_npu_decode_gpu auto   (docs/policies.md)\n"
+        "--mem: cap each device's memory (512M, 1.5G, bytes); the plan prints what it puts on\n"
+        "       each device and is refused (exit 1) if that exceeds a device's limit\n"
         "--summary: splits and transfers only, no per-op lines\n");
 }
 

@@ -7,6 +7,7 @@
  * as it was (rows it wrote lie beyond kv_len and are never read).
  */
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,6 +58,8 @@ int hx_context_new(struct hx_model *model, const struct hx_context_params *p,
     if (st == HX_OK)
         st = hx__policy_parse(p ? p->policy : NULL, p ? p->backend : NULL, p ? p->fallback : NULL,
                               &c->policy);
+    size_t mem_end = offsetof(struct hx_context_params, mem) + sizeof p->mem;
+    if (st == HX_OK && p && p->struct_size >= mem_end) st = hx__mem_parse(p->mem, &c->policy);
     c->kv_len = hx__calloc((size_t)c->n_seq, sizeof *c->kv_len);
     c->seen = hx__calloc((size_t)c->n_seq, sizeof *c->seen);
     c->logits = hx__malloc((size_t)c->n_logits * (size_t)model->hp.n_vocab * sizeof(float));
@@ -221,6 +224,7 @@ int hx_context_plan_text(struct hx_context *c, char **out)
         for (int i = 0; i < c->policy.n_fallback; i++) hx__sb_printf(&sb, " %s", c->policy.fallback[i]);
     }
     hx__sb_printf(&sb, "\n");
+    hx__sched_mem_text(c->sched, &sb);
     struct hx_graph g = {0};
     int64_t n_pre = HX_MIN(c->n_batch, 128);
     int st = hx__graph_build(&g, c->model, n_pre, n_pre - 1, c->n_ctx, c->n_seq);

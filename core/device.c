@@ -161,6 +161,14 @@ int hx__dev_weight_prepare(struct hx_device *dev, const struct hx_weight *w, voi
     return st ? st : dev->ops->weight_prepare(dev, w, handle);
 }
 
+int hx__dev_weight_bytes(struct hx_device *dev, const struct hx_weight *w, void *handle,
+                         size_t *out)
+{
+    *out = w ? w->nbytes : 0;
+    if (!w || !dev->ops->weight_bytes) return HX_OK;
+    return dev->ops->weight_bytes(dev, w, handle, out);
+}
+
 void hx__dev_weight_release(struct hx_device *dev, void *handle)
 {
     if (dev->ops->weight_release) dev->ops->weight_release(dev, handle);

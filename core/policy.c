@@ -9,6 +9,9 @@
  *   phase-split:PREFILL_DEV,DECODE_DEV
  *   tensor-split:DEV=R,DEV=R[,...]    every GEMM's output rows split by ratio (or equal
  *                                     shares), the parts run concurrently and joined on the first
+ *   fit[:DEV,DEV...]                  whole layers on the first device as far as its memory
+ *                                     goes, the rest on the next (cpu appended when not named;
+ *                                     default: --backend or the best GPU, then cpu)
  *   auto[:DEV,DEV...]                 measured cost model over cpu and the devices named (none
  *                                     named and no --backend: every GPU/NPU present)
  *   verify[@REF][:INNER]              run INNER (a policy or preset; a bare device means
@@ -34,7 +37,7 @@
 
 static const char *const hx__policy_names[] = {"single",      "gemm-offload", "op-map",
                                                "layer-split", "phase-split",  "tensor-split",
-                                               "auto",        "verify"};
+                                               "fit",         "auto",         "verify"};
 _Static_assert(HX_ARRAY_LEN(hx__policy_names) == HX_POLICY_KIND_COUNT, "policy names");
 
 const char *hx__policy_kind_name(enum hx_policy_kind k)
@@ -243,11 +246,37 @@ static int hx__parse_auto(struct hx_policy *p, char *args, const char *backend)
     return HX_OK;
 }
 
+/* fit's devices, fastest first: "a,b" (no ratios: memory decides the shares), cpu appended
+ * when not named; none named: --backend, else the best GPU present, then cpu. */
+static int hx__parse_fit(struct hx_policy *p, char *args, const char *backend)
+{
+    int idx = 0, st;
+    p->kind = HX_POLICY_FIT;
+    if (args && !*args) return hx__set_error(HX_E_INVAL, "fit: empty device list");
+    if (args && strchr(args, '='))
+        return hx__set_error(HX_E_INVAL,
+                             "fit: takes devices without shares ('%s'); memory decides them", args);
+    if (!args) {
+        const char *first = backend ? backend : hx__resolve_gpu();
+        if (first && (st = hx__add_dev(p, first, &idx))) return st;
+    }
+    char *save = NULL;
+    for (char *tok = args ? strtok_r(args, ",", &save) : NULL; tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        int before = p->n_devs;
+        if ((st = hx__add_dev(p, tok, &idx))) return st;
+        if (p->n_devs == before)
+            return hx__set_error(HX_E_INVAL, "fit: device '%s' is named twice", tok);
+    }
+    return hx__add_dev(p, "cpu", &idx); /* already named: found, not added */
+}
+
 static int hx__parse_kind(struct hx_policy *p, char *name, char *args, const char *primary,
                           const char *backend)
 {
     int idx = 0, st;
     if (!strcmp(name, "auto")) return hx__parse_auto(p, args, backend);
+    if (!strcmp(name, "fit")) return hx__parse_fit(p, args, backend);
     if (!strcmp(name, "single") || !strcmp(name, "gemm-offload")) {
         p->kind = !strcmp(name, "single") ? HX_POLICY_SINGLE : HX_POLICY_GEMM_OFFLOAD;
         if (args && strchr(args, ','))
@@ -385,6 +414,75 @@ int hx__policy_parse(const char *spec, const char *backend, const char *fallback
     st = hx__parse_kind(out, text, args, primary, backend);
     if (st) return st;
     return hx__parse_fallback(out, fallback);
+}
+
+bool hx__parse_size(const char *text, size_t *out)
+{
+    static const char units[] = "KMGT";
+    char *end;
+    if (!text || !isdigit((unsigned char)text[0])) return false;
+    size_t num = strspn(text, "0123456789.");
+    double v = strtod(text, &end), mul = 1;
+    if (end != text + num) return false; /* no exponents, hex or inf: digits and a point */
+    const char *u = strchr(units, toupper((unsigned char)*end));
+    if (*end && u) {
+        for (const char *k = units; k <= u; k++) mul *= 1024;
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'B' || *end == 'b') end++;
+    } else if (*end == 'B' || *end == 'b') {
+        end++;
+    }
+    double b = v * mul;
+    if (*end || !isfinite(b) || b < 1 || b > 0x1p62 || (mul == 1 && b != floor(b))) return false;
+    *out = (size_t)b;
+    return true;
+}
+
+int hx__mem_parse(const char *text, struct hx_policy *p)
+{
+    p->n_mem = 0;
+    if (!text || !*text) return HX_OK;
+    char buf[512];
+    if (strlen(text) >= sizeof buf) return hx__set_error(HX_E_INVAL, "--mem: too long");
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok || !eq[1])
+            return hx__set_error(HX_E_INVAL, "--mem: '%s' is not DEVICE=SIZE (e.g. vulkan=2G)",
+                                 tok);
+        *eq = '\0';
+        int st = hx__check_dev(tok);
+        if (st) {
+            char why[512];
+            const char *e = hx_last_error();
+            snprintf(why, sizeof why, "%s", strncmp(e, "policy: ", 8) ? e : e + 8);
+            return hx__set_error(st, "--mem: %s", why);
+        }
+        size_t cap;
+        if (!hx__parse_size(eq + 1, &cap))
+            return hx__set_error(HX_E_INVAL,
+                                 "--mem: malformed size '%s' for %s (bytes, or a number with K, "
+                                 "M, G or T: 512M, 1.5G)",
+                                 eq + 1, tok);
+        for (int i = 0; i < p->n_mem; i++)
+            if (!strcasecmp(p->mem_dev[i], tok))
+                return hx__set_error(HX_E_INVAL, "--mem: device '%s' is named twice", tok);
+        if (p->n_mem >= HX_MAX_DEVICES)
+            return hx__set_error(HX_E_INVAL, "--mem: more than %d devices", HX_MAX_DEVICES);
+        snprintf(p->mem_dev[p->n_mem], sizeof p->mem_dev[0], "%s", tok);
+        p->mem_cap[p->n_mem++] = cap;
+    }
+    if (!p->n_mem) return hx__set_error(HX_E_INVAL, "--mem: empty list");
+    return HX_OK;
+}
+
+int hx_mem_validate(const char *mem)
+{
+    struct hx_policy p;
+    memset(&p, 0, sizeof p);
+    return hx__mem_parse(mem, &p);
 }
 
 int hx_policy_validate(const char *policy, const char *backend, const char *fallback)

@@ -40,6 +40,9 @@ int hx__dev_copy(struct hx_buffer *dst, size_t dst_off, struct hx_buffer *src, s
                  size_t nbytes);
 int hx__dev_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void **handle);
 void hx__dev_weight_release(struct hx_device *dev, void *handle);
+/* Bytes w takes on dev once prepared (handle NULL: predicted; else what handle holds). */
+int hx__dev_weight_bytes(struct hx_device *dev, const struct hx_weight *w, void *handle,
+                         size_t *out);
 bool hx__dev_supports(struct hx_device *dev, const struct hx_op_desc *op);
 int hx__dev_run(struct hx_device *dev, const struct hx_split *split);
 int hx__dev_synchronize(struct hx_device *dev);

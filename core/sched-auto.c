@@ -11,9 +11,11 @@
  * uses the backends' estimate_cost instead of measuring ops.
  *
  * Choice: candidates are the singles on each device, gemm-offload onto each non-host device,
- * an op-map of each class's fastest device, and a tensor-split by matmul throughput; each is
- * placed and costed by the cost pass (sched-cost.c). A multi-device plan must be predicted
- * HX_AUTO_MARGIN faster than the best single one. The reasons are kept as text for
+ * an op-map of each class's fastest device, a tensor-split by matmul throughput, and fit's
+ * split over the candidates (fastest single first); each is placed and costed by the cost pass
+ * (sched-cost.c), and one whose memory does not fit the devices (sched-fit.c) is never chosen.
+ * A multi-device plan must be predicted HX_AUTO_MARGIN faster than the best single one. A
+ * model that no fit split of the candidates holds is refused before anything is measured. The reasons are kept as text for
  * `engine plan`. Weights prepared while measuring are released: the chosen plans prepare theirs.
  */
 #include <errno.h>
@@ -344,7 +346,7 @@ static bool hx__auto_tensor_split(struct hx_sched *s, const struct hx_graph *g, 
 }
 
 static int hx__auto_candidates(struct hx_sched *s, const struct hx_graph *g, const int *cand,
-                               int n_cand, struct hx_rule *rules)
+                               int n_cand, const struct hx_rule *fit, struct hx_rule *rules)
 {
     int n = 0;
     struct hx_rule r;
@@ -363,19 +365,44 @@ static int hx__auto_candidates(struct hx_sched *s, const struct hx_graph *g, con
     if (differs) hx__add_rule(s, rules, &n, &r); /* else it is one of the singles */
     if (hx__auto_tensor_split(s, g, cand, n_cand, &r) && hx__ts_build(s, &r) == HX_OK)
         hx__add_rule(s, rules, &n, &r);
+    if (fit) hx__add_rule(s, rules, &n, fit);
     return n;
 }
 
-static void hx__auto_pick(struct hx_sched *s, enum hx_phase ph, const struct hx_graph *g,
-                          struct hx_rule *rules, int n)
+/* Does rule r, run in both phases, fit every device's memory? (why: the refusal, if not) */
+static bool hx__auto_fits(struct hx_sched *s, const struct hx_graph *gm, const struct hx_rule *r,
+                          char *why, size_t len)
+{
+    size_t (*need)[HX_MEM_KINDS] = hx__calloc(HX_MAX_DEVICES, sizeof *need);
+    const struct hx_rule *rr[HX_PHASE_COUNT] = {r, r};
+    int st = need ? hx__mem_need(s, gm, rr, need) : HX_E_NOMEM;
+    if (st == HX_OK) st = hx__mem_check(s, need, r->text);
+    hx__free(need);
+    if (st) snprintf(why, len, "%s", hx_last_error());
+    return st == HX_OK;
+}
+
+static int hx__auto_pick(struct hx_sched *s, enum hx_phase ph, const struct hx_graph *g,
+                         const struct hx_graph *gm, struct hx_rule *rules, int n)
 {
     double us[HX_MAX_RULES] = {0};
-    int best = 0, single = 0;
+    bool fits[HX_MAX_RULES];
+    char why[HX_MAX_RULES][160];
+    int best = -1, single = -1;
     for (int i = 0; i < n; i++) {
-        if (hx__plan_cost(s, g, &rules[i], &us[i])) us[i] = INFINITY;
-        if (us[i] < us[best]) best = i;
-        if (rules[i].kind == HX_POLICY_SINGLE && us[i] < us[single]) single = i;
+        why[i][0] = '\0';
+        fits[i] = hx__auto_fits(s, gm, &rules[i], why[i], sizeof why[i]);
+        if (!fits[i] || hx__plan_cost(s, g, &rules[i], &us[i])) us[i] = INFINITY;
+        if (fits[i] && (best < 0 || us[i] < us[best])) best = i;
+        if (fits[i] && rules[i].kind == HX_POLICY_SINGLE && (single < 0 || us[i] < us[single]))
+            single = i;
     }
+    if (best < 0) {
+        for (int i = 0; i < n; i++) hx__ts_free(rules[i].ts);
+        return hx__set_error(HX_E_NOMEM, "auto: no candidate plan fits the devices' memory (%s)",
+                             n ? why[n - 1] : "no candidates");
+    }
+    if (single < 0) single = best;
     /* A plan over several devices must beat the best single device by a margin worth its
      * transfers and its exposure to more devices; the predictions carry noise. */
     if (us[best] > (1.0 - HX_AUTO_MARGIN) * us[single]) best = single;
@@ -386,15 +413,18 @@ static void hx__auto_pick(struct hx_sched *s, enum hx_phase ph, const struct hx_
                   best == single && n > 1 ? " (multi-device plans must be predicted 5% faster)"
                                           : "");
     for (int i = 0; i < n; i++)
-        if (i != best)
+        if (i != best && fits[i])
             hx__sb_printf(sb, "    rejected %-44s predicted %.1f us (%+.1f%%)\n", rules[i].text,
                           us[i], 100.0 * (us[i] - us[best]) / HX_MAX(us[best], 1e-9));
+        else if (i != best)
+            hx__sb_printf(sb, "    rejected %-44s %s\n", rules[i].text, why[i]);
     HX_LOG_INFO("auto: %s: %s, predicted %.1f us", ph == HX_PHASE_PREFILL ? "prefill" : "decode",
                 rules[best].text, us[best]);
     s->rule[ph] = rules[best];
     s->pred_us[ph] = us[best];
     for (int i = 0; i < n; i++)
         if (i != best) hx__ts_free(rules[i].ts);
+    return HX_OK;
 }
 
 static void hx__auto_prof_text(struct hx_sched *s, const int *cand, int n_cand)
@@ -412,10 +442,41 @@ static void hx__auto_prof_text(struct hx_sched *s, const int *cand, int n_cand)
     hx__sb_printf(&s->prof_text, "; worker hand-off %.1f us\n", s->handoff_us);
 }
 
-int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg)
+/* fit over the candidates, fastest first (by each single plan's predicted decode time; before
+ * measuring: the others before the host). */
+static int hx__auto_fit(struct hx_sched *s, const struct hx_graph *gm, const struct hx_graph *gd,
+                        const int *cand, int n_cand, struct hx_rule *fit)
+{
+    int order[HX_MAX_DEVICES], n = 0;
+    double t[HX_MAX_DEVICES];
+    for (int u = 0; u < n_cand; u++) {
+        struct hx_rule r;
+        hx__rule_init(&r, HX_POLICY_SINGLE);
+        r.dev[0] = cand[u], r.n_dev = 1;
+        t[u] = cand[u] == s->host ? 1e300 : 0;
+        if (gd && hx__plan_cost(s, gd, &r, &t[u])) t[u] = INFINITY;
+        int k = n++;
+        while (k > 0 && t[order[k - 1]] > t[u]) order[k] = order[k - 1], k--;
+        order[k] = u;
+    }
+    int devs[HX_MAX_DEVICES];
+    for (int i = 0; i < n; i++) devs[i] = cand[order[i]];
+    return hx__fit_rule(s, gm, devs, n, fit);
+}
+
+int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg,
+                    const struct hx_graph *gm)
 {
     int cand[HX_MAX_DEVICES], n_cand = hx__auto_devices(s, cfg, cand), st = HX_OK;
     struct hx_graph g[HX_PHASE_COUNT] = {{0}};
+    struct hx_rule fit;
+    /* A model that fits no split of the candidates is refused before anything is measured. */
+    st = hx__auto_fit(s, gm, NULL, cand, n_cand, &fit);
+    if (st) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", hx_last_error());
+        return hx__set_error(st, "auto: %s", why);
+    }
     st = hx__graph_build(&g[0], s->model, s->n_prof_rows, s->n_prof_rows - 1, s->mem.n_ctx,
                          s->mem.n_seq);
     if (st == HX_OK) st = hx__graph_build(&g[1], s->model, 1, 0, s->mem.n_ctx, s->mem.n_seq);
@@ -427,14 +488,36 @@ int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg)
         memmove(cand + u, cand + u + 1, (size_t)(n_cand - u - 1) * sizeof *cand);
         n_cand--, u--, st = HX_OK;
     }
-    for (int d = 0; d < s->n_dev; d++) hx__wmap_release(&s->dev[d]); /* re-prepared for the plan */
+    /* What measuring allocated is given back: the plan allocates what sched-fit.c accounts. */
+    for (int d = 0; d < s->n_dev; d++)
+        hx__wmap_release(&s->dev[d]), hx__sdev_free_mem(&s->mem, &s->dev[d]);
     if (st == HX_OK && n_cand > 1) s->handoff_us = hx__handoff_us(s, cand[1]);
     struct hx_rule *rules = st == HX_OK ? hx__calloc(HX_MAX_RULES, sizeof *rules) : NULL;
     if (st == HX_OK && !rules) st = HX_E_NOMEM;
     s->have_costs = st == HX_OK;
+    bool fit_cand = n_cand > 1 && st == HX_OK &&
+                    hx__auto_fit(s, gm, &g[HX_PHASE_DECODE], cand, n_cand, &fit) == HX_OK;
     for (int ph = 0; ph < HX_PHASE_COUNT && st == HX_OK; ph++) {
-        int n = hx__auto_candidates(s, &g[ph], cand, n_cand, rules);
-        hx__auto_pick(s, (enum hx_phase)ph, &g[ph], rules, n);
+        int n = hx__auto_candidates(s, &g[ph], cand, n_cand, fit_cand ? &fit : NULL, rules);
+        st = hx__auto_pick(s, (enum hx_phase)ph, &g[ph], gm, rules, n);
+    }
+    if (st == HX_OK && fit_cand) {
+        /* each phase's choice fits; both together might not (one device holding the union) */
+        size_t (*need)[HX_MEM_KINDS] = hx__calloc(HX_MAX_DEVICES, sizeof *need);
+        const struct hx_rule *rr[HX_PHASE_COUNT] = {&s->rule[0], &s->rule[1]};
+        st = need ? hx__mem_need(s, gm, rr, need) : HX_E_NOMEM;
+        if (st == HX_OK && hx__mem_check(s, need, "auto") != HX_OK) {
+            HX_LOG_INFO("auto: the phases' choices do not fit together (%s); fit's plan for both",
+                        hx_last_error());
+            for (int ph = 0; ph < HX_PHASE_COUNT; ph++) {
+                hx__ts_free(s->rule[ph].ts);
+                s->rule[ph] = fit;
+                hx__rule_text(s, &s->rule[ph]);
+                hx__sb_printf(&s->why[ph], "  auto: the phases' choices do not fit together: "
+                                           "fit's plan for both\n");
+            }
+        }
+        hx__free(need);
     }
     if (st == HX_OK) hx__auto_prof_text(s, cand, n_cand);
     hx__free(rules);

@@ -11,6 +11,8 @@
  *   sched-verify.c  verify's reference (s->v, opaque; it sees only the memory layer)
  *   sched-exec.c    running a placed plan (s->ops, s->dev[].worker, s->stats of the run)
  *   sched-plan.c    the dry walk over a placed plan, and its passes: cost, plan text
+ *   sched-fit.c     memory: each device's limit, the bytes a plan puts on it, the refusal of a
+ *                   plan that does not fit, and `fit`'s search for the split that does
  *   sched-auto.c    measured auto: profiles, their cache, the choice (s->why, s->prof_text)
  *   sched.c         devices, the run loop with recovery, load-time preparation, lifecycle
  */
@@ -35,15 +37,23 @@ struct hx_tsplit {
 
 /* What the policy (or auto's choice) says about each node of one phase. */
 struct hx_rule {
-    enum hx_policy_kind kind; /* single, gemm-offload, op-map, layer-split, tensor-split */
+    enum hx_policy_kind kind; /* single, gemm-offload, op-map, layer-split, tensor-split, fit */
     int dev[HX_MAX_DEVICES];  /* scheduler device indices */
     int n_dev;
     int class_dev[HX_CLASS_COUNT]; /* op-map: index into dev, -1 = dev[0] */
     double ratio[HX_MAX_DEVICES];
     bool alternate;
     struct hx_tsplit *ts; /* tensor-split slices (owned) */
+    /* fit: layers [layer_end[i-1], layer_end[i]) on dev[i]; the embedding on embed_dev, the
+     * output norm and LM head on head_dev; scheduler indices */
+    int32_t layer_end[HX_MAX_DEVICES];
+    int embed_dev, head_dev;
     char text[192];
 };
+
+/* What a device's memory holds for a plan (sched-fit.c), and what it has allocated
+ * (sched-mem.c counts every buffer and prepared weight it gets through the vtable). */
+enum hx_mem_kind { HX_MEM_WEIGHTS, HX_MEM_KV, HX_MEM_ACT, HX_MEM_STAGING, HX_MEM_KINDS };
 
 struct hx_prof_ent {
     int16_t kind, cls, wtype;
@@ -64,6 +74,7 @@ struct hx_prof {
 struct hx_whent {
     const struct hx_weight *w;
     void *h;
+    size_t nb; /* its memory on the device (hx__dev_weight_bytes of the handle) */
 };
 
 struct hx_worker;
@@ -77,6 +88,7 @@ struct hx_sdev {
     struct hx_buffer **kv_k, **kv_v; /* per layer */
     bool used;
     struct hx_prof prof;
+    size_t alloc[HX_MEM_KINDS]; /* bytes held now, by kind (sched-mem.c) */
 };
 
 /* What sizes a device's memory (sched-mem.c): a buffer of slot_cap[slot] rows per activation
@@ -126,6 +138,7 @@ struct hx_sched {
     char used[256];
     const int32_t *kv_len; /* during a run */
     struct hx_verify *v;   /* NULL: the policy does not verify */
+    size_t need[HX_MAX_DEVICES][HX_MEM_KINDS]; /* the rules' memory per device (sched-fit.c) */
 };
 
 /* The rows of one batch, as every split of its run gets them. */
@@ -342,8 +355,34 @@ int hx__cost_walk(const struct hx_sched *s, const struct hx_graph *plan, double 
 int hx__plan_cost(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *r,
                   double *us);
 
+/* ---- sched-fit.c: memory --------------------------------------------------------------------- */
+
+/* The graphs the plans are made for: [prefill] n_batch rows, [decode] one row (free both). */
+int hx__phase_graphs(const struct hx_sched *s, struct hx_graph g[HX_PHASE_COUNT]);
+/* Bytes device d may use: the --mem cap naming it, else what it reports as free, else its
+ * total (a unified-memory device that reports nothing: the host's); 0 = unknown (no limit).
+ * *from says which ("--mem vulkan", "free", ...). */
+size_t hx__mem_limit(const struct hx_sched *s, int d, const char **from);
+/* The memory of the plans of rules r[ph] for the graphs g[ph], per device and kind: the
+ * weights as prepared for that device, the KV caches of the layers whose attention runs
+ * there (and the host's mirror under a fallback chain), the activation slots its nodes touch,
+ * and a discrete device's staging. Exactly what a load and runs of both phases allocate. */
+int hx__mem_need(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *const *r,
+                 size_t need[HX_MAX_DEVICES][HX_MEM_KINDS]);
+/* HX_E_NOMEM naming the first device whose need exceeds its limit ("what" names the plan). */
+int hx__mem_check(const struct hx_sched *s, size_t need[HX_MAX_DEVICES][HX_MEM_KINDS],
+                  const char *what);
+/* fit over devs[0..n) (fastest first): the rule giving devs[0] as many whole layers from the
+ * first as its limit allows (the LM head too where that puts more weight bytes there), then
+ * devs[1], ...; the last takes the rest. HX_E_NOMEM with the numbers if the last cannot. */
+int hx__fit_rule(struct hx_sched *s, const struct hx_graph *g, const int *devs, int n_dev,
+                 struct hx_rule *r);
+/* The memory section of `engine plan` (s->need against each device's limit). */
+void hx__mem_text(const struct hx_sched *s, struct hx_strbuf *sb);
+
 /* ---- sched-auto.c: measured auto ------------------------------------------------------------- */
 
 /* Measure the candidates (profile cache included) and set s->rule[] to the chosen rule per
  * phase, with s->pred_us, s->why and s->prof_text for `engine plan`. */
-int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg);
+int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg,
+                    const struct hx_graph *g);

@@ -9,7 +9,9 @@
  * rows, allocated on first use; per layer a K and a V cache of n_seq × n_ctx rows, allocated
  * where that layer's attention runs (or a copy of it lands); the weights prepared for the
  * device, once each, looked up by their hx_weight address (tensor-split slices included) in a
- * small open-addressing table. hx__build_op binds a node to these: its slot regions, its weight
+ * small open-addressing table. Every byte of these is counted per device and kind as it is
+ * allocated and given back (sd->alloc; a weight by its backend's weight_bytes of the handle):
+ * what sched-fit.c predicts a plan allocates, and what tests hold it to. hx__build_op binds a node to these: its slot regions, its weight
  * handles, its KV cache. verify's reference is a device like any other here.
  *
  * Coherence: each slot and each layer's KV cache has a valid-on bitmask over the devices
@@ -102,11 +104,17 @@ int hx__weight_handle(struct hx_sdev *sd, const struct hx_weight *w, void **out)
     }
     if (2 * (sd->wn + 1) > sd->wcap && hx__wmap_grow(sd)) return HX_E_NOMEM;
     void *h;
+    size_t nb = 0;
     int st = hx__dev_weight_prepare(sd->dev, w, &h);
     if (st) return st;
+    if ((st = hx__dev_weight_bytes(sd->dev, w, h, &nb))) {
+        hx__dev_weight_release(sd->dev, h);
+        return st;
+    }
     size_t i = hx__wmap_pos(sd, w);
-    sd->wmap[i] = (struct hx_whent){w, h};
+    sd->wmap[i] = (struct hx_whent){w, h, nb};
     sd->wn++;
+    sd->alloc[HX_MEM_WEIGHTS] += nb;
     *out = h;
     return HX_OK;
 }
@@ -117,6 +125,7 @@ void hx__wmap_release(struct hx_sdev *sd)
         if (sd->wmap[i].w) hx__dev_weight_release(sd->dev, sd->wmap[i].h);
     hx__free(sd->wmap);
     sd->wmap = NULL, sd->wcap = sd->wn = 0;
+    sd->alloc[HX_MEM_WEIGHTS] = 0;
 }
 
 /* ---- memory ---------------------------------------------------------------------------------- */
@@ -138,6 +147,7 @@ int hx__slot_buf(const struct hx_mem_geom *m, struct hx_sdev *sd, int slot, stru
             return hx_device_set_error(sd->dev, st,
                                        "cannot allocate %zu bytes for activation slot '%s'", nb,
                                        hx__slot_name((enum hx_slot)slot));
+        sd->alloc[HX_MEM_ACT] += sd->slot[slot]->nbytes;
     }
     *out = sd->slot[slot];
     return HX_OK;
@@ -157,8 +167,11 @@ int hx__kv_bufs(const struct hx_mem_geom *m, struct hx_sdev *sd, int64_t layer)
     }
     if (sd->kv_k[layer] && sd->kv_v[layer]) return HX_OK;
     size_t nb = hx__kv_bytes(m);
-    int st = sd->kv_k[layer] ? HX_OK : hx__dev_buffer_alloc(sd->dev, nb, &sd->kv_k[layer]);
-    if (st == HX_OK) st = hx__dev_buffer_alloc(sd->dev, nb, &sd->kv_v[layer]);
+    int st = HX_OK;
+    if (!sd->kv_k[layer] && (st = hx__dev_buffer_alloc(sd->dev, nb, &sd->kv_k[layer])) == HX_OK)
+        sd->alloc[HX_MEM_KV] += sd->kv_k[layer]->nbytes;
+    if (st == HX_OK && (st = hx__dev_buffer_alloc(sd->dev, nb, &sd->kv_v[layer])) == HX_OK)
+        sd->alloc[HX_MEM_KV] += sd->kv_v[layer]->nbytes;
     if (st)
         return hx_device_set_error(sd->dev, st,
                                    "cannot allocate the KV cache of layer %lld (2 x %zu bytes)",
@@ -179,6 +192,7 @@ void hx__sdev_free_mem(const struct hx_mem_geom *m, struct hx_sdev *sd)
     hx__free(sd->kv_k);
     hx__free(sd->kv_v);
     sd->kv_k = sd->kv_v = NULL;
+    sd->alloc[HX_MEM_ACT] = sd->alloc[HX_MEM_KV] = 0;
 }
 
 void hx__sdev_close(const struct hx_mem_geom *m, struct hx_sdev *sd)

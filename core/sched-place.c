@@ -22,7 +22,7 @@
  * rows are stored whole). Slices are whole groups of HX_TS_ALIGN rows, built once per rule.
  *
  * A new policy kind touches policy.c (parsing) and this file (hx__rule_from_policy and
- * hx__preferred) only.
+ * hx__preferred) only; fit's boundaries come from its memory search (sched-fit.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -48,11 +48,23 @@ void hx__ts_free(struct hx_tsplit *ts)
     hx__free(ts);
 }
 
+/* fit:vulkan:0=L0-11,cpu=L12-23,lm_head=vulkan:0,embed=cpu */
+static void hx__fit_text(const struct hx_sched *s, const struct hx_rule *r, struct hx_strbuf *sb)
+{
+    for (int i = 0, start = 0; i < r->n_dev; start = r->layer_end[i++])
+        if (r->layer_end[i] > start)
+            hx__sb_printf(sb, "%s=L%d-%d,", hx__id(s, r->dev[i]), start, r->layer_end[i] - 1);
+    hx__sb_printf(sb, "lm_head=%s,embed=%s",
+                  hx__id(s, r->head_dev >= 0 ? r->head_dev : r->dev[r->n_dev - 1]),
+                  hx__id(s, r->embed_dev));
+}
+
 void hx__rule_text(const struct hx_sched *s, struct hx_rule *r)
 {
     struct hx_strbuf sb;
     hx__sb_init(&sb);
     hx__sb_printf(&sb, "%s:", hx__policy_kind_name(r->kind));
+    if (r->kind == HX_POLICY_FIT) hx__fit_text(s, r, &sb);
     if (r->kind == HX_POLICY_SINGLE || r->kind == HX_POLICY_GEMM_OFFLOAD)
         hx__sb_printf(&sb, "%s", hx__id(s, r->dev[0]));
     if (r->kind == HX_POLICY_LAYER_SPLIT && r->alternate) hx__sb_printf(&sb, "alternate:");
@@ -121,6 +133,10 @@ int hx__rule_from_policy(struct hx_sched *s, enum hx_phase ph, struct hx_rule *r
     r->alternate = p->alternate;
     for (int i = 0; i < p->n_devs; i++) r->dev[i] = s->pol[i], r->ratio[i] = p->ratio[i];
     memcpy(r->class_dev, p->class_dev, sizeof r->class_dev);
+    if (p->kind == HX_POLICY_FIT) { /* sched-fit.c sets the boundaries; until then: all on dev[0] */
+        r->embed_dev = r->dev[0], r->head_dev = -1;
+        for (int i = 0; i < r->n_dev; i++) r->layer_end[i] = (int32_t)s->model->hp.n_layer;
+    }
     if (p->kind == HX_POLICY_PHASE_SPLIT) {
         r->kind = HX_POLICY_SINGLE;
         r->dev[0] = s->pol[ph == HX_PHASE_PREFILL ? 0 : 1];
@@ -149,6 +165,12 @@ static int hx__preferred(const struct hx_sched *s, const struct hx_rule *r,
         }
         return r->dev[r->n_dev - 1];
     }
+    case HX_POLICY_FIT:
+        if (nd->desc.layer < 0 && nd->desc.cls == HX_CLASS_EMBED) return r->embed_dev;
+        if (nd->desc.layer < 0 && r->head_dev >= 0) return r->head_dev;
+        for (int i = 0; i < r->n_dev; i++)
+            if (layer < r->layer_end[i]) return r->dev[i];
+        return r->dev[r->n_dev - 1];
     /* part is 0 but for the expansion's nodes: a part of a split matmul, or a whole matmul
      * whose rows all fell to one device because the others' shares rounded to no rows. */
     case HX_POLICY_TENSOR_SPLIT: return r->dev[nd->part];

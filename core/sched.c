@@ -12,9 +12,10 @@
  *
  * Here: which devices to open (cpu always, as the host; the --fallback chain; the policy's,
  * substituted from the chain when absent; verify's reference, as an instance of its own);
- * making the rules (from the policy, or by auto); preparing at load every weight and KV cache
- * the two phases' plans place on each device; and hx__sched_run: place the batch's graph, run
- * it, read the logits.
+ * making the rules (from the policy, by fit's memory search, or by auto) and refusing them if
+ * their memory exceeds a device's limit (sched-fit.c), before anything is loaded; preparing at
+ * load every weight and KV cache the two phases' plans place on each device; and
+ * hx__sched_run: place the batch's graph, run it, read the logits.
  *
  * Recovery: when a device fails during a run (an error, or a split past HX_SPLIT_TIMEOUT_MS)
  * and a fallback chain exists, the device is marked unhealthy, every activation is forgotten,
@@ -179,12 +180,32 @@ static int hx__prepare_plans(struct hx_sched *s)
     return st;
 }
 
+/* The rules of both phases, and what they put in each device's memory (s->need); a plan that
+ * does not fit a device's limit is refused here, before any weight is prepared. */
 static int hx__sched_rules(struct hx_sched *s, const struct hx_device_config *cfg)
 {
-    if (s->policy.kind == HX_POLICY_AUTO) return hx__auto_choose(s, cfg);
-    int st = HX_OK;
-    for (int ph = 0; ph < HX_PHASE_COUNT && st == HX_OK; ph++)
-        st = hx__rule_from_policy(s, (enum hx_phase)ph, &s->rule[ph]);
+    struct hx_graph g[HX_PHASE_COUNT];
+    int st = hx__phase_graphs(s, g);
+    if (st) return st;
+    if (s->policy.kind == HX_POLICY_AUTO) {
+        st = hx__auto_choose(s, cfg, g);
+    } else if (s->policy.kind == HX_POLICY_FIT) {
+        st = hx__fit_rule(s, g, s->pol, s->policy.n_devs, &s->rule[0]);
+        s->rule[1] = s->rule[0];
+    } else {
+        for (int ph = 0; ph < HX_PHASE_COUNT && st == HX_OK; ph++)
+            st = hx__rule_from_policy(s, (enum hx_phase)ph, &s->rule[ph]);
+    }
+    const struct hx_rule *r[HX_PHASE_COUNT] = {&s->rule[0], &s->rule[1]};
+    if (st == HX_OK) st = hx__mem_need(s, g, r, s->need);
+    if (st == HX_OK) {
+        char what[512];
+        snprintf(what, sizeof what, "the plan (prefill %s, decode %s)", s->rule[0].text,
+                 s->rule[1].text);
+        st = hx__mem_check(s, s->need, what);
+    }
+    hx__graph_free(&g[0]);
+    hx__graph_free(&g[1]);
     return st;
 }
 
@@ -248,6 +269,28 @@ void hx__sched_free(struct hx_sched *s)
 const struct hx_sched_stats *hx__sched_stats(const struct hx_sched *s)
 {
     return &s->stats;
+}
+
+_Static_assert(HX_SCHED_MEM_KINDS == HX_MEM_KINDS, "memory kinds");
+
+int hx__sched_mem(const struct hx_sched *s, struct hx_sched_mem *out, int max)
+{
+    int n = 0;
+    for (int d = 0; d < s->n_dev && n < max; d++, n++) {
+        const char *from;
+        memset(&out[n], 0, sizeof out[n]);
+        snprintf(out[n].id, sizeof out[n].id, "%s", hx__id(s, d));
+        memcpy(out[n].need, s->need[d], sizeof out[n].need);
+        memcpy(out[n].alloc, s->dev[d].alloc, sizeof out[n].alloc);
+        out[n].limit = hx__mem_limit(s, d, &from);
+        snprintf(out[n].limit_from, sizeof out[n].limit_from, "%s", from);
+    }
+    return n;
+}
+
+void hx__sched_mem_text(const struct hx_sched *s, struct hx_strbuf *sb)
+{
+    hx__mem_text(s, sb);
 }
 
 const char *hx__sched_devices_used(const struct hx_sched *s)

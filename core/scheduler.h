@@ -26,6 +26,7 @@ enum hx_policy_kind {
     HX_POLICY_LAYER_SPLIT,
     HX_POLICY_PHASE_SPLIT,
     HX_POLICY_TENSOR_SPLIT,
+    HX_POLICY_FIT,
     HX_POLICY_AUTO,
     HX_POLICY_VERIFY, /* a name only: verify is the `verify` flag over an inner kind */
     HX_POLICY_KIND_COUNT
@@ -45,6 +46,9 @@ struct hx_policy {
     char verify_ref[64];
     char fallback[HX_MAX_DEVICES][64]; /* --fallback chain */
     int n_fallback;
+    char mem_dev[HX_MAX_DEVICES][64]; /* --mem caps: device spec ("vulkan", "vulkan:1", "gpu") */
+    size_t mem_cap[HX_MAX_DEVICES];   /* ... and its cap in bytes */
+    int n_mem;
 };
 
 /* Parse a policy (preset, "name:args", "verify[@REF][:INNER]" or "@file"), the --backend
@@ -53,6 +57,12 @@ struct hx_policy {
 int hx__policy_parse(const char *spec, const char *backend, const char *fallback,
                      struct hx_policy *out);
 const char *hx__policy_kind_name(enum hx_policy_kind k);
+/* Parse --mem "DEV=SIZE[,DEV=SIZE]" (SIZE: bytes, or a number with K, M, G or T, binary
+ * units, e.g. 512M, 1.5G) into p's caps. HX_E_INVAL naming the bad part: a malformed size, an
+ * unknown device, a device named twice. NULL or "" sets none. */
+int hx__mem_parse(const char *text, struct hx_policy *p);
+/* Parse a size as --mem takes it; false if malformed. */
+bool hx__parse_size(const char *text, size_t *out);
 /* Resolve "gpu" to the best GPU-kind backend present ("hip", "vulkan"); NULL if none. */
 const char *hx__resolve_gpu(void);
 
@@ -92,6 +102,20 @@ int hx__sched_run(struct hx_sched *s, const struct hx_graph *g, const int32_t *t
 int hx__sched_plan_text(struct hx_sched *s, const struct hx_graph *g, const char *phase,
                         struct hx_strbuf *sb);
 const struct hx_sched_stats *hx__sched_stats(const struct hx_sched *s);
+
+/* Memory per device: what the plan accounts (need) and what the device holds now (alloc),
+ * by kind: weights, KV caches, activation slots, staging (docs/policies.md "Memory"). */
+#define HX_SCHED_MEM_KINDS 4
+struct hx_sched_mem {
+    char id[64];
+    size_t need[HX_SCHED_MEM_KINDS], alloc[HX_SCHED_MEM_KINDS];
+    size_t limit; /* 0: unknown */
+    char limit_from[80];
+};
+/* Fill out[0..max) for the scheduler's devices; returns how many. */
+int hx__sched_mem(const struct hx_sched *s, struct hx_sched_mem *out, int max);
+/* The plan's memory per device as text (engine plan). */
+void hx__sched_mem_text(const struct hx_sched *s, struct hx_strbuf *sb);
 /* Comma-separated ids of the devices the last run used. */
 const char *hx__sched_devices_used(const struct hx_sched *s);
 /* Placement rule of a phase as text ("single:cpu", "tensor-split:cpu=0.60,vulkan:0=0.40"). */

@@ -59,8 +59,11 @@ struct hx_device_info {
     char name[128];          /* "cpu", "llvmpipe (LLVM 15.0.6, 256 bits)", "npu-sim" */
     char description[256];   /* driver / features line, free text */
     enum hx_device_kind kind;
-    size_t memory_total_bytes;   /* 0 = unknown */
-    size_t memory_free_bytes;    /* 0 = unknown */
+    /* The memory the engine may use on the device (the scheduler's default budget, which
+     * --mem overrides): total, and free now; for a unified-memory GPU, the share the driver
+     * lets the GPU use (its device-local heaps). 0 = unknown. */
+    size_t memory_total_bytes;
+    size_t memory_free_bytes;
     size_t max_alloc_bytes;      /* 0 = unlimited */
     size_t alignment_bytes;      /* buffer offset alignment */
     bool unified_memory;         /* host and device share memory (CPU, APU, lavapipe) */
@@ -226,9 +229,10 @@ struct hx_split {
 
 /* 2: caps says what the core used to infer from an entry being NULL (asynchrony).
  * 3: probe reports the devices too (device_count is gone); the core checks device indices.
+ * 4: weight_bytes appended (the scheduler's memory accounting, docs/policies.md).
  * Both changed the layout rather than appending, which is safe only because every table is
  * compiled with the core: the registry rejects a table of another version. */
-#define HX_BACKEND_ABI_VERSION 3
+#define HX_BACKEND_ABI_VERSION 4
 
 /* What a backend's probe found. The core zeroes it before the call and keeps it. */
 struct hx_backend_probe {
@@ -302,6 +306,13 @@ struct hx_backend_ops {
     /* (optional) extra text for `engine devices` (manifest, kernels); default nothing.
      * Writes a NUL-terminated string of at most len bytes. */
     void (*describe)(struct hx_device *dev, char *out, size_t len);
+    /* (optional) bytes of memory weight w takes on this device once prepared: with handle NULL,
+     * what weight_prepare(w) would take (the scheduler's plan, before anything is loaded); with
+     * a handle weight_prepare returned, what that handle holds. Both must agree (a test checks).
+     * Weights used in place from the model's mapping count their mapped bytes. Pure and cheap.
+     * Default: w->nbytes (the weight as stored). */
+    int (*weight_bytes)(struct hx_device *dev, const struct hx_weight *w, void *handle,
+                        size_t *out);
 };
 
 /* ---- helpers for backends ------------------------------------------------------------------ */

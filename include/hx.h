@@ -270,12 +270,18 @@ struct hx_context_params {
     int64_t n_batch;       /* max rows per decode call; 0 = 512 */
     const char *npu_kernels;  /* NPU kernel manifest directory; NULL = default */
     bool verbose_plan;
+    /* Memory caps per device, "DEV=SIZE[,DEV=SIZE]" (e.g. "vulkan=2G,cpu=8G"); NULL = each
+     * device's own report. A plan that does not fit is refused (docs/policies.md). */
+    const char *mem;
 };
 
 /* Check a policy / backend / fallback combination without loading anything: HX_E_INVAL with
  * a message naming the bad part (unknown policy or device, malformed op-map, ratios that do
  * not add up, a device named twice, an empty device list). */
 HX_API int hx_policy_validate(const char *policy, const char *backend, const char *fallback);
+/* Check a --mem list ("vulkan=2G,cpu=512M") without loading anything: HX_E_INVAL naming a
+ * malformed size or an unknown device. */
+HX_API int hx_mem_validate(const char *mem);
 
 HX_API int hx_context_new(struct hx_model *model, const struct hx_context_params *params,
                           struct hx_context **out);

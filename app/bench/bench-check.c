@@ -102,7 +102,7 @@ static void hx_bm_check_verified(const struct hx_bm_combo *cb, struct hx_bm_chec
     snprintf(pol, sizeof pol, "verify@%s:%s", HX_BM_VERIFY_REF, cb->policy);
     int64_t n_max = k->n[0] > k->n[1] ? k->n[0] : k->n[1];
     struct hx_context_params cp = {.struct_size = sizeof cp, .backend = cb->backend,
-                                   .policy = pol, .fallback = cb->o->fallback,
+                                   .policy = pol, .fallback = cb->o->fallback, .mem = cb->o->mem,
                                    .n_threads = (int)cb->n_threads, .n_ctx = n_max,
                                    .n_batch = k->n[0] > 1 ? k->n[0] : 1};
     struct hx_context *vc = NULL;

@@ -32,6 +32,7 @@ struct hx_bm_opts {
     int64_t reps, bw_mib;
     float bw_gbs;             /* > 0: use this bandwidth instead of probing */
     const char *fallback;     /* --fallback chain, NULL = none */
+    const char *mem;          /* --mem caps, NULL = none */
     uint64_t seed;
     bool mmap;
     bool no_verify;           /* --no-verify: no check against the reference before timing */

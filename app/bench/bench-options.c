@@ -35,6 +35,8 @@ void hx_bm_usage(void)
            "                        to 1 GiB)\n"
            "      --bw-gbs X        skip the probe: take X GB/s as the read bandwidth\n"
            "      --fallback LIST   device fallback chain for failed splits (as engine run)\n"
+           "      --mem DEV=SIZE,.. memory caps per device, e.g. vulkan=2G,cpu=8G (as engine run;\n"
+           "                        a policy whose plan does not fit is an error)\n"
            "      --seed S          seed of the random token ids (default 42)\n"
            "      --no-verify       skip the check of each policy against the ref device (by\n"
            "                        default %d prefill rows and %d decode steps run under\n"
@@ -145,7 +147,7 @@ static int hx_bm_option(struct hx_bm_opts *o, int argc, char **argv, int *i)
                  IS("-p", "--n-prompt") || IS("-n", "--n-gen") || IS("-d", "--n-depth") || IS("-r", "--repetitions") ||
                  IS("-t", "--threads") || IS("-o", "--output") || IS("--mmap", NULL) ||
                  IS("--bw-mib", NULL) || IS("--bw-gbs", NULL) || IS("--seed", NULL) ||
-                 IS("--fallback", NULL) || IS("--plot", NULL);
+                 IS("--fallback", NULL) || IS("--mem", NULL) || IS("--plot", NULL);
     if (IS("--no-verify", NULL)) {
         o->no_verify = true;
         return 0;
@@ -186,6 +188,8 @@ static int hx_bm_option(struct hx_bm_opts *o, int argc, char **argv, int *i)
         if (!hx_app_parse_f32(v, 0.001f, 1e6f, &o->bw_gbs)) return hx_bm_bad(a, v);
     } else if (IS("--fallback", NULL)) {
         o->fallback = v;
+    } else if (IS("--mem", NULL)) {
+        o->mem = v;
     } else if (IS("--plot", NULL)) {
         if (!*v) return hx_bm_bad(a, v);
         o->plot_path = v;
@@ -233,6 +237,10 @@ static int hx_bm_check_policies(struct hx_bm_opts *o)
 {
     if (o->fallback && hx_policy_validate(NULL, NULL, o->fallback) != HX_OK) {
         hx_app_error("bench", "--fallback %s: %s", o->fallback, hx_last_error());
+        return 2;
+    }
+    if (hx_mem_validate(o->mem) != HX_OK) {
+        hx_app_error("bench", "%s", hx_last_error());
         return 2;
     }
     for (int b = 0; b < o->n_backends; b++)

@@ -69,7 +69,7 @@ static int hx_bm_combo_run(const struct hx_bm_combo *cb, struct hx_bm_out *out)
     struct hx_bm_check k;
     if (hx_bm_check_ref(cb, &k)) return 1;
     struct hx_context_params cp = {.struct_size = sizeof cp, .backend = cb->backend,
-                                   .policy = cb->policy, .fallback = o->fallback,
+                                   .policy = cb->policy, .fallback = o->fallback, .mem = o->mem,
                                    .n_threads = (int)cb->n_threads,
                                    .n_ctx = hx_bm_ctx_need(o), .n_batch = HX_BM_BATCH};
     struct hx_context *c;

@@ -41,6 +41,7 @@ static void hx_srv_usage(FILE *f)
             "  --backend B           device for the single policy (cpu, vulkan, npu, ...)\n"
             "  --policy P            dispatch policy\n"
             "  --fallback LIST       fallback chain, e.g. npu,vulkan,cpu\n"
+            "  --mem DEV=SIZE,...    memory caps per device, e.g. vulkan=2G (docs/policies.md)\n"
             "  --parallel N          concurrent sequences (KV slots), default 4\n"
             "  --cache-slots N       more KV sequences that only keep cached prompts, default 0\n"
             "  --queue N             waiting requests beyond --parallel, default 16 (then 503)\n"
@@ -154,7 +155,8 @@ static bool hx_srv_num_arg(const char *flag, const char *v, int64_t lo, int64_t 
  * error (exit 2) instead of a server that is up and answers every request wrongly. */
 static int hx_srv_check_engine_args(const struct hx_srv_worker_params *p)
 {
-    if (hx_policy_validate(p->policy, p->backend, p->fallback) != HX_OK) {
+    if (hx_policy_validate(p->policy, p->backend, p->fallback) != HX_OK ||
+        hx_mem_validate(p->mem) != HX_OK) {
         hx_app_error("serve", "%s", hx_last_error());
         return 2;
     }
@@ -199,6 +201,7 @@ static int hx_srv_parse_args(int argc, char **argv, struct hx_srv_args *a)
         HX_SRV_STR("--backend", a->worker.backend)
         HX_SRV_STR("--policy", a->worker.policy)
         HX_SRV_STR("--fallback", a->worker.fallback)
+        HX_SRV_STR("--mem", a->worker.mem)
         HX_SRV_STR("--api-key", hx__srv_cfg.api_key)
         HX_SRV_STR("--chat-template", a->worker.chat_template)
         HX_SRV_INT("--port", 0, 65535, a->http.port)

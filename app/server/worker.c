@@ -625,6 +625,7 @@ static int hx_srv_load(void)
         .backend = hx_srv_s.p.backend,
         .policy = hx_srv_s.p.policy,
         .fallback = hx_srv_s.p.fallback,
+        .mem = hx_srv_s.p.mem,
         .n_threads = hx_srv_s.p.n_threads,
         .n_ctx = hx_srv_s.p.n_ctx,
         .n_seq = hx_srv_s.p.n_parallel + hx_srv_s.p.n_cache_slots,

@@ -79,13 +79,18 @@ static void hx_cpu_fini(struct hx_device *dev)
 /* Quantized matmul weights are repacked into x16 tiles when the AVX-512 VNNI kernels will run
  * them (HX_CPU_REPACK=0 keeps the GGUF rows, for comparisons). The handle is always an
  * hx_cpu_x16; its data is NULL when the weight is used as it is in the file. */
+static bool hx_cpu_repacks(const struct hx_weight *w)
+{
+    const char *env = getenv("HX_CPU_REPACK");
+    return !(env && !strcmp(env, "0")) && hx__cpu_isa_best() == HX_CPU_ISA_AVX512 &&
+           hx__x16_usable(w->type, w->n_cols);
+}
+
 static int hx_cpu_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void **handle)
 {
     struct hx_cpu_dev *c = dev->ctx;
-    const char *env = getenv("HX_CPU_REPACK");
     struct hx_cpu_x16 *x = NULL;
-    if (!(env && !strcmp(env, "0")) && hx__cpu_isa_best() == HX_CPU_ISA_AVX512 &&
-        hx__x16_usable(w->type, w->n_cols))
+    if (hx_cpu_repacks(w))
         x = hx__x16_pack(w, c->n_threads);
     else if ((x = hx_calloc(1, sizeof *x))) {
         x->magic = HX_X16_MAGIC;
@@ -93,6 +98,25 @@ static int hx_cpu_weight_prepare(struct hx_device *dev, const struct hx_weight *
     }
     if (!x) return hx_device_set_error(dev, HX_E_NOMEM, "preparing %s: out of memory", w->name);
     *handle = x;
+    return HX_OK;
+}
+
+/* Memory of a prepared weight: its x16 tiles (cpu-x16.h: 16 rows of the GGUF row size per
+ * tile, Q4_K's 2368 bytes per 256 columns), or the mapped bytes it is used from in place. */
+static int hx_cpu_weight_bytes(struct hx_device *dev, const struct hx_weight *w, void *handle,
+                               size_t *out)
+{
+    (void)dev;
+    const struct hx_cpu_x16 *x = handle;
+    if (x) {
+        *out = x->data ? x->tile_bytes * (size_t)x->n_tiles : w->nbytes;
+        return HX_OK;
+    }
+    if (!hx_cpu_repacks(w)) return *out = w->nbytes, HX_OK;
+    size_t tiles = (size_t)((w->n_rows + HX_X16_ROWS - 1) / HX_X16_ROWS);
+    size_t tile = w->type == HX_DTYPE_Q4_K ? (size_t)(w->n_cols / 256) * 2368
+                                           : HX_X16_ROWS * hx_dtype_row_bytes(w->type, w->n_cols);
+    *out = tile * tiles;
     return HX_OK;
 }
 
@@ -220,6 +244,7 @@ const struct hx_backend_ops hx__backend_cpu_ops = {
     .buffer_write = hx__host_buffer_write,
     .buffer_read = hx__host_buffer_read,
     .weight_prepare = hx_cpu_weight_prepare,
+    .weight_bytes = hx_cpu_weight_bytes,
     .weight_release = hx_cpu_weight_release,
     .supports = hx_cpu_supports,
     .run = hx_cpu_run,

@@ -55,6 +55,25 @@ int hx__host_weight_prepare(struct hx_device *dev, const struct hx_weight *w, vo
     return HX_OK;
 }
 
+/* Host memory: MemTotal and MemAvailable of /proc/meminfo (what can be allocated without
+ * swapping, page cache that can be dropped included); sysconf's pages where it is absent. */
+void hx__host_memory(size_t *total, size_t *avail)
+{
+    *total = *avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long long kib;
+        if (sscanf(line, "MemTotal: %llu kB", &kib) == 1) *total = (size_t)kib * 1024;
+        else if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) *avail = (size_t)kib * 1024;
+    }
+    if (f) fclose(f);
+    long pages = sysconf(_SC_PHYS_PAGES), free_pages = sysconf(_SC_AVPHYS_PAGES);
+    long psz = sysconf(_SC_PAGESIZE);
+    if (!*total && pages > 0 && psz > 0) *total = (size_t)pages * (size_t)psz;
+    if (!*avail && free_pages > 0 && psz > 0) *avail = (size_t)free_pages * (size_t)psz;
+}
+
 void hx__host_device_info(const char *name, const char *description, struct hx_device_info *out)
 {
     memset(out, 0, sizeof *out);
@@ -62,10 +81,7 @@ void hx__host_device_info(const char *name, const char *description, struct hx_d
     snprintf(out->name, sizeof out->name, "%s", name);
     snprintf(out->description, sizeof out->description, "%s", description);
     out->kind = HX_DEVICE_CPU;
-    long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
-    long psz = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && psz > 0) out->memory_total_bytes = (size_t)pages * (size_t)psz;
-    if (avail > 0 && psz > 0) out->memory_free_bytes = (size_t)avail * (size_t)psz;
+    hx__host_memory(&out->memory_total_bytes, &out->memory_free_bytes);
     out->alignment_bytes = HX__HOST_ALIGN;
     out->unified_memory = true;
     out->weight_types = (1u << HX_DTYPE_COUNT) - 1;

@@ -14,5 +14,7 @@ int hx__host_buffer_write(struct hx_device *dev, struct hx_buffer *buf, size_t o
 int hx__host_buffer_read(struct hx_device *dev, struct hx_buffer *buf, size_t offset, void *dst,
                          size_t nbytes);
 int hx__host_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void **handle);
-/* Fill a device_info for a host CPU device (name, memory from sysconf, all weight types). */
+/* Host memory in bytes: MemTotal and MemAvailable (/proc/meminfo; sysconf where absent). */
+void hx__host_memory(size_t *total, size_t *avail);
+/* Fill a device_info for a host CPU device (name, host memory, all weight types). */
 void hx__host_device_info(const char *name, const char *description, struct hx_device_info *out);

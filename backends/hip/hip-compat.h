@@ -33,6 +33,7 @@
 #define hipGetLastError cudaGetLastError
 #define hipGetDeviceCount cudaGetDeviceCount
 #define hipSetDevice cudaSetDevice
+#define hipGetDevice cudaGetDevice
 #define hipDeviceProp_t cudaDeviceProp
 #define hipGetDeviceProperties cudaGetDeviceProperties
 #define hipDriverGetVersion cudaDriverGetVersion

@@ -409,9 +409,19 @@ hipError_t hipGetDeviceCount(int *n)
     return *n ? hipSuccess : fail(hipErrorNoDevice);
 }
 
+static thread_local int hx_emu_current;
+
 hipError_t hipSetDevice(int idx)
 {
-    return idx >= 0 && idx < cfg().devices ? hipSuccess : fail(hipErrorInvalidDevice);
+    if (idx < 0 || idx >= cfg().devices) return fail(hipErrorInvalidDevice);
+    hx_emu_current = idx;
+    return hipSuccess;
+}
+
+hipError_t hipGetDevice(int *idx)
+{
+    *idx = hx_emu_current;
+    return hipSuccess;
 }
 
 hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int idx)

@@ -138,6 +138,7 @@ struct hipDeviceProp_t {
 
 hipError_t hipGetDeviceCount(int *n);
 hipError_t hipSetDevice(int idx);
+hipError_t hipGetDevice(int *idx);
 hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int idx);
 hipError_t hipDriverGetVersion(int *v);
 hipError_t hipRuntimeGetVersion(int *v);

@@ -293,6 +293,15 @@ static int hx_hip_device_info(int idx, struct hx_device_info *out, char *err, si
              arch, p.multiProcessorCount, HX_HIP_TARGETS);
     info.kind = p.integrated ? HX_DEVICE_IGPU : HX_DEVICE_GPU;
     info.memory_total_bytes = p.totalGlobalMem;
+    /* Free now (hipMemGetInfo on that device; an APU's is the share the GPU may use). The
+     * current device is put back as it was. */
+    int cur = 0;
+    size_t mfree = 0, mtotal = 0;
+    if (hipGetDevice(&cur) == hipSuccess && hipSetDevice(en->ordinal[idx]) == hipSuccess) {
+        if (hipMemGetInfo(&mfree, &mtotal) == hipSuccess) info.memory_free_bytes = mfree;
+        (void)hipSetDevice(cur);
+    }
+    (void)hipGetLastError();
     info.alignment_bytes = 256;
     info.unified_memory = p.integrated != 0;
     info.weight_types = (1u << (HX_DTYPE_Q1_0 + 1)) - 1u;

@@ -224,6 +224,8 @@ int hx__npu_buffer_write(struct hx_device *dev, struct hx_buffer *buf, size_t of
 int hx__npu_buffer_read(struct hx_device *dev, struct hx_buffer *buf, size_t offset, void *dst,
                         size_t nbytes);
 int hx__npu_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void **handle);
+int hx__npu_weight_bytes(struct hx_device *dev, const struct hx_weight *w, void *handle,
+                         size_t *out);
 void hx__npu_weight_release(struct hx_device *dev, void *handle);
 /* Grow *p to hold n elements of elem bytes. */
 int hx__npu_grow(void **p, size_t *cap, size_t n, size_t elem);

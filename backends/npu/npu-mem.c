@@ -364,6 +364,27 @@ fail:
     return st;
 }
 
+/* Memory of a weight in B layout: its int8 tiles (K × N of the kernel each) and the f32
+ * scale of every output channel (host memory: the NPU shares it). */
+int hx__npu_weight_bytes(struct hx_device *dev, const struct hx_weight *hw, void *handle,
+                         size_t *out)
+{
+    struct hx_npu_dev *d = hx_npu_ctx(dev);
+    const struct hx_npu_weight *w = handle;
+    struct hx_npu_choice ch;
+    *out = hw->nbytes; /* no kernel covers it: weight_prepare refuses it anyway */
+    if (w) {
+        const struct hx_npu_kernel_desc *kd = &d->ki[w->ki].kn->d;
+        *out = (size_t)(w->n_kt * w->n_nt) * (size_t)(kd->K * kd->N) + (size_t)w->N * sizeof(float);
+    } else if (hw->n_rows >= 1 &&
+               hx__npu_pick_kernel(&d->man, d->ki_ok, hw->n_cols, hw->n_rows, &ch)) {
+        const struct hx_npu_kernel_desc *kd = &d->ki[ch.kernel].kn->d;
+        *out = (size_t)(ch.n_kt * ch.n_nt) * (size_t)(kd->K * kd->N) +
+               (size_t)hw->n_rows * sizeof(float);
+    }
+    return HX_OK;
+}
+
 void hx__npu_weight_release(struct hx_device *dev, void *handle)
 {
     struct hx_npu_dev *d = hx_npu_ctx(dev);

@@ -28,6 +28,7 @@
     X(vkGetPhysicalDeviceProperties2)                                                        \
     X(vkGetPhysicalDeviceFeatures2)                                                          \
     X(vkGetPhysicalDeviceMemoryProperties)                                                   \
+    X(vkGetPhysicalDeviceMemoryProperties2)                                                  \
     X(vkGetPhysicalDeviceQueueFamilyProperties)                                              \
     X(vkEnumerateDeviceExtensionProperties)                                                  \
     X(vkCreateDevice)                                                                        \
@@ -211,6 +212,8 @@ int hx__vk_buffer_read(struct hx_device *dev, struct hx_buffer *buf, size_t offs
 int hx__vk_copy(struct hx_device *dev, struct hx_buffer *dst, size_t dst_off,
                 struct hx_buffer *src, size_t src_off, size_t nbytes);
 int hx__vk_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void **handle);
+int hx__vk_weight_bytes(struct hx_device *dev, const struct hx_weight *w, void *handle,
+                        size_t *out);
 void hx__vk_weight_release(struct hx_device *dev, void *handle);
 /* handle from the op, else prepared now and cached until fini. */
 int hx__vk_weight_get(struct hx_device *dev, const struct hx_weight *w, void *handle,

@@ -245,6 +245,17 @@ int hx__vk_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void
     return HX_OK;
 }
 
+/* A weight's buffer: its GGUF rows and HX_VK_WEIGHT_SLACK bytes (as weight_prepare makes it). */
+int hx__vk_weight_bytes(struct hx_device *dev, const struct hx_weight *w, void *handle,
+                        size_t *out)
+{
+    (void)dev;
+    const struct hx_vk_weight *h = handle;
+    *out = h ? h->b.nbytes
+             : (size_t)w->n_rows * hx_dtype_row_bytes(w->type, w->n_cols) + HX_VK_WEIGHT_SLACK;
+    return HX_OK;
+}
+
 void hx__vk_weight_release(struct hx_device *dev, void *handle)
 {
     struct hx_vk_weight *h = handle;

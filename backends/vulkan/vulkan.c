@@ -327,6 +327,21 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     }
     info->unified_memory = uma && info->kind != HX_DEVICE_GPU;
     info->memory_total_bytes = total;
+    /* Free: what VK_EXT_memory_budget says the process may still allocate from the
+     * device-local heaps (budget − usage); without it, unknown. */
+    if (hx_vk_dev_has_ext(pd, "VK_EXT_memory_budget")) {
+        VkPhysicalDeviceMemoryBudgetPropertiesEXT bud = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+        VkPhysicalDeviceMemoryProperties2 mp2 = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &bud};
+        hx__vk_fn.vkGetPhysicalDeviceMemoryProperties2(pd, &mp2);
+        size_t avail = 0;
+        for (uint32_t i = 0; i < mp2.memoryProperties.memoryHeapCount; i++)
+            if ((mp2.memoryProperties.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+                bud.heapBudget[i] > bud.heapUsage[i])
+                avail += (size_t)(bud.heapBudget[i] - bud.heapUsage[i]);
+        info->memory_free_bytes = avail;
+    }
     info->max_alloc_bytes = (size_t)p->max_alloc;
     info->alignment_bytes = (size_t)HX_MAX(p->min_align, 16);
     info->weight_types = hx__vk_weight_types();
@@ -622,6 +637,7 @@ const struct hx_backend_ops hx__backend_vulkan_ops = {
     .buffer_write = hx__vk_buffer_write,
     .buffer_read = hx__vk_buffer_read,
     .weight_prepare = hx__vk_weight_prepare,
+    .weight_bytes = hx__vk_weight_bytes,
     .weight_release = hx__vk_weight_release,
     .supports = hx__vk_supports,
     .run = hx__vk_run,

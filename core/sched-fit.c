@@ -1,0 +1,375 @@
+/*
+ * sched-fit.c — the scheduler's memory: what each device may use, what a plan puts on it, the
+ * refusal of a plan that does not fit, and `fit`'s search for the split that does.
+ *
+ * Limit: a device may use its --mem cap; without one, what it reports free (else its total; a
+ * unified-memory device that reports neither shares the host's). 0 means unknown: no limit.
+ *
+ * Need: the plans of both phases are placed (sched-place.c) and every node adds to its device
+ * the weights it reads (weight and aux, each once, sized by the backend's weight_bytes: repacks
+ * as repacked, mapped weights as mapped), its layer's K and V caches if it is attention (and,
+ * under a fallback chain, the host's mirror of them), and the activation slots it touches (each
+ * a buffer of slot_cap rows). That is, by construction, exactly what the load (sched.c) and the
+ * runs of both phases (sched-exec.c, sched-mem.c) allocate on the device, which
+ * tests/test-mem.c checks against sched-mem.c's counters. A device that is not host-visible
+ * (a discrete GPU) also stages every upload and move through a host-visible buffer of the
+ * largest one (at most HX_STAGE_MAX): counted as staging, a backend-internal buffer the
+ * counters do not see. Backends' own scratch (the CPU's per-thread buffers, Vulkan's
+ * activation scratch) is not counted.
+ *
+ * fit: whole layers from the first, as many as fit, on the fastest device, then the next,
+ * the rest on the last (the CPU). Its rules are layer-split's with exact boundaries; the
+ * embedding lookup stays on the host (it reads one row per token); the output norm and LM head
+ * go on the fastest device when that puts more weight bytes there than the layers they
+ * displace, else on the last device. Each boundary is the largest count whose need fits
+ * (need grows with the count: a binary search of whole-plan accountings).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "sched-impl.h"
+
+#define HX_STAGE_MAX ((size_t)64 << 20) /* a discrete device's staging buffer, at most */
+
+static const char *const hx__mem_kind_name[HX_MEM_KINDS] = {"weights", "kv", "act", "staging"};
+
+int hx__phase_graphs(const struct hx_sched *s, struct hx_graph g[HX_PHASE_COUNT])
+{
+    memset(g, 0, HX_PHASE_COUNT * sizeof *g);
+    int st = hx__graph_build(&g[HX_PHASE_PREFILL], s->model, s->n_batch, s->n_batch - 1,
+                             s->mem.n_ctx, s->mem.n_seq);
+    if (st == HX_OK)
+        st = hx__graph_build(&g[HX_PHASE_DECODE], s->model, 1, 0, s->mem.n_ctx, s->mem.n_seq);
+    if (st) hx__graph_free(&g[0]), hx__graph_free(&g[1]);
+    return st;
+}
+
+/* ---- limits ---------------------------------------------------------------------------------- */
+
+/* Does --mem's spec name device d? 2: by its id ("vulkan:1"), 1: by backend ("vulkan", "gpu"). */
+static int hx__mem_names(const struct hx_sched *s, const char *spec, int d)
+{
+    const struct hx_device *dev = s->dev[d].dev;
+    if (!strcasecmp(spec, dev->id)) return 2;
+    if (!strcasecmp(spec, dev->ops->name)) return 1;
+    const char *gpu = strcasecmp(spec, "gpu") ? NULL : hx__resolve_gpu();
+    return gpu && !strcasecmp(gpu, dev->ops->name) ? 1 : 0;
+}
+
+size_t hx__mem_limit(const struct hx_sched *s, int d, const char **from)
+{
+    static __thread char by[80];
+    const struct hx_policy *p = &s->policy;
+    int best = -1, how = 0;
+    for (int i = 0; i < p->n_mem; i++) {
+        int m = hx__mem_names(s, p->mem_dev[i], d);
+        if (m > how) how = m, best = i;
+    }
+    if (best >= 0) {
+        snprintf(by, sizeof by, "--mem %s", p->mem_dev[best]);
+        *from = by;
+        return p->mem_cap[best];
+    }
+    const struct hx_device_info *in = &s->dev[d].dev->info;
+    if (in->memory_free_bytes) return *from = "free", in->memory_free_bytes;
+    if (in->memory_total_bytes) return *from = "total", in->memory_total_bytes;
+    if (in->unified_memory && d != s->host) {
+        const struct hx_device_info *h = &s->dev[s->host].dev->info;
+        *from = "host memory, shared";
+        return h->memory_free_bytes ? h->memory_free_bytes : h->memory_total_bytes;
+    }
+    *from = "unknown";
+    return 0;
+}
+
+static size_t hx__need_sum(const size_t *k)
+{
+    size_t t = 0;
+    for (int i = 0; i < HX_MEM_KINDS; i++) t += k[i];
+    return t;
+}
+
+/* ---- need ------------------------------------------------------------------------------------ */
+
+static int hx__ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+struct hx_need_acc {
+    const struct hx_weight **w[HX_MAX_DEVICES]; /* every weight a device's nodes read */
+    int64_t nw[HX_MAX_DEVICES], wcap[HX_MAX_DEVICES];
+    uint8_t *kv;                    /* [d * n_layer + L]: layer L's caches on d */
+    uint32_t slots[HX_MAX_DEVICES]; /* slot bit masks */
+    size_t stage[HX_MAX_DEVICES];   /* largest move into or out of a discrete device */
+};
+
+static int hx__acc_weight(struct hx_need_acc *a, int d, const struct hx_weight *w)
+{
+    if (!w) return HX_OK;
+    if (a->nw[d] == a->wcap[d]) {
+        int64_t cap = a->wcap[d] ? 2 * a->wcap[d] : 256;
+        const struct hx_weight **n = hx__realloc(a->w[d], (size_t)cap * sizeof *n);
+        if (!n) return HX_E_NOMEM;
+        a->w[d] = n, a->wcap[d] = cap;
+    }
+    a->w[d][a->nw[d]++] = w;
+    return HX_OK;
+}
+
+static bool hx__discrete(const struct hx_sched *s, int d)
+{
+    return !s->dev[d].dev->info.unified_memory;
+}
+
+static void hx__stage_step(const struct hx_sched *s, const struct hx_graph *g,
+                           const struct hx_walk_step *e, void *user_data)
+{
+    (void)g;
+    struct hx_need_acc *a = user_data;
+    if (e->ev != HX_WALK_SLOT && e->ev != HX_WALK_KV_ROWS && e->ev != HX_WALK_JOIN) return;
+    size_t nb = HX_MIN(e->nb, HX_STAGE_MAX);
+    if (hx__discrete(s, e->d)) a->stage[e->d] = HX_MAX(a->stage[e->d], nb);
+    if (hx__discrete(s, e->src)) a->stage[e->src] = HX_MAX(a->stage[e->src], nb);
+}
+
+/* Add the placed plan xg (s->assign) to the tallies. */
+static int hx__acc_plan(struct hx_sched *s, const struct hx_graph *xg, struct hx_need_acc *a)
+{
+    int64_t n_layer = s->model->hp.n_layer;
+    int st = HX_OK;
+    for (int64_t i = 0; i < xg->n_nodes && st == HX_OK; i++) {
+        const struct hx_node *nd = &xg->nodes[i];
+        int d = s->assign[i];
+        st = hx__acc_weight(a, d, nd->weight);
+        if (st == HX_OK) st = hx__acc_weight(a, d, nd->aux);
+        for (int k = 0; k < 3; k++)
+            if (nd->src[k].slot >= 0) a->slots[d] |= 1u << nd->src[k].slot;
+        if (nd->dst.slot >= 0) a->slots[d] |= 1u << nd->dst.slot;
+        if (nd->desc.kind == HX_OP_ATTN && nd->desc.layer >= 0 && nd->desc.layer < n_layer) {
+            a->kv[(int64_t)d * n_layer + nd->desc.layer] = 1;
+            if (s->n_fb > 0 && d != s->host) a->kv[(int64_t)s->host * n_layer + nd->desc.layer] = 1;
+        }
+    }
+    /* staging: only a discrete device has any; the dry walk finds the moves */
+    bool discrete = false;
+    for (int d = 0; d < s->n_dev; d++) discrete |= hx__discrete(s, d);
+    if (st == HX_OK && discrete) st = hx__walk(s, xg, hx__stage_step, a, NULL);
+    return st;
+}
+
+int hx__mem_need(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *const *r,
+                 size_t need[HX_MAX_DEVICES][HX_MEM_KINDS])
+{
+    int64_t n_layer = s->model->hp.n_layer;
+    struct hx_need_acc a;
+    memset(&a, 0, sizeof a);
+    memset(need, 0, HX_MAX_DEVICES * sizeof need[0]);
+    a.kv = hx__calloc((size_t)(HX_MAX_DEVICES * n_layer), 1);
+    int st = a.kv ? HX_OK : HX_E_NOMEM;
+    for (int ph = 0; ph < HX_PHASE_COUNT && st == HX_OK; ph++) {
+        const struct hx_graph *xg;
+        int64_t n_off;
+        st = hx__place(s, &g[ph], r[ph], &xg, &n_off);
+        if (st == HX_OK) st = hx__acc_plan(s, xg, &a);
+    }
+    int64_t width[HX_SLOT_COUNT];
+    hx__graph_slot_widths(s->model, width);
+    size_t kv1 =
+        (size_t)s->mem.n_seq * (size_t)s->mem.n_ctx * (size_t)s->model->hp.n_kv * sizeof(float);
+    for (int d = 0; d < s->n_dev && st == HX_OK; d++) {
+        size_t *n = need[d];
+        if (a.nw[d]) qsort(a.w[d], (size_t)a.nw[d], sizeof *a.w[d], hx__ptr_cmp);
+        for (int64_t i = 0; i < a.nw[d] && st == HX_OK; i++) {
+            size_t b = 0;
+            if (i > 0 && a.w[d][i] == a.w[d][i - 1]) continue;
+            st = hx__dev_weight_bytes(s->dev[d].dev, a.w[d][i], NULL, &b);
+            n[HX_MEM_WEIGHTS] += b;
+            if (hx__discrete(s, d)) a.stage[d] = HX_MAX(a.stage[d], HX_MIN(b, HX_STAGE_MAX));
+        }
+        for (int64_t L = 0; L < n_layer; L++) n[HX_MEM_KV] += a.kv[d * n_layer + L] ? 2 * kv1 : 0;
+        for (int k = 0; k < HX_SLOT_COUNT; k++)
+            if (a.slots[d] & (1u << k))
+                n[HX_MEM_ACT] += (size_t)s->mem.slot_cap[k] * (size_t)width[k] * sizeof(float);
+        n[HX_MEM_STAGING] = a.stage[d];
+    }
+    for (int d = 0; d < HX_MAX_DEVICES; d++) hx__free(a.w[d]);
+    hx__free(a.kv);
+    return st;
+}
+
+/* ---- the check, and the text ----------------------------------------------------------------- */
+
+static void hx__human(size_t b, char *out, size_t len)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int i = 0;
+    while (v >= 1024 && i < 4) v /= 1024, i++;
+    if (i == 0)
+        snprintf(out, len, "%zu B", b);
+    else
+        snprintf(out, len, "%.1f %s", v, u[i]);
+}
+
+/* "weights 1.2 MiB, kv 64.0 KiB, act 3.0 KiB, staging 0 B = 1.3 MiB (1361920 bytes)" */
+static void hx__need_line(const size_t *k, struct hx_strbuf *sb)
+{
+    char h[32];
+    for (int i = 0; i < HX_MEM_KINDS; i++) {
+        hx__human(k[i], h, sizeof h);
+        hx__sb_printf(sb, "%s%s %s", i ? ", " : "", hx__mem_kind_name[i], h);
+    }
+    hx__human(hx__need_sum(k), h, sizeof h);
+    hx__sb_printf(sb, " = %s (%zu bytes)", h, hx__need_sum(k));
+}
+
+int hx__mem_check(const struct hx_sched *s, size_t need[HX_MAX_DEVICES][HX_MEM_KINDS],
+                  const char *what)
+{
+    for (int d = 0; d < s->n_dev; d++) {
+        const char *from;
+        size_t lim = hx__mem_limit(s, d, &from), tot = hx__need_sum(need[d]);
+        if (!lim || tot <= lim) continue;
+        struct hx_strbuf sb;
+        char h[32];
+        hx__sb_init(&sb);
+        hx__need_line(need[d], &sb);
+        hx__human(lim, h, sizeof h);
+        int st = hx__set_error(HX_E_NOMEM,
+                               "%s does not fit: %s needs %s, over its limit of %s (%zu bytes, %s)",
+                               what, hx__id(s, d), sb.data ? sb.data : "?", h, lim, from);
+        hx__sb_free(&sb);
+        return st;
+    }
+    return HX_OK;
+}
+
+void hx__mem_text(const struct hx_sched *s, struct hx_strbuf *sb)
+{
+    hx__sb_printf(sb, "memory per device (what this plan allocates there; limit: --mem, else "
+                      "what the device reports):\n");
+    for (int d = 0; d < s->n_dev; d++) {
+        if (!hx__need_sum(s->need[d])) continue;
+        const char *from;
+        size_t lim = hx__mem_limit(s, d, &from);
+        char h[32];
+        hx__sb_printf(sb, "  %-10s ", hx__id(s, d));
+        hx__need_line(s->need[d], sb);
+        if (lim) {
+            hx__human(lim, h, sizeof h);
+            hx__sb_printf(sb, " of %s (%zu bytes, %s)\n", h, lim, from);
+        } else {
+            hx__sb_printf(sb, "; limit unknown\n");
+        }
+    }
+}
+
+/* ---- fit ------------------------------------------------------------------------------------- */
+
+struct hx_fit {
+    struct hx_sched *s;
+    const struct hx_graph *g;
+    struct hx_rule *r;
+    size_t need[HX_MAX_DEVICES][HX_MEM_KINDS];
+};
+
+/* Set r's boundaries: devs[i] gets layers [start, start + k), every later layer the last
+ * device's; then account the plan. */
+static int hx__fit_try(struct hx_fit *f, int i, int32_t start, int32_t k)
+{
+    int32_t n_layer = (int32_t)f->s->model->hp.n_layer;
+    f->r->layer_end[i] = start + k;
+    for (int j = i + 1; j < f->r->n_dev; j++) f->r->layer_end[j] = n_layer;
+    const struct hx_rule *rr[HX_PHASE_COUNT] = {f->r, f->r};
+    return hx__mem_need(f->s, f->g, rr, f->need);
+}
+
+static bool hx__fit_ok(struct hx_fit *f, int d)
+{
+    const char *from;
+    size_t lim = hx__mem_limit(f->s, d, &from);
+    return !lim || hx__need_sum(f->need[d]) <= lim;
+}
+
+/* The most layers from start that devs[i] holds within its limit (0..n_layer - start). */
+static int hx__fit_most(struct hx_fit *f, int i, int32_t start, int32_t *most)
+{
+    int32_t lo = 0, hi = (int32_t)f->s->model->hp.n_layer - start;
+    int st = hx__fit_try(f, i, start, hi);
+    if (st) return st;
+    if (hx__fit_ok(f, f->r->dev[i])) return *most = hi, HX_OK;
+    while (lo < hi - 1) { /* lo fits (or is 0), hi does not */
+        int32_t mid = lo + (hi - lo) / 2;
+        if ((st = hx__fit_try(f, i, start, mid))) return st;
+        if (hx__fit_ok(f, f->r->dev[i]))
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *most = lo;
+    return HX_OK;
+}
+
+/* Weight bytes the plan puts on device d. */
+static size_t hx__fit_wbytes(const struct hx_fit *f, int d)
+{
+    return f->need[d][HX_MEM_WEIGHTS];
+}
+
+int hx__fit_rule(struct hx_sched *s, const struct hx_graph *g, const int *devs, int n_dev,
+                 struct hx_rule *r)
+{
+    struct hx_fit *f = hx__calloc(1, sizeof *f);
+    if (!f) return HX_E_NOMEM;
+    *f = (struct hx_fit){.s = s, .g = g, .r = r};
+    int32_t n_layer = (int32_t)s->model->hp.n_layer;
+    hx__rule_init(r, HX_POLICY_FIT);
+    r->n_dev = n_dev;
+    memcpy(r->dev, devs, (size_t)n_dev * sizeof *devs);
+    r->embed_dev = devs[n_dev - 1];
+    for (int i = 0; i < n_dev; i++)
+        if (devs[i] == s->host) r->embed_dev = s->host;
+    r->head_dev = devs[n_dev - 1];
+    int st = HX_OK;
+    int32_t start = 0;
+    for (int i = 0; i < n_dev - 1 && st == HX_OK && start < n_layer; i++) {
+        int32_t k = 0;
+        if (i == 0) {
+            /* the head on the fastest device, if that puts more weight bytes there */
+            int32_t k_head = 0, k_none = 0;
+            size_t w_head = 0, w_none = 0;
+            r->head_dev = devs[0];
+            if ((st = hx__fit_most(f, 0, 0, &k_head)) == HX_OK &&
+                (st = hx__fit_try(f, 0, 0, k_head)) == HX_OK)
+                w_head = hx__fit_ok(f, devs[0]) ? hx__fit_wbytes(f, devs[0]) : 0;
+            r->head_dev = devs[n_dev - 1];
+            if (st == HX_OK && (st = hx__fit_most(f, 0, 0, &k_none)) == HX_OK &&
+                (st = hx__fit_try(f, 0, 0, k_none)) == HX_OK)
+                w_none = hx__fit_ok(f, devs[0]) ? hx__fit_wbytes(f, devs[0]) : 0;
+            if (w_head >= w_none && w_head > 0)
+                r->head_dev = devs[0], k = k_head;
+            else
+                k = k_none;
+        } else if (st == HX_OK) {
+            st = hx__fit_most(f, i, start, &k);
+        }
+        if (st == HX_OK) st = hx__fit_try(f, i, start, k);
+        start += k;
+    }
+    r->layer_end[n_dev - 1] = n_layer;
+    hx__rule_text(s, r);
+    const struct hx_rule *rr[HX_PHASE_COUNT] = {r, r};
+    if (st == HX_OK) st = hx__mem_need(s, g, rr, f->need);
+    if (st == HX_OK) {
+        char what[256];
+        snprintf(what, sizeof what, "the model (%lld layers) under %s", (long long)n_layer,
+                 r->text);
+        st = hx__mem_check(s, f->need, what);
+    }
+    hx__free(f);
+    return st;
+}

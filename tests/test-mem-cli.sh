@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# test-mem-cli.sh — --mem and fit from the command line (docs/policies.md "Memory"): `engine plan`
+# prints each device's bytes by kind and its limit; fit under a cap splits the layers, and
+# engine diff passes under it (greedy ids equal the reference's) on the shared stories260K and
+# on an `engine mkmodel` model; run and bench take --mem and fit; bad --mem text is a usage
+# error (exit 2) in plan, run, bench, diff and serve; a plan that does not fit (a cap below a
+# layer's need, a context too large for every device) is refused before loading, exit 1,
+# naming the device, its need and its limit. tests/test-mem.c checks the accounting against
+# what the devices allocate.
+set -u
+E=${HX_ENGINE:?} D=${HX_DATA:?}
+export HX_PROFILE_DIR=off # auto measures; no cache file from a test
+. "$(dirname "$0")/lib.sh"
+S=$D/stories260K/stories260K.gguf
+need_file "$S" || finish
+T=$(mktemp -d "${TMPDIR:-/tmp}/hx-mem-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+have() { "$E" plan -m "$S" --policy "single:$1" > /dev/null 2>&1; }
+
+# The bytes plan prints for a device: "  DEV  weights ... = X (N bytes) of ..." -> N
+bytes_of() { sed -n "s/^  $1 .* = [0-9.]* [KMGT]*i*B (\([0-9]*\) bytes).*/\1/p" | head -1; }
+
+# ---- plan prints the memory per device, by kind, with the limit ---------------------------------
+out=$("$E" plan -m "$S" --summary --mem cpu=1G 2>&1); rc=$?
+line=$(echo "$out" | grep '^  cpu ')
+[ $rc -eq 0 ] && echo "$line" | grep -Eq 'weights .* kv .* act .* staging .* = .* of 1.0 GiB \(1073741824 bytes, --mem cpu\)' \
+  && ok "plan: cpu's weights, kv, act and staging against its --mem cap: $line" || bad "plan memory line (exit $rc): $out"
+n=$(echo "$out" | bytes_of cpu)
+[ -n "$n" ] && [ "$n" -gt 0 ] && ok "  the need in bytes: $n" || bad "  no byte count: $line"
+# the same plan without --mem: unchanged rule and placement, the limit is what the host reports
+base=$("$E" plan -m "$S" --summary 2>&1 | grep -v '^  cpu ' | grep -v '^memory')
+capd=$(echo "$out" | grep -v '^  cpu ' | grep -v '^memory')
+[ "$base" = "$capd" ] && ok "  a cap the plan fits changes nothing else of it" || bad "  plan differs under --mem"
+
+# ---- fit under a cap that forces a split ---------------------------------------------------------
+FITDEV=ref
+have vulkan && FITDEV=vulkan
+whole=$("$E" plan -m "$S" --policy single:$FITDEV --summary 2>&1 | bytes_of $FITDEV)
+cap=$((whole * 6 / 10))
+out=$("$E" plan -m "$S" --policy fit:$FITDEV --mem $FITDEV=$cap --summary 2>&1); rc=$?
+rule=$(echo "$out" | sed -n 's/^phase decode.*rule \([^;]*\);.*/\1/p')
+need=$(echo "$out" | bytes_of $FITDEV)
+if [ $rc -eq 0 ] && echo "$rule" | grep -Eq "^fit:$FITDEV=L0-[0-9]+,cpu=L[0-9]+-4," && [ "$need" -le "$cap" ]; then
+  ok "fit:$FITDEV --mem $FITDEV=$cap (60% of its whole-model $whole): $rule, $FITDEV needs $need"
+else
+  bad "fit under a cap (exit $rc): rule '$rule', need '$need' of $cap: $out"
+fi
+ids() { "$E" run -m "$1" -p "Once upon a time" -n 12 --temp 0 --ids "${@:2}" 2>/dev/null | xargs; }
+a=$(ids "$S" --policy fit:$FITDEV --mem $FITDEV=$cap) b=$(ids "$S" --backend ref)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok "  run under it generates ref's tokens ($a)" || bad "  run fit ids '$a' vs ref '$b'"
+"$E" diff -m "$S" --policy fit:$FITDEV --mem $FITDEV=$cap -n 16 > "$T/diff" 2>&1; rc=$?
+[ $rc -eq 0 ] && ok "  engine diff passes under it: $(grep -m1 -i 'greedy' "$T/diff")" || bad "  diff under fit (exit $rc): $(tail -5 "$T/diff")"
+
+# an mkmodel model: 4 layers, Q8_0, Qwen3-shaped
+M=$T/tiny.gguf
+if "$E" mkmodel --shape tiny --type Q8_0 --vocab "$D/vocab/ggml-vocab-llama-spm.gguf" -o "$M" > /dev/null 2>&1; then
+  C=(-c 128 --batch 16)
+  # half the whole model holds every layer but not the tied head and its logits; 60% of that
+  # holds only some of the layers
+  whole=$("$E" plan -m "$M" "${C[@]}" --policy single:$FITDEV --summary 2>&1 | bytes_of $FITDEV)
+  layers=$("$E" plan -m "$M" "${C[@]}" --policy fit:$FITDEV --mem $FITDEV=$((whole / 2)) --summary 2>&1 | bytes_of $FITDEV)
+  cap=$((layers * 6 / 10))
+  out=$("$E" plan -m "$M" "${C[@]}" --policy fit:$FITDEV --mem $FITDEV=$cap --summary 2>&1); rc=$?
+  rule=$(echo "$out" | sed -n 's/^phase decode.*rule \([^;]*\);.*/\1/p')
+  [ $rc -eq 0 ] && echo "$rule" | grep -q "cpu=L" && ok "mkmodel tiny Q8_0, fit:$FITDEV --mem $FITDEV=$cap: $rule" \
+    || bad "mkmodel fit (exit $rc): $out"
+  "$E" diff -m "$M" "${C[@]}" --policy fit:$FITDEV --mem $FITDEV=$cap -n 8 > "$T/diff2" 2>&1; rc=$?
+  [ $rc -eq 0 ] && ok "  engine diff passes under it" || bad "  diff mkmodel fit (exit $rc): $(tail -5 "$T/diff2")"
+else
+  bad "engine mkmodel --shape tiny failed"
+fi
+
+# bench takes --policy fit and --mem (bench/policy-matrix.sh calls it so)
+"$E" bench -m "$S" --policy fit:$FITDEV,cpu_only --mem $FITDEV=$((whole * 6 / 10)) -p 8 -n 4 -r 1 -o json > "$T/bench" 2> "$T/bench.err"; rc=$?
+[ $rc -eq 0 ] && grep -q "\"fit:$FITDEV\"" "$T/bench" && ok "bench --policy fit:$FITDEV,cpu_only --mem: exit 0, both rows" \
+  || bad "bench fit (exit $rc): $(tail -3 "$T/bench.err")"
+
+# auto never picks a plan that does not fit: with ref capped below the whole model, not single:ref
+out=$("$E" plan -m "$S" --policy auto:cpu,ref --mem ref=64K --summary 2>&1); rc=$?
+[ $rc -eq 0 ] && ! echo "$out" | grep -q "rule single:ref" && echo "$out" | grep -q "rejected single:ref .*does not fit" \
+  && ok "auto:cpu,ref --mem ref=64K: single:ref rejected as not fitting" || bad "auto under a cap (exit $rc): $out"
+
+# ---- refusals ------------------------------------------------------------------------------------
+expect() { # name, exit, message regex, args...
+  local name=$1 want=$2 re=$3; shift 3
+  "$@" > "$T/o" 2>&1; local rc=$?
+  if [ $rc -eq "$want" ] && grep -Eq "$re" "$T/o"; then ok "$name: exit $rc, $(grep -Em1 "$re" "$T/o" | cut -c1-150)"
+  else bad "$name: exit $rc (want $want): $(head -3 "$T/o")"; fi
+}
+expect "malformed size (plan)" 2 "malformed size '2Q' for cpu" "$E" plan -m "$S" --mem cpu=2Q
+expect "unknown device (plan)" 2 "unknown device 'nope'" "$E" plan -m "$S" --mem nope=1G
+expect "not DEV=SIZE (run)" 2 "is not DEVICE=SIZE" "$E" run -m "$S" -p hi -n 1 --mem cpu
+expect "malformed size (bench)" 2 "malformed size" "$E" bench -m "$S" -p 8 -n 2 -r 1 --mem cpu=x
+expect "malformed size (diff)" 2 "malformed size" "$E" diff -m "$S" --mem cpu=-1
+expect "malformed size (serve)" 2 "malformed size" "$E" serve -m "$S" --port 0 --mem cpu=1.5
+expect "device named twice" 2 "named twice" "$E" plan -m "$S" --mem cpu=1G,cpu=2G
+expect "a cap below the plan's need" 1 "does not fit: cpu needs weights .* over its limit of 64.0 KiB \(65536 bytes, --mem cpu\)" \
+  "$E" run -m "$S" -p hi -n 1 --mem cpu=64K
+# before loading: a weight_prepare that would fail is never reached (and without the cap it is)
+expect "  refused before any weight is prepared" 1 "does not fit: cpu needs" \
+  env HX_FAULT='dev=cpu,entry=weight_prepare' "$E" run -m "$S" -p hi -n 1 --mem cpu=64K
+expect "  (the injected weight_prepare failure, without the cap)" 1 "injected device error" \
+  env HX_FAULT='dev=cpu,entry=weight_prepare' "$E" run -m "$S" -p hi -n 1
+expect "fit: the rest does not fit the cpu" 1 "under fit:.* does not fit: cpu needs .* --mem cpu" \
+  "$E" plan -m "$S" --policy fit:ref --mem ref=200K,cpu=200K
+expect "a context too large for every device" 1 "does not fit: cpu needs .*kv [0-9.]+ GiB.* over its limit" \
+  "$E" plan -m "$S" -c 16777216 --policy fit:ref --mem cpu=4G,ref=4G
+expect "auto: fits nowhere" 1 "auto: .*does not fit" "$E" plan -m "$S" --policy auto:cpu,ref --mem cpu=100K,ref=100K
+finish
