@@ -16,8 +16,8 @@
 #   --only M       one of the two models
 #   --cap SIZE     the GPU's cap for the capped rows (default: half the model file's bytes,
 #                  so neither model fits the GPU whole)
-#   --quick        pp16/tg4, one repetition (default pp64/tg16, two; a machine where the 8B
-#                  model crawls: this one)
+#   --quick        pp16/tg4, two repetitions (default pp64/tg16, three; for a machine where
+#                  the 8B model crawls: this one)
 #   --budget S     stop starting rows after S seconds (default 570, for a GPU machine's 10
 #                  minutes; on this 2-core machine the whole matrix takes hours); rows not
 #                  run say so
@@ -101,7 +101,7 @@ if [ -n "$N" ]; then
     [ -n "$G" ] && pol+=("prefill_npu_decode_gpu phase-split:$N,$G")
 fi
 
-if [ $QUICK = 1 ]; then shape=(-p 16 -n 4 -r 1); else shape=(-p 64 -n 16 -r 2); fi
+if [ $QUICK = 1 ]; then shape=(-p 16 -n 4 -r 2); else shape=(-p 64 -n 16 -r 3); fi
 
 # ---- the rows ----
 i=0 failed=0
@@ -183,7 +183,7 @@ for (model, cap) in sorted({(r["model"], r["cap"]) for r in rows}, key=lambda x:
     for lab in ("fit", "auto"):
         x = next((r for r in g if r["label"].startswith(lab)), None)
         if x:
-            line += f"; {x['label']} {ts(x, 'tg'):.2f} t/s = {ts(x, 'tg') / ts(best, 'tg'):.2f}x the best"
+            line += f"; {x['label']} ({x['tg']['devices']}) {ts(x, 'tg'):.2f} t/s = {ts(x, 'tg') / ts(best, 'tg'):.2f}x the best"
             if cpu: line += f", {ts(x, 'tg') / ts(cpu, 'tg'):.2f}x cpu_only"
             if bls and lab == "fit": line += f", {ts(x, 'tg') / ts(bls, 'tg'):.2f}x the best layer-split ({bls['label']})"
     summary.append(line)
