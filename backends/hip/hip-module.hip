@@ -686,7 +686,16 @@ struct hx_hip_ctx {
     int8_t *aq;                     /* int8 activations */
     float2 *ad;
     int n_launch;
+    int32_t pos_max; /* the split's largest position (host side), -1 without positions */
 };
+
+/* Chunks of the split decode attention for a batch of n rows up to position pos_max; 0: one
+ * block per (head, row) covers the whole context instead (prefill, or a short context). */
+static int hx_hip_attn_chunks(int64_t n, int32_t pos_max)
+{
+    if (n > HX_HIP_GEMV_MAX_ROWS || pos_max < HX_HIP_ATTN_CHUNK) return 0;
+    return (int)(pos_max / HX_HIP_ATTN_CHUNK) + 1;
+}
 
 static unsigned hx_hip_rows_grid(int64_t n)
 {
@@ -845,6 +854,25 @@ static hipError_t hx_hip_attn_op(struct hx_hip_ctx *c, const struct hx_op *op)
         c->pos, c->seq, (int64_t)de->p.attn.n_ctx);
     c->n_launch += 2;
     if (e != hipSuccess) return e;
+    const int n_chunk = hx_hip_attn_chunks(n, c->pos_max);
+    if (n_chunk) {
+        /* the parts reuse the int8 activation scratch: the stream orders the two uses */
+        float *part = (float *)c->aq;
+        e = hx_hip_launch(hx_hip_attn_part,
+                          dim3((unsigned)de->p.attn.n_head, (unsigned)n_chunk, (unsigned)n),
+                          dim3(32 * HX_HIP_ATTN_WARPS), s, (const float *)HX_HIP_PTR(op->src[0]),
+                          HX_HIP_STRIDE(op->src[0]), (const float *)HX_HIP_PTR(op->k_cache),
+                          HX_HIP_STRIDE(op->k_cache), (const float *)HX_HIP_PTR(op->v_cache),
+                          HX_HIP_STRIDE(op->v_cache), part, de->p.attn.n_head,
+                          de->p.attn.n_head_kv, de->p.attn.head_dim, de->p.attn.scale,
+                          (int64_t)de->p.attn.n_ctx, n_chunk, c->pos, c->seq);
+        c->n_launch++;
+        if (e != hipSuccess) return e;
+        return hx_hip_launch(hx_hip_attn_combine, dim3((unsigned)de->p.attn.n_head, (unsigned)n),
+                             dim3(128), s, (const float *)part, HX_HIP_PTR(op->dst),
+                             HX_HIP_STRIDE(op->dst), de->p.attn.n_head, de->p.attn.head_dim,
+                             n_chunk);
+    }
     return hx_hip_launch(hx_hip_attn, dim3((unsigned)de->p.attn.n_head, hx_hip_rows_grid(n)),
                          dim3(32 * HX_HIP_ATTN_WARPS), s, (const float *)HX_HIP_PTR(op->src[0]),
                          HX_HIP_STRIDE(op->src[0]), (const float *)HX_HIP_PTR(op->k_cache),
@@ -911,15 +939,26 @@ static size_t hx_hip_align(size_t n)
     return (n + 255) & ~(size_t)255;
 }
 
-/* Scratch: tokens, positions, sequences, then the largest int8 activation set of the split. */
+/* Scratch: tokens, positions, sequences, then the largest int8 activation set of the split or
+ * the largest set of split-attention parts (the stream runs their users one after the other). */
 static int hx_hip_scratch(struct hx_hip_dev *d, const struct hx_split *sp, struct hx_hip_ctx *c,
                           char *err, size_t len)
 {
     const size_t meta = hx_hip_align((size_t)sp->n_rows * sizeof(int32_t));
+    c->pos_max = -1;
+    for (int64_t r = 0; sp->pos && r < sp->n_rows; r++)
+        c->pos_max = HX_MAX(c->pos_max, sp->pos[r]);
     size_t q8 = 0;
     for (int64_t i = 0; i < sp->n_ops; i++) {
         const struct hx_op *op = &sp->ops[i];
         const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
+        const int n_chunk = op->desc.kind == HX_OP_ATTN
+                                ? hx_hip_attn_chunks(op->dst.n_rows, c->pos_max)
+                                : 0;
+        if (n_chunk)
+            q8 = HX_MAX(q8, hx_hip_align((size_t)op->dst.n_rows * (size_t)op->desc.p.attn.n_head *
+                                         (size_t)n_chunk *
+                                         (size_t)(op->desc.p.attn.head_dim + 2) * sizeof(float)));
         if (op->desc.kind != HX_OP_MATMUL || hx_hip_is_float(w->type) ||
             op->dst.n_rows > HX_HIP_GEMV_ROWS_MAX)
             continue;
@@ -977,7 +1016,7 @@ static int hx_hip_run(void *mdev, const struct hx_split *sp, char *err, size_t l
         }
     }
     HX_HIP_TRY(hipSetDevice(d->idx), "hipSetDevice");
-    struct hx_hip_ctx c = {d, NULL, NULL, NULL, NULL, NULL, 0};
+    struct hx_hip_ctx c = {d, NULL, NULL, NULL, NULL, NULL, 0, -1};
     int st = hx_hip_scratch(d, sp, &c, err, len);
     if (st != HX_OK) return st;
     if (!d->timing_open) {

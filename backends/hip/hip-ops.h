@@ -13,6 +13,7 @@
 #define HX_HIP_ATTN_WARPS 4
 #define HX_HIP_HD_MAX 256
 #define HX_HIP_ROWS_MAX 65535u
+#define HX_HIP_ATTN_CHUNK 128 /* positions per block of the split decode attention */
 
 /* dst[r] = row tokens[r] of W, decoded 8 elements per thread and step. */
 template <int T>
@@ -115,9 +116,66 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-/* One block per (head, row). Each 32-lane group runs an online softmax over its share of the
- * positions 0 .. pos[r] of the row's sequence (lane owns dims lane + 32i), then the groups'
- * (max, sum, accumulator) are merged through shared memory. */
+/* Attention of one query row (head h, its KV head kvh) over the cache rows row0 + [t0, t1):
+ * each 32-lane group of the block runs an online softmax over every HX_HIP_ATTN_WARPS-th
+ * position (lane owns dims lane + 32i), then the groups' (max, sum, accumulator) are merged
+ * through shared memory. With ml NULL, out[d] is the attention output (accumulator / sum);
+ * else out[d] is the unnormalized accumulator and ml[0], ml[1] the max and the sum (0 for an
+ * empty range), a part for hx_hip_attn_combine. Called by every thread of the block. */
+static __device__ void hx_hip_attn_range(const float *qr, const float *kc, int64_t kc_stride,
+                                         const float *vc, int64_t vc_stride, int64_t row0,
+                                         int kvh, int hd, float scale, int32_t t0, int32_t t1,
+                                         float *out, float *ml, float *sm, float *sl,
+                                         float (*sacc)[HX_HIP_HD_MAX])
+{
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    float qv[HX_HIP_HD_MAX / 32], acc[HX_HIP_HD_MAX / 32];
+    for (int i = 0; i < HX_HIP_HD_MAX / 32; i++) {
+        const int d = lane + 32 * i;
+        qv[i] = d < hd ? qr[d] : 0.0f;
+        acc[i] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    for (int32_t t = t0 + w; t < t1; t += HX_HIP_ATTN_WARPS) {
+        const float *kr = kc + (row0 + t) * kc_stride + (int64_t)kvh * hd;
+        const float *vr = vc + (row0 + t) * vc_stride + (int64_t)kvh * hd;
+        float s = 0.0f;
+        for (int i = 0; i < HX_HIP_HD_MAX / 32; i++) {
+            const int d = lane + 32 * i;
+            if (d < hd) s += qv[i] * kr[d];
+        }
+        s = scale * hx_hip_warp_sum(s);
+        const float mn = fmaxf(m, s), corr = expf(m - mn), e = expf(s - mn);
+        l = l * corr + e;
+        for (int i = 0; i < HX_HIP_HD_MAX / 32; i++) {
+            const int d = lane + 32 * i;
+            acc[i] = acc[i] * corr + (d < hd ? e * vr[d] : 0.0f);
+        }
+        m = mn;
+    }
+    if (lane == 0) sm[w] = m, sl[w] = l;
+    for (int i = 0; i < HX_HIP_HD_MAX / 32; i++)
+        if (lane + 32 * i < hd) sacc[w][lane + 32 * i] = acc[i];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int i = 0; i < HX_HIP_ATTN_WARPS; i++) M = fmaxf(M, sm[i]);
+    float L = 0.0f, f[HX_HIP_ATTN_WARPS];
+    for (int i = 0; i < HX_HIP_ATTN_WARPS; i++) {
+        f[i] = sl[i] > 0.0f ? expf(sm[i] - M) : 0.0f; /* a group with no positions adds 0 */
+        L += sl[i] * f[i];
+    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float s = 0.0f;
+        for (int i = 0; i < HX_HIP_ATTN_WARPS; i++)
+            if (f[i] != 0.0f) s += sacc[i][d] * f[i];
+        out[d] = ml ? s : s / L;
+    }
+    if (ml && threadIdx.x == 0) ml[0] = M, ml[1] = L;
+    __syncthreads(); /* shared state is reused by the caller's next range */
+}
+
+/* One block per (head, row): the whole context of the row (positions 0 .. pos[r] of its
+ * sequence). */
 __global__ void __launch_bounds__(32 * HX_HIP_ATTN_WARPS)
     hx_hip_attn(const float *q, int64_t q_stride, const float *kc, int64_t kc_stride,
                 const float *vc, int64_t vc_stride, float *dst, int64_t dst_stride, int n_head,
@@ -126,55 +184,59 @@ __global__ void __launch_bounds__(32 * HX_HIP_ATTN_WARPS)
 {
     __shared__ float sm[HX_HIP_ATTN_WARPS], sl[HX_HIP_ATTN_WARPS];
     __shared__ float sacc[HX_HIP_ATTN_WARPS][HX_HIP_HD_MAX];
-    const int h = blockIdx.x, lane = threadIdx.x % 32, w = threadIdx.x / 32;
-    const int kvh = h / (n_head / n_head_kv);
-    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
-        const int64_t row0 = (int64_t)seq[r] * n_ctx;
-        const int32_t p = pos[r];
-        const float *qr = q + r * q_stride + (int64_t)h * hd;
-        float qv[HX_HIP_HD_MAX / 32], acc[HX_HIP_HD_MAX / 32];
-        for (int i = 0; i < HX_HIP_HD_MAX / 32; i++) {
-            const int d = lane + 32 * i;
-            qv[i] = d < hd ? qr[d] : 0.0f;
-            acc[i] = 0.0f;
+    const int h = blockIdx.x, kvh = h / (n_head / n_head_kv);
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y)
+        hx_hip_attn_range(q + r * q_stride + (int64_t)h * hd, kc, kc_stride, vc, vc_stride,
+                          (int64_t)seq[r] * n_ctx, kvh, hd, scale, 0, pos[r] + 1,
+                          dst + r * dst_stride + (int64_t)h * hd, NULL, sm, sl, sacc);
+}
+
+/* Decode attention split over the context (flash-decoding): one block per (head, chunk of
+ * HX_HIP_ATTN_CHUNK positions, row) writes its part — max, sum, unnormalized accumulator — at
+ * part + ((r * n_head + h) * n_chunk + chunk) * (hd + 2); a chunk past the row's position
+ * writes an empty part. hx_hip_attn_combine then merges the parts of each (head, row), so a
+ * long context keeps every multiprocessor busy instead of n_head blocks. */
+__global__ void __launch_bounds__(32 * HX_HIP_ATTN_WARPS)
+    hx_hip_attn_part(const float *q, int64_t q_stride, const float *kc, int64_t kc_stride,
+                     const float *vc, int64_t vc_stride, float *part, int n_head, int n_head_kv,
+                     int hd, float scale, int64_t n_ctx, int n_chunk, const int32_t *pos,
+                     const int32_t *seq)
+{
+    __shared__ float sm[HX_HIP_ATTN_WARPS], sl[HX_HIP_ATTN_WARPS];
+    __shared__ float sacc[HX_HIP_ATTN_WARPS][HX_HIP_HD_MAX];
+    const int h = blockIdx.x, kvh = h / (n_head / n_head_kv), ch = blockIdx.y;
+    const int64_t r = blockIdx.z;
+    const int32_t t0 = ch * HX_HIP_ATTN_CHUNK, end = pos[r] + 1;
+    const int32_t t1 = t0 + HX_HIP_ATTN_CHUNK < end ? t0 + HX_HIP_ATTN_CHUNK : end;
+    float *pp = part + ((r * n_head + h) * n_chunk + ch) * (int64_t)(hd + 2);
+    hx_hip_attn_range(q + r * q_stride + (int64_t)h * hd, kc, kc_stride, vc, vc_stride,
+                      (int64_t)seq[r] * n_ctx, kvh, hd, scale, t0, t1, pp + 2, pp, sm, sl, sacc);
+}
+
+/* One block per (head, row): the parts of hx_hip_attn_part merged into the output. */
+__global__ void __launch_bounds__(128)
+    hx_hip_attn_combine(const float *part, float *dst, int64_t dst_stride, int n_head, int hd,
+                        int n_chunk)
+{
+    const int h = blockIdx.x;
+    const int64_t r = blockIdx.y;
+    const float *pp = part + (r * n_head + h) * (int64_t)n_chunk * (hd + 2);
+    float M = -INFINITY;
+    for (int c = 0; c < n_chunk; c++)
+        if (pp[c * (hd + 2) + 1] > 0.0f) M = fmaxf(M, pp[c * (hd + 2)]);
+    float L = 0.0f;
+    for (int c = 0; c < n_chunk; c++) {
+        const float l = pp[c * (hd + 2) + 1];
+        if (l > 0.0f) L += l * expf(pp[c * (hd + 2)] - M);
+    }
+    float *o = dst + r * dst_stride + (int64_t)h * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float s = 0.0f;
+        for (int c = 0; c < n_chunk; c++) {
+            const float *pc = pp + c * (hd + 2);
+            if (pc[1] > 0.0f) s += pc[2 + d] * expf(pc[0] - M);
         }
-        float m = -INFINITY, l = 0.0f;
-        for (int32_t t = w; t <= p; t += HX_HIP_ATTN_WARPS) {
-            const float *kr = kc + (row0 + t) * kc_stride + (int64_t)kvh * hd;
-            const float *vr = vc + (row0 + t) * vc_stride + (int64_t)kvh * hd;
-            float s = 0.0f;
-            for (int i = 0; i < HX_HIP_HD_MAX / 32; i++) {
-                const int d = lane + 32 * i;
-                if (d < hd) s += qv[i] * kr[d];
-            }
-            s = scale * hx_hip_warp_sum(s);
-            const float mn = fmaxf(m, s), corr = expf(m - mn), e = expf(s - mn);
-            l = l * corr + e;
-            for (int i = 0; i < HX_HIP_HD_MAX / 32; i++) {
-                const int d = lane + 32 * i;
-                acc[i] = acc[i] * corr + (d < hd ? e * vr[d] : 0.0f);
-            }
-            m = mn;
-        }
-        if (lane == 0) sm[w] = m, sl[w] = l;
-        for (int i = 0; i < HX_HIP_HD_MAX / 32; i++)
-            if (lane + 32 * i < hd) sacc[w][lane + 32 * i] = acc[i];
-        __syncthreads();
-        float M = -INFINITY;
-        for (int i = 0; i < HX_HIP_ATTN_WARPS; i++) M = fmaxf(M, sm[i]);
-        float L = 0.0f, f[HX_HIP_ATTN_WARPS];
-        for (int i = 0; i < HX_HIP_ATTN_WARPS; i++) {
-            f[i] = sl[i] > 0.0f ? expf(sm[i] - M) : 0.0f; /* a group with no positions adds 0 */
-            L += sl[i] * f[i];
-        }
-        float *o = dst + r * dst_stride + (int64_t)h * hd;
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-            float s = 0.0f;
-            for (int i = 0; i < HX_HIP_ATTN_WARPS; i++)
-                if (f[i] != 0.0f) s += sacc[i][d] * f[i];
-            o[d] = s / L;
-        }
-        __syncthreads(); /* shared state is reused by the next row */
+        o[d] = s / L;
     }
 }
 
