@@ -685,6 +685,110 @@ TEST(ops_attention)
     ASSERT_TRUE(ok);
 }
 
+/* A decode split (RMS norm, then attention over the cache) run step by step at positions
+ * 40 .. 51 with new inputs each step, on Vulkan and on ref: the first step is recorded, the
+ * others re-submit that recording (vulkan-ops.c), and every step's output equals ref's; a
+ * buffer created in between makes the next step record again. With HX_VK_REPLAY=0 every step
+ * records. */
+static void hx_t_replay(bool on)
+{
+    const char *why = hx_t_vk_missing();
+    if (why) SKIP("%s", why);
+    if (!on) setenv("HX_VK_REPLAY", "0", 1);
+    struct hx_device *devs[2] = {hx_t_vk_open(NULL, NULL), hx_t_ref()};
+    unsetenv("HX_VK_REPLAY");
+    ASSERT_TRUE(devs[0] != NULL && devs[1] != NULL);
+    const uint64_t *cnt = hx__dev_extension(devs[0], "hx.vk.replay");
+    ASSERT_TRUE(cnt != NULL);
+    enum { NH = 8, NKV = 4, HD = 64, CTX = 64, STEPS = 12 };
+    const int64_t qd = NH * HD, kvd = NKV * HD;
+    float *gain = hx_t_act(qd);
+    struct hx_weight gw = {.name = "gain", .type = HX_DTYPE_F32, .n_rows = 1, .n_cols = qd,
+                           .data = gain, .nbytes = (size_t)qd * 4, .scale = 1.0f,
+                           .tensor_scale = 1.0f};
+    struct hx_buffer *b[2][7] = {{0}}; /* x, normed q, k, v, out, k cache, v cache */
+    void *gh[2] = {0};
+    struct hx_op ops[2][2];
+    float *kc0 = hx_t_act(CTX * kvd);
+    bool ok = true;
+    for (int d = 0; d < 2; d++) {
+        struct hx_device *dev = devs[d];
+        ASSERT_OK(hx_t_upload(dev, (size_t)qd * 4, NULL, &b[d][0]));
+        ASSERT_OK(hx_t_upload(dev, (size_t)qd * 4, NULL, &b[d][1]));
+        ASSERT_OK(hx_t_upload(dev, (size_t)kvd * 4, NULL, &b[d][2]));
+        ASSERT_OK(hx_t_upload(dev, (size_t)kvd * 4, NULL, &b[d][3]));
+        ASSERT_OK(hx_t_upload(dev, (size_t)qd * 4, NULL, &b[d][4]));
+        ASSERT_OK(hx_t_upload(dev, (size_t)CTX * kvd * 4, kc0, &b[d][5]));
+        ASSERT_OK(hx_t_upload(dev, (size_t)CTX * kvd * 4, kc0, &b[d][6]));
+        ASSERT_OK(hx__dev_weight_prepare(dev, &gw, &gh[d]));
+#define HX_T_REF(i, cols) ((struct hx_tensor_ref){b[d][i], 0, 1, cols, (size_t)(cols) * 4})
+        ops[d][0] = (struct hx_op){
+            .desc = {.kind = HX_OP_RMS_NORM, .n_rows = 1, .n_in = qd, .n_out = qd,
+                     .p.norm = {.eps = 1e-6f, .group = qd}},
+            .src = {HX_T_REF(0, qd)}, .dst = HX_T_REF(1, qd), .weight = &gw, .weight_handle = gh[d]};
+        ops[d][1] = (struct hx_op){
+            .desc = {.kind = HX_OP_ATTN, .n_rows = 1, .n_in = qd, .n_out = qd,
+                     .p.attn = {NH, NKV, HD, 0.125f, CTX, 1}},
+            .src = {HX_T_REF(1, qd), HX_T_REF(2, kvd), HX_T_REF(3, kvd)}, .dst = HX_T_REF(4, qd),
+            .k_cache = {b[d][5], 0, CTX, kvd, (size_t)kvd * 4},
+            .v_cache = {b[d][6], 0, CTX, kvd, (size_t)kvd * 4}};
+#undef HX_T_REF
+    }
+    uint64_t rec0 = cnt[0], rep0 = cnt[1];
+    for (int step = 0; step < STEPS; step++) {
+        float *x = hx_t_act(qd), *k = hx_t_act(kvd), *v = hx_t_act(kvd), out[2][NH * HD];
+        int32_t pos = 40 + step, seq = 0;
+        for (int d = 0; d < 2; d++) {
+            ASSERT_OK(hx__dev_buffer_write(b[d][0], 0, x, (size_t)qd * 4));
+            ASSERT_OK(hx__dev_buffer_write(b[d][2], 0, k, (size_t)kvd * 4));
+            ASSERT_OK(hx__dev_buffer_write(b[d][3], 0, v, (size_t)kvd * 4));
+            struct hx_split sp = {.struct_size = sizeof sp, .ops = ops[d], .n_ops = 2,
+                                  .n_rows = 1, .pos = &pos, .seq = &seq};
+            ASSERT_OK(hx__dev_run(devs[d], &sp));
+            ASSERT_OK(hx__dev_synchronize(devs[d]));
+            ASSERT_OK(hx__dev_buffer_read(b[d][4], 0, out[d], (size_t)qd * 4));
+        }
+        bool fin;
+        double e = hx_t_nmse(out[0], out[1], (size_t)qd, &fin);
+        if (!(fin && e <= 1e-7)) {
+            fprintf(stderr, "  step %d (pos %d): nmse %.3g against ref\n", step, pos, e);
+            ok = false;
+        }
+        if (step == 7) { /* a new buffer: the kept recording may name a reused handle */
+            struct hx_buffer *t;
+            ASSERT_OK(hx__dev_buffer_alloc(devs[0], 4096, &t));
+            hx__dev_buffer_free(t);
+        }
+        free(x), free(k), free(v);
+    }
+    const uint64_t rec = cnt[0] - rec0, rep = cnt[1] - rep0;
+    fprintf(stderr, "  replay %s: %d steps, %llu recorded, %llu re-submitted\n", on ? "on" : "off",
+            STEPS, (unsigned long long)rec, (unsigned long long)rep);
+    ASSERT_TRUE(ok);
+    if (on) {
+        ASSERT_EQ(rec, 2);          /* step 0, and step 8 after the new buffer */
+        ASSERT_EQ(rep, STEPS - 2);
+    } else {
+        ASSERT_EQ(rec, STEPS);
+        ASSERT_EQ(rep, 0);
+    }
+    for (int d = 0; d < 2; d++) {
+        for (int i = 0; i < 7; i++) hx__dev_buffer_free(b[d][i]);
+        hx__dev_weight_release(devs[d], gh[d]);
+    }
+    hx__device_close(devs[0]); /* ref is the tests' shared instance */
+    free(gain), free(kc0);
+}
+
+TEST(decode_replay)
+{
+    hx_t_replay(true);
+}
+TEST(decode_replay_off)
+{
+    hx_t_replay(false);
+}
+
 /* ---- models --------------------------------------------------------------------------------- */
 
 static const int32_t hx_t_story_ids[65] = {

@@ -148,6 +148,24 @@ struct hx_vk_weight {
 
 struct hx_vk_lazy;        /* weights prepared on first use (vulkan-mem.c) */
 
+/* A command buffer and the descriptor pools its sets come from. `base` records what runs once
+ * (prefill batches, copies); a replay entry keeps a decode split's recording, which is
+ * submitted again while the split's ops, row count and the device's buffers are the same:
+ * everything that changes per token (tokens, positions, sequences) is read by the shaders
+ * from the metadata buffer, written before each submit (vulkan-ops.c). */
+struct hx_vk_rec {
+    VkCommandBuffer cb;
+    VkDescriptorPool *dpools;
+    int n_dpools, cur_dpool;
+    uint32_t cur_sets;
+    struct hx_op *ops; /* replay: a copy of the recorded split's ops */
+    int64_t n_ops, n_rows, cap_ops;
+    uint64_t gen, used; /* the buffer generation recorded against; last use (LRU) */
+    bool valid;
+};
+#define HX_VK_REPLAY 32      /* decode recordings kept per device (layer_by_layer: one per split) */
+#define HX_VK_REPLAY_ROWS 16 /* splits of at most this many rows are kept (decode batches) */
+
 struct hx_vk_dev {
     const struct hx_vk_phys *phys;
     VkDevice dev;
@@ -167,15 +185,17 @@ struct hx_vk_dev {
     int int8;             /* HX_VK_INT8_*: quantized weights × int8 activations */
 
     VkCommandPool cmd_pool;
-    VkCommandBuffer cb;
+    struct hx_vk_rec base;                 /* one-time recordings */
+    struct hx_vk_rec replay[HX_VK_REPLAY]; /* decode splits kept for re-submission */
+    struct hx_vk_rec *rec;                 /* the one being recorded, or last submitted */
+    bool replay_on;                        /* HX_VK_REPLAY=0 turns re-submission off */
+    uint64_t gen;   /* bumped by every buffer created or destroyed: older recordings are stale */
+    uint64_t tick;  /* replay LRU clock */
+    uint64_t n_splits[2]; /* splits recorded, re-submitted (get_extension "hx.vk.replay") */
     VkFence fence;
     bool pending;         /* a submission is in flight */
     bool lost;            /* a fatal driver error happened; every call fails */
     int pending_status;
-
-    VkDescriptorPool *dpools;
-    int n_dpools, cur_dpool;
-    uint32_t cur_sets;
 
     struct hx_vk_buf meta;    /* split tokens/pos/seq (host-visible) */
     struct hx_vk_buf dummy;   /* bound to unused bindings */
@@ -249,9 +269,17 @@ int hx__vk_dispatch_ex(struct hx_device *dev, enum hx_shader_id id, bool one_row
 int hx__vk_view_create(struct hx_device *dev, VkBuffer buf, size_t off, size_t nbytes, VkBufferView *out);
 uint32_t hx__vk_wg(struct hx_device *dev, enum hx_shader_id id);
 void hx__vk_barrier(struct hx_vk_dev *d);
-/* Begin recording (waits for the previous submission, resets pools). */
+/* Begin recording into d->base (waits for the previous submission, resets its pools). */
 int hx__vk_begin(struct hx_device *dev);
+/* ... into rec, kept for re-submission (not one-time) unless rec is &d->base. */
+int hx__vk_begin_rec(struct hx_device *dev, struct hx_vk_rec *rec);
+/* End d->rec's recording and submit it. */
 int hx__vk_submit(struct hx_device *dev);
+/* Submit rec's recording again (ended earlier; nothing pending). */
+int hx__vk_resubmit(struct hx_device *dev, struct hx_vk_rec *rec);
+/* Free what a recording holds (its pools, its ops copy; the command buffer goes with the
+ * pool). */
+void hx__vk_rec_free(struct hx_vk_dev *d, struct hx_vk_rec *rec);
 int hx__vk_wait(struct hx_device *dev);
 /* After a failed wait the work may still run: wait for the device to go idle before
  * freeing anything (buffer_free, weight_release). */

@@ -38,6 +38,7 @@ int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     memset(out, 0, sizeof *out);
     if (d->lost) return hx_device_set_error(dev, HX_E_DEVICE, "device lost earlier");
+    d->gen++; /* kept recordings bind buffers by handle: a new one may reuse a freed handle */
     size_t alloc = (HX_MAX(nbytes, 16) + 255) & ~(size_t)255;
     if (d->phys->max_alloc && alloc > d->phys->max_alloc)
         return hx_device_set_error(dev, HX_E_NOMEM,
@@ -96,7 +97,7 @@ int hx__vk_buf_create(struct hx_device *dev, size_t nbytes, bool host, struct hx
 
 void hx__vk_buf_destroy(struct hx_vk_dev *d, struct hx_vk_buf *b)
 {
-    if (b->buf) hx__vk_fn.vkDestroyBuffer(d->dev, b->buf, NULL);
+    if (b->buf) d->gen++, hx__vk_fn.vkDestroyBuffer(d->dev, b->buf, NULL);
     if (b->mem) hx__vk_fn.vkFreeMemory(d->dev, b->mem, NULL); /* unmaps implicitly */
     memset(b, 0, sizeof *b);
 }
@@ -144,7 +145,7 @@ static int hx_vk_copy_now(struct hx_device *dev, VkBuffer dst, size_t dst_off, V
     int st = hx__vk_begin(dev);
     if (st) return st;
     VkBufferCopy c = {.srcOffset = src_off, .dstOffset = dst_off, .size = nbytes};
-    hx__vk_fn.vkCmdCopyBuffer(d->cb, src, dst, 1, &c);
+    hx__vk_fn.vkCmdCopyBuffer(d->rec->cb, src, dst, 1, &c);
     if ((st = hx__vk_submit(dev))) return st;
     return hx__vk_wait(dev);
 }

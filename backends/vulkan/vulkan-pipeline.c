@@ -58,11 +58,8 @@ void hx__vk_pipeline_fini(struct hx_device *dev)
     for (int i = 0; i < HX_SHADER_COUNT; i++)
         for (int k = 0; k < 2; k++)
             if (d->pipes[i][k]) hx__vk_fn.vkDestroyPipeline(d->dev, d->pipes[i][k], NULL);
-    for (int i = 0; i < d->n_dpools; i++)
-        hx__vk_fn.vkDestroyDescriptorPool(d->dev, d->dpools[i], NULL);
-    hx__free(d->dpools);
-    d->dpools = NULL;
-    d->n_dpools = 0;
+    hx__vk_rec_free(d, &d->base);
+    for (int i = 0; i < HX_VK_REPLAY; i++) hx__vk_rec_free(d, &d->replay[i]);
     if (d->layout) hx__vk_fn.vkDestroyPipelineLayout(d->dev, d->layout, NULL);
     if (d->dsl) hx__vk_fn.vkDestroyDescriptorSetLayout(d->dev, d->dsl, NULL);
 }
@@ -135,15 +132,28 @@ static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, int a
     return HX_OK;
 }
 
+void hx__vk_rec_free(struct hx_vk_dev *d, struct hx_vk_rec *rec)
+{
+    for (int i = 0; i < rec->n_dpools; i++)
+        hx__vk_fn.vkDestroyDescriptorPool(d->dev, rec->dpools[i], NULL);
+    hx__free(rec->dpools);
+    hx__free(rec->ops);
+    rec->dpools = NULL, rec->ops = NULL;
+    rec->n_dpools = 0, rec->cap_ops = rec->n_ops = 0;
+    rec->valid = false;
+}
+
 static int hx_vk_alloc_set(struct hx_device *dev, VkDescriptorSet *out)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
-    if (d->cur_dpool >= d->n_dpools || d->cur_sets >= HX_VK_SETS_PER_POOL) {
-        if (d->cur_dpool < d->n_dpools && d->cur_sets >= HX_VK_SETS_PER_POOL) d->cur_dpool++;
-        if (d->cur_dpool >= d->n_dpools) {
-            VkDescriptorPool *np = hx__realloc(d->dpools, (size_t)(d->n_dpools + 1) * sizeof *np);
+    struct hx_vk_rec *rc = d->rec;
+    if (rc->cur_dpool >= rc->n_dpools || rc->cur_sets >= HX_VK_SETS_PER_POOL) {
+        if (rc->cur_dpool < rc->n_dpools && rc->cur_sets >= HX_VK_SETS_PER_POOL) rc->cur_dpool++;
+        if (rc->cur_dpool >= rc->n_dpools) {
+            VkDescriptorPool *np =
+                hx__realloc(rc->dpools, (size_t)(rc->n_dpools + 1) * sizeof *np);
             if (!np) return HX_E_NOMEM;
-            d->dpools = np;
+            rc->dpools = np;
             VkDescriptorPoolSize ps[2] = {
                 {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                  .descriptorCount = HX_VK_SETS_PER_POOL * HX_VK_BINDINGS},
@@ -157,21 +167,21 @@ static int hx_vk_alloc_set(struct hx_device *dev, VkDescriptorSet *out)
                 .pPoolSizes = ps,
             };
             VkResult r =
-                hx__vk_fn.vkCreateDescriptorPool(d->dev, &pci, NULL, &d->dpools[d->n_dpools]);
+                hx__vk_fn.vkCreateDescriptorPool(d->dev, &pci, NULL, &rc->dpools[rc->n_dpools]);
             if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreateDescriptorPool");
-            d->cur_dpool = d->n_dpools++;
+            rc->cur_dpool = rc->n_dpools++;
         }
-        d->cur_sets = 0;
+        rc->cur_sets = 0;
     }
     VkDescriptorSetAllocateInfo ai = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-        .descriptorPool = d->dpools[d->cur_dpool],
+        .descriptorPool = rc->dpools[rc->cur_dpool],
         .descriptorSetCount = 1,
         .pSetLayouts = &d->dsl,
     };
     VkResult r = hx__vk_fn.vkAllocateDescriptorSets(d->dev, &ai, out);
     if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkAllocateDescriptorSets");
-    d->cur_sets++;
+    rc->cur_sets++;
     return HX_OK;
 }
 
@@ -238,12 +248,12 @@ int hx__vk_dispatch_ex(struct hx_device *dev, enum hx_shader_id id, bool one_row
         };
     }
     hx__vk_fn.vkUpdateDescriptorSets(d->dev, HX_VK_BINDINGS + HX_VK_TEX_BINDINGS, wr, 0, NULL);
-    hx__vk_fn.vkCmdBindPipeline(d->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-    hx__vk_fn.vkCmdBindDescriptorSets(d->cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set,
+    hx__vk_fn.vkCmdBindPipeline(d->rec->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+    hx__vk_fn.vkCmdBindDescriptorSets(d->rec->cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set,
                                       0, NULL);
-    hx__vk_fn.vkCmdPushConstants(d->cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+    hx__vk_fn.vkCmdPushConstants(d->rec->cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                                  (uint32_t)push_bytes, push);
-    hx__vk_fn.vkCmdDispatch(d->cb, gx, gy, gz);
+    hx__vk_fn.vkCmdDispatch(d->rec->cb, gx, gy, gz);
     d->timing.n_calls++;
     return HX_OK;
 }
@@ -257,7 +267,7 @@ void hx__vk_barrier(struct hx_vk_dev *d)
                          VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
     };
     hx__vk_fn.vkCmdPipelineBarrier(
-        d->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+        d->rec->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL,
         0, NULL);
 }
@@ -303,23 +313,30 @@ void hx__vk_idle_if_lost(struct hx_device *dev)
 
 int hx__vk_begin(struct hx_device *dev)
 {
+    return hx__vk_begin_rec(dev, &hx_vk_ctx(dev)->base);
+}
+
+int hx__vk_begin_rec(struct hx_device *dev, struct hx_vk_rec *rec)
+{
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     if (d->lost) return hx_device_set_error(dev, HX_E_DEVICE, "device was lost earlier");
     int st = hx__vk_wait(dev);
     if (st) return st;
     VkResult r;
-    for (int i = 0; i < d->n_dpools; i++)
-        if ((r = hx__vk_fn.vkResetDescriptorPool(d->dev, d->dpools[i], 0)) != VK_SUCCESS)
+    rec->valid = false;
+    for (int i = 0; i < rec->n_dpools; i++)
+        if ((r = hx__vk_fn.vkResetDescriptorPool(d->dev, rec->dpools[i], 0)) != VK_SUCCESS)
             return hx__vk_fail(dev, r, "vkResetDescriptorPool");
-    d->cur_dpool = 0;
-    d->cur_sets = 0;
-    if ((r = hx__vk_fn.vkResetCommandBuffer(d->cb, 0)) != VK_SUCCESS)
+    rec->cur_dpool = 0;
+    rec->cur_sets = 0;
+    d->rec = rec;
+    if ((r = hx__vk_fn.vkResetCommandBuffer(rec->cb, 0)) != VK_SUCCESS)
         return hx__vk_fail(dev, r, "vkResetCommandBuffer");
     VkCommandBufferBeginInfo bi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+        .flags = rec == &d->base ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0,
     };
-    if ((r = hx__vk_fn.vkBeginCommandBuffer(d->cb, &bi)) != VK_SUCCESS)
+    if ((r = hx__vk_fn.vkBeginCommandBuffer(rec->cb, &bi)) != VK_SUCCESS)
         return hx__vk_fail(dev, r, "vkBeginCommandBuffer");
     return HX_OK;
 }
@@ -327,14 +344,22 @@ int hx__vk_begin(struct hx_device *dev)
 int hx__vk_submit(struct hx_device *dev)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
-    VkResult r = hx__vk_fn.vkEndCommandBuffer(d->cb);
+    VkResult r = hx__vk_fn.vkEndCommandBuffer(d->rec->cb);
     if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkEndCommandBuffer");
+    return hx__vk_resubmit(dev, d->rec);
+}
+
+int hx__vk_resubmit(struct hx_device *dev, struct hx_vk_rec *rec)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    VkResult r;
+    d->rec = rec;
     if ((r = hx__vk_fn.vkResetFences(d->dev, 1, &d->fence)) != VK_SUCCESS)
         return hx__vk_fail(dev, r, "vkResetFences");
     VkSubmitInfo si = {
         .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
         .commandBufferCount = 1,
-        .pCommandBuffers = &d->cb,
+        .pCommandBuffers = &rec->cb,
     };
     d->submit_us = hx__time_us();
     if ((r = hx__vk_fn.vkQueueSubmit(d->queue, 1, &si, d->fence)) != VK_SUCCESS)

@@ -562,10 +562,16 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
         .commandBufferCount = 1,
     };
-    if ((r = hx__vk_fn.vkAllocateCommandBuffers(d->dev, &cai, &d->cb)) != VK_SUCCESS) {
-        st = hx__vk_fail(dev, r, "vkAllocateCommandBuffers");
-        goto fail;
+    for (int i = -1; i < HX_VK_REPLAY; i++) {
+        struct hx_vk_rec *rc = i < 0 ? &d->base : &d->replay[i];
+        if ((r = hx__vk_fn.vkAllocateCommandBuffers(d->dev, &cai, &rc->cb)) != VK_SUCCESS) {
+            st = hx__vk_fail(dev, r, "vkAllocateCommandBuffers");
+            goto fail;
+        }
     }
+    d->rec = &d->base;
+    const char *rp = getenv("HX_VK_REPLAY"); /* 0: record every split (comparisons, tests) */
+    d->replay_on = !(rp && !strcmp(rp, "0"));
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     if ((r = hx__vk_fn.vkCreateFence(d->dev, &fci, NULL, &d->fence)) != VK_SUCCESS) {
         st = hx__vk_fail(dev, r, "vkCreateFence");
@@ -589,6 +595,8 @@ static void hx_vk_fini(struct hx_device *dev)
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     if (!d || !d->dev) return;
     hx__vk_fn.vkDeviceWaitIdle(d->dev);
+    HX_LOG_DEBUG("[%s] %llu splits recorded, %llu re-submitted from kept recordings", dev->id,
+                 (unsigned long long)d->n_splits[0], (unsigned long long)d->n_splits[1]);
     hx__vk_lazy_free(dev);
     hx__vk_buf_destroy(d, &d->meta);
     if (d->dummy_view) hx__vk_fn.vkDestroyBufferView(d->dev, d->dummy_view, NULL);
@@ -609,6 +617,8 @@ static void *hx_vk_get_extension(struct hx_device *dev, const char *name)
 {
     if (strcmp(name, "hx.timing") == 0) return &hx_vk_ctx(dev)->timing;
     if (strcmp(name, "hx.vk.validation_errors") == 0) return hx__vk_validation_errors();
+    /* uint64_t[2]: splits recorded, splits re-submitted from a kept recording */
+    if (strcmp(name, "hx.vk.replay") == 0) return hx_vk_ctx(dev)->n_splits;
     return NULL;
 }
 
