@@ -108,7 +108,7 @@ i=0 failed=0
 for m in $M06 $M8; do
     name=$(basename "$m" .gguf)
     caps=(none)
-    [ -n "$G" ] && caps+=("$G=${CAP:-$(($(stat -c %s "$m") / 2 / 1048576))M}")
+    [ -n "$G" ] && caps+=("$G=${CAP:-$(($(stat -L -c %s "$m") / 2 / 1048576))M}")
     for cap in "${caps[@]}"; do
         for p in "${pol[@]}"; do
             label=${p%% *} policy=${p#* }

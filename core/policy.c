@@ -453,7 +453,8 @@ int hx__mem_parse(const char *text, struct hx_policy *p)
             return hx__set_error(HX_E_INVAL, "--mem: '%s' is not DEVICE=SIZE (e.g. vulkan=2G)",
                                  tok);
         *eq = '\0';
-        int st = hx__check_dev(tok);
+        /* "host": the RAM of the devices on it together (sched-fit.c, hx__mem_check) */
+        int st = strcasecmp(tok, "host") ? hx__check_dev(tok) : HX_OK;
         if (st) {
             char why[512];
             const char *e = hx_last_error();

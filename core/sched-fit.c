@@ -227,9 +227,50 @@ static void hx__need_line(const size_t *k, struct hx_strbuf *sb)
     hx__sb_printf(sb, " = %s (%zu bytes)", h, hx__need_sum(k));
 }
 
+/* Is d's memory the host's RAM? The host, ref and a CPU-type device (lavapipe) allocate it,
+ * and so does a unified-memory device that reports no memory of its own (npu, npu-sim). A GPU
+ * that reports its heaps (an APU's carve-out included) is held to those alone. */
+static bool hx__host_ram(const struct hx_sched *s, int d)
+{
+    const struct hx_device_info *in = &s->dev[d].dev->info;
+    return d == s->host || in->kind == HX_DEVICE_CPU ||
+           (in->unified_memory && !in->memory_free_bytes && !in->memory_total_bytes);
+}
+
 int hx__mem_check(const struct hx_sched *s, size_t need[HX_MAX_DEVICES][HX_MEM_KINDS],
                   const char *what)
 {
+    /* The devices on host RAM together, against `--mem host=SIZE`, else what the host reports
+     * (a device's own cap divides the RAM, it does not add to it): each fitting its own limit
+     * is not enough when the host holds the weights of several (auto's phases on two). */
+    const struct hx_device_info *hi = &s->dev[s->host].dev->info;
+    size_t ram = hi->memory_free_bytes ? hi->memory_free_bytes : hi->memory_total_bytes;
+    const char *ram_from = hi->memory_free_bytes ? "free" : "total";
+    for (int i = 0; i < s->policy.n_mem; i++)
+        if (!strcasecmp(s->policy.mem_dev[i], "host"))
+            ram = s->policy.mem_cap[i], ram_from = "--mem host";
+    size_t pool = 0;
+    int n_pool = 0;
+    for (int d = 0; d < s->n_dev; d++)
+        if (hx__host_ram(s, d) && hx__need_sum(need[d])) pool += hx__need_sum(need[d]), n_pool++;
+    if (ram && (n_pool > 1 || !strcmp(ram_from, "--mem host")) && pool > ram) {
+        struct hx_strbuf sb;
+        char h[32], r[32];
+        hx__sb_init(&sb);
+        for (int d = 0; d < s->n_dev; d++)
+            if (hx__host_ram(s, d) && hx__need_sum(need[d])) {
+                hx__human(hx__need_sum(need[d]), h, sizeof h);
+                hx__sb_printf(&sb, "%s%s %s", sb.data && sb.data[0] ? ", " : "", hx__id(s, d), h);
+            }
+        hx__human(pool, h, sizeof h);
+        hx__human(ram, r, sizeof r);
+        int st = hx__set_error(HX_E_NOMEM,
+                               "%s does not fit: %s share host memory and need %s together (%zu "
+                               "bytes), over the host's %s (%zu bytes, %s)",
+                               what, sb.data ? sb.data : "?", h, pool, r, ram, ram_from);
+        hx__sb_free(&sb);
+        return st;
+    }
     for (int d = 0; d < s->n_dev; d++) {
         const char *from;
         size_t lim = hx__mem_limit(s, d, &from), tot = hx__need_sum(need[d]);

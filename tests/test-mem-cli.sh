@@ -5,8 +5,9 @@
 # on an `engine mkmodel` model; run and bench take --mem and fit; bad --mem text is a usage
 # error (exit 2) in plan, run, bench, diff and serve; a plan that does not fit (a cap below a
 # layer's need, a context too large for every device) is refused before loading, exit 1,
-# naming the device, its need and its limit. tests/test-mem.c checks the accounting against
-# what the devices allocate.
+# naming the device, its need and its limit; devices on host RAM (cpu, ref, lavapipe, npu-sim)
+# are held to it together (`--mem host=SIZE`, else what the host reports). tests/test-mem.c
+# checks the accounting against what the devices allocate.
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
 export HX_PROFILE_DIR=off # auto measures; no cache file from a test
@@ -106,4 +107,15 @@ expect "fit: the rest does not fit the cpu" 1 "under fit:.* does not fit: cpu ne
 expect "a context too large for every device" 1 "does not fit: cpu needs .*kv [0-9.]+ GiB.* over its limit" \
   "$E" plan -m "$S" -c 16777216 --policy fit:ref --mem cpu=4G,ref=4G
 expect "auto: fits nowhere" 1 "auto: .*does not fit" "$E" plan -m "$S" --policy auto:cpu,ref --mem cpu=100K,ref=100K
+# devices on host RAM are held to it together: cpu and ref each fit a cap the two exceed
+cpu_n=$("$E" plan -m "$S" --policy phase-split:ref,cpu --summary 2>&1 | bytes_of cpu)
+ref_n=$("$E" plan -m "$S" --policy phase-split:ref,cpu --summary 2>&1 | bytes_of ref)
+hc=$(( (cpu_n > ref_n ? cpu_n : ref_n) + 1024 ))
+expect "host RAM shared: phase-split:ref,cpu under --mem host=$hc (each fits, together not)" 1 \
+  "does not fit: cpu [0-9.]+ [KMG]iB, ref [0-9.]+ [KMG]iB share host memory and need .* over the host's .*--mem host" \
+  "$E" run -m "$S" -p hi -n 1 --policy phase-split:ref,cpu --mem host=$hc
+expect "  and with room for both it runs" 0 "" \
+  "$E" run -m "$S" -p hi -n 1 --policy phase-split:ref,cpu --mem host=$((cpu_n + ref_n + 1024))
+expect "--mem host alone caps the host device too" 1 "share host memory|does not fit" \
+  "$E" run -m "$S" -p hi -n 1 --mem host=64K
 finish
