@@ -67,21 +67,25 @@ size_t hx__mem_limit(const struct hx_sched *s, int d, const char **from)
         int m = hx__mem_names(s, p->mem_dev[i], d);
         if (m > how) how = m, best = i;
     }
-    if (best >= 0) {
+    const struct hx_device_info *in = &s->dev[d].dev->info;
+    size_t dev = 0;
+    if (in->memory_free_bytes)
+        *from = "free", dev = in->memory_free_bytes;
+    else if (in->memory_total_bytes)
+        *from = "total", dev = in->memory_total_bytes;
+    else if (in->unified_memory && d != s->host) {
+        const struct hx_device_info *h = &s->dev[s->host].dev->info;
+        *from = "host memory, shared";
+        dev = h->memory_free_bytes ? h->memory_free_bytes : h->memory_total_bytes;
+    } else
+        *from = "unknown";
+    /* a cap lowers what the device has; above it, the device's own figure stands */
+    if (best >= 0 && (!dev || p->mem_cap[best] <= dev)) {
         snprintf(by, sizeof by, "--mem %s", p->mem_dev[best]);
         *from = by;
         return p->mem_cap[best];
     }
-    const struct hx_device_info *in = &s->dev[d].dev->info;
-    if (in->memory_free_bytes) return *from = "free", in->memory_free_bytes;
-    if (in->memory_total_bytes) return *from = "total", in->memory_total_bytes;
-    if (in->unified_memory && d != s->host) {
-        const struct hx_device_info *h = &s->dev[s->host].dev->info;
-        *from = "host memory, shared";
-        return h->memory_free_bytes ? h->memory_free_bytes : h->memory_total_bytes;
-    }
-    *from = "unknown";
-    return 0;
+    return dev;
 }
 
 static size_t hx__need_sum(const size_t *k)
