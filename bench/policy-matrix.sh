@@ -225,7 +225,7 @@ lo = math.floor(math.log10(min(vals))) if vals else 0
 hi = math.ceil(math.log10(max(vals))) if vals else 1
 hi = max(hi, lo + 1)
 bw, gap, H, top, left = 14, 30, 300, 40, 60
-W = left + sum(len(g[1]) * bw + gap for g in groups) + 20
+W = max(720, left + sum(len(g[1]) * bw + gap for g in groups) + 20)
 s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{top + H + 260}" font-family="sans-serif" font-size="11">',
      f'<text x="{left}" y="20" font-size="14">decode tokens/s per policy (log scale); devices: cpu, gpu {html.escape(gpu)}, npu {html.escape(npu)}</text>']
 y = lambda v: top + H - (math.log10(v) - lo) / (hi - lo) * H
@@ -233,8 +233,9 @@ for e in range(lo, hi + 1):
     s.append(f'<line x1="{left}" x2="{W - 10}" y1="{y(10**e):.1f}" y2="{y(10**e):.1f}" stroke="#ddd"/>'
              f'<text x="{left - 6}" y="{y(10**e) + 4:.1f}" text-anchor="end">{10**e:g}</text>')
 x = left + 10
-for (model, cap), g in groups:
-    s.append(f'<text x="{x}" y="{top + H + 250}">{html.escape(model)}, cap {html.escape(cap)}</text>')
+for gi, ((model, cap), g) in enumerate(groups):
+    # group labels alternate between two lines: a narrow group's label is wider than its bars
+    s.append(f'<text x="{x}" y="{top + H + 236 + 14 * (gi % 2)}">{html.escape(model)}, cap {html.escape(cap)}</text>')
     for r in g:
         v = ts(r, "tg")
         if v:
