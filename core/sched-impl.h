@@ -113,6 +113,9 @@ struct hx_coh {
 struct hx_sched {
     const struct hx_model *model;
     struct hx_policy policy;
+    /* hx_context_params.load_progress: told by hx__prepare_plans (sched.c) */
+    void (*load_progress)(void *user_data, const char *device, uint64_t done, uint64_t total);
+    void *load_progress_data;
     struct hx_mem_geom mem; /* its model is this model */
     int64_t n_batch, n_logits, n_prof_rows;
     int n_threads;

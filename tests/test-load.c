@@ -8,7 +8,8 @@
  * them (hx_weight_host_bytes() == 0; the cpu repacks from a transient copy where it repacks,
  * and keeps one host matrix where it does not, HX_CPU_REPACK=0, freed with the model); the
  * logits equal the unpadded model's bit for bit under every policy, tensor-split slices that
- * cross part boundaries included; and the accounted weight bytes equal the allocated ones.
+ * cross part boundaries included; the accounted weight bytes equal the allocated ones; and the
+ * load-progress callback reports every device's weight bytes up to its accounted total.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,11 +81,35 @@ static bool hx_t_have(const char *dev)
     return hx_policy_validate(pol, NULL, NULL) == HX_OK;
 }
 
+struct hx_t_prog {
+    char dev[8][64];
+    uint64_t done[8], total[8];
+    int n, calls;
+    bool backwards;
+};
+
+static void hx_t_progress(void *ud, const char *dev, uint64_t done, uint64_t total)
+{
+    struct hx_t_prog *p = ud;
+    p->calls++;
+    int i = 0;
+    while (i < p->n && strcmp(p->dev[i], dev)) i++;
+    if (i == p->n) {
+        if (p->n == 8) return;
+        snprintf(p->dev[p->n++], sizeof p->dev[0], "%s", dev);
+    } else if (done < p->done[i]) {
+        p->backwards = true;
+    }
+    p->done[i] = done, p->total[i] = total;
+}
+
 static int hx_t_open(struct hx_model *m, const char *policy, const char *mem,
-                     struct hx_context **c)
+                     struct hx_t_prog *prog, struct hx_context **c)
 {
     struct hx_context_params cp = {.struct_size = sizeof cp, .policy = policy, .mem = mem,
-                                   .n_threads = 2, .n_ctx = 64, .n_seq = 1, .n_batch = 16};
+                                   .n_threads = 2, .n_ctx = 64, .n_seq = 1, .n_batch = 16,
+                                   .load_progress = prog ? hx_t_progress : NULL,
+                                   .load_progress_data = prog};
     return hx_context_new(m, &cp, c);
 }
 
@@ -181,8 +206,8 @@ TEST(parts_load_where_they_run)
         }
         const char *mem = !strncmp(pol, "fit:", 4) ? "vulkan=1M" : NULL;
         struct hx_context *ca, *cb;
-        ASSERT_OK(hx_t_open(a, pol, mem, &ca));
-        ASSERT_OK(hx_t_open(b, pol, mem, &cb));
+        ASSERT_OK(hx_t_open(a, pol, mem, NULL, &ca));
+        ASSERT_OK(hx_t_open(b, pol, mem, NULL, &cb));
         size_t copies = hx_weight_host_bytes();
         const struct hx_tsplit *ts = hx__context_sched(cb)->rule[HX_PHASE_DECODE].ts;
         int crossing = 0; /* slices of parts that span two or three of them */
@@ -224,8 +249,8 @@ TEST(cpu_without_repack_gets_a_host_matrix)
     ASSERT_TRUE(la && lb);
     setenv("HX_CPU_REPACK", "0", 1);
     struct hx_context *ca, *cb;
-    ASSERT_OK(hx_t_open(a, "single:cpu", NULL, &ca));
-    ASSERT_OK(hx_t_open(b, "single:cpu", NULL, &cb));
+    ASSERT_OK(hx_t_open(a, "single:cpu", NULL, NULL, &ca));
+    ASSERT_OK(hx_t_open(b, "single:cpu", NULL, NULL, &cb));
     unsetenv("HX_CPU_REPACK");
     size_t want = 0;
     for (int64_t il = 0; il < b->hp.n_layer; il++)
@@ -243,6 +268,42 @@ TEST(cpu_without_repack_gets_a_host_matrix)
     hx_context_free(ca);
     hx_model_free(a);
     free(la), free(lb);
+}
+
+/* The load-progress callback: every device that holds weights is reported, its bytes never go
+ * back, and its last report is done == total == the weight bytes the plan accounts there. */
+TEST(load_progress_reports_each_device)
+{
+    struct hx_model *m;
+    if (hx_model_load(hx_test_data(HX_T_MODEL), NULL, &m) != HX_OK)
+        SKIP("%s not found (%s)", HX_T_MODEL, hx_last_error());
+    const char *pols[] = {"single:cpu", "tensor-split:ref=0.5,cpu=0.5", "fit:vulkan"};
+    for (size_t i = 0; i < sizeof pols / sizeof *pols; i++) {
+        if (!strncmp(pols[i], "fit:vulkan", 10) && !hx_t_have("vulkan")) continue;
+        struct hx_t_prog p = {0};
+        struct hx_context *c;
+        ASSERT_OK(hx_t_open(m, pols[i], strstr(pols[i], "vulkan") ? "vulkan=1M" : NULL, &p, &c));
+        struct hx_sched_mem mem[8];
+        int n = hx__sched_mem(hx__context_sched(c), mem, 8), with = 0;
+        for (int d = 0; d < n; d++) {
+            if (!mem[d].need[0]) continue;
+            with++;
+            int k = 0;
+            while (k < p.n && strcmp(p.dev[k], mem[d].id)) k++;
+            fprintf(stderr, "  %-30s %-8s last report %llu / %llu, accounted %zu\n", pols[i],
+                    mem[d].id, k < p.n ? (unsigned long long)p.done[k] : 0ull,
+                    k < p.n ? (unsigned long long)p.total[k] : 0ull, mem[d].need[0]);
+            if (k == p.n) HX_FAIL_AT("%s: no progress reported for %s", pols[i], mem[d].id);
+            else if (p.done[k] != p.total[k] || p.total[k] != mem[d].need[0])
+                HX_FAIL_AT("%s: %s ended at %llu / %llu, accounted %zu", pols[i], mem[d].id,
+                           (unsigned long long)p.done[k], (unsigned long long)p.total[k],
+                           mem[d].need[0]);
+        }
+        ASSERT_EQ(p.n, with);
+        ASSERT_TRUE(!p.backwards && p.calls > p.n);
+        hx_context_free(c);
+    }
+    hx_model_free(m);
 }
 
 static void hx_t_cleanup(void)
