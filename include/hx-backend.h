@@ -308,7 +308,10 @@ struct hx_backend_ops {
                        size_t nbytes);
 
     /* Make a weight usable on the device (upload, repack, convert) once at load. *handle is
-     * passed back in hx_op.weight_handle. The hx_weight outlives the handle. */
+     * passed back in hx_op.weight_handle. The hx_weight outlives the handle. A fused weight
+     * may come as its parts (data NULL, n_parts > 0): read it with hx_weight_span /
+     * hx_weight_read / hx_weight_dequantize_row, or hx_weight_host if the device runs it from
+     * one host matrix. */
     int (*weight_prepare)(struct hx_device *dev, const struct hx_weight *w, void **handle);
     void (*weight_release)(struct hx_device *dev, void *handle); /* (optional) nothing */
 
