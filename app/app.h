@@ -105,6 +105,21 @@ struct hx_app_progress {
 void hx_app_progress_init(struct hx_app_progress *p, const char *what, bool force, uint64_t total_bytes);
 void hx_app_progress_step(struct hx_app_progress *p, uint64_t done, uint64_t total, uint64_t step_bytes);
 void hx_app_progress_end(struct hx_app_progress *p);
+/* Weights being prepared for the devices while a context is set up, per device in MiB and %,
+ * when stderr is a terminal or force (--progress), else nothing: hx_app_load_init, then
+ * hx_app_load_params puts the callback (or NULL) into the context's parameters; p must outlive
+ * hx_context_new. */
+#define HX_APP_LOAD_DEVICES 8
+struct hx_app_load {
+    const char *cmd;
+    bool enabled, tty, open;
+    char dev[HX_APP_LOAD_DEVICES][64];
+    int pct[HX_APP_LOAD_DEVICES], n_dev, cur;
+    double last_us;
+};
+void hx_app_load_init(struct hx_app_load *p, const char *cmd, bool force);
+void hx_app_load_params(struct hx_app_load *p, struct hx_context_params *cp);
+void hx_app_load_progress(void *user_data, const char *device, uint64_t done, uint64_t total);
 /*
  * The model shapes the app knows by name (app/shapes.c): "qwen3-0.6b", "tiny", "bitnet-2b4t",
  * "bonsai-1.7b". n_vocab is the real model's vocabulary, for its LM head (0: none; mkmodel takes

@@ -43,6 +43,7 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
         else if (!strcmp(a, "--chat-template")) { VAL(); o->chat_template = v; }
         else if (!strcmp(a, "--npu-kernels")) { VAL(); o->npu_kernels = v; }
         else if (!strcmp(a, "--ids")) o->ids = true;
+        else if (!strcmp(a, "--progress")) o->progress = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             VAL();
@@ -120,6 +121,9 @@ int hx_cli_open(const char *cmd, const struct hx_cli *o, struct hx_model **m, st
                                    .fallback = o->fallback, .n_threads = o->n_threads, .n_ctx = o->n_ctx,
                                    .n_batch = o->n_batch, .mem = o->mem,
                                    .npu_kernels = o->npu_kernels};
+    struct hx_app_load load; /* progress while the devices get their weights */
+    hx_app_load_init(&load, cmd, o->progress);
+    hx_app_load_params(&load, &cp);
     if (hx_context_new(*m, &cp, c) != HX_OK) {
         hx_app_error(cmd, "cannot set up devices: %s", hx_last_error());
         hx_model_free(*m);

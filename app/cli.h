@@ -11,6 +11,7 @@ struct hx_cli {
     int64_t n_predict, n_ctx, n_batch;
     int n_threads;
     bool ids, verbose;
+    bool progress;       /* --progress: weights' loading progress even when stderr is no tty */
     struct hx_sampler_params sp;
 };
 

@@ -132,7 +132,8 @@ int hx_cmd_chat(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         printf("usage: engine chat -m MODEL [--chat-template NAME] [-n N] [-c N_CTX] [--backend B]\n"
-               "       [--policy P] [sampling options as for engine run]\n"
+               "       [--policy P] [--mem DEV=SIZE,...] [--progress] [sampling options as for\n"
+               "       engine run]\n"
                "Type a message and press Enter; Ctrl-C stops an answer; Ctrl-D quits.\n");
         return 0;
     }

@@ -1,7 +1,7 @@
 /*
  * cmd-mkmodel.c — `engine mkmodel --arch qwen3|llama|bitnet|bitnet-b1.58 --shape
  * qwen3-0.6b|tiny|bitnet-2b4t|bonsai-1.7b [--type T] --vocab VOCAB.gguf -o OUT [--seed S]
- * [--embd-type T] [--output-type T] [--scale-tensors] [--threads N] [--progress]`: a
+ * [--embd-type T] [--output-type T] [--scale-tensors] [--align N] [--threads N] [--progress]`: a
  * random-weight model of a real shape, for tests and benchmarks (docs/tools.md "mkmodel").
  *
  * The vocabulary (every tokenizer.* key) comes from any GGUF that has one, typically a
@@ -74,6 +74,7 @@ struct hx_mk_opts {
     bool type_set, embd_set, output_set, progress, scale_tensors, bitnet;
     uint64_t seed;
     int n_threads;
+    uint32_t align; /* general.alignment; 0: not written (GGUF's 32) */
 };
 
 struct hx_mk_job {
@@ -106,6 +107,9 @@ static void hx_mk_usage(FILE *f)
         "  --scale-tensors   bitnet: matrices as bare {-1,0,+1}, each with a per-tensor F32\n"
         "                    <name>.scale (always so for bitnet-b1.58, unless the type is I2_S,\n"
         "                    which keeps the scale in the tensor)\n"
+        "  --align N         general.alignment: tensors start at multiples of N bytes (a power\n"
+        "                    of two; default 32, GGUF's), e.g. so that a layer's q, k and v\n"
+        "                    do not lie end to end and hx fuses them in parts (docs/policies.md)\n"
         "  --threads N       generation threads (default: all cores)\n"
         "  --progress        progress line on stderr even when it is not a terminal\n"
         "shapes: qwen3-0.6b (1024 wide, 28 layers, 16/8 heads x 128, FFN 3072),\n"
@@ -150,6 +154,11 @@ static int hx_mk_parse_one(struct hx_mk_opts *o, const char *a, const char *v)
         if (!hx_app_parse_i64(v, 0, INT64_MAX, &n))
             return hx_app_error("mkmodel", "bad --seed '%s'", v), 2;
         o->seed = (uint64_t)n;
+    } else if (!strcmp(a, "--align")) {
+        if (!hx_app_parse_i64(v, 1, 1 << 24, &n) || (n & (n - 1)))
+            return hx_app_error("mkmodel", "--align wants a power of two up to 16777216, not '%s'",
+                                v), 2;
+        o->align = (uint32_t)n;
     } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
         if (!hx_app_parse_i64(v, 1, 1024, &n))
             return hx_app_error("mkmodel", "--threads wants 1..1024, not '%s'", v), 2;
@@ -432,6 +441,7 @@ static int hx_mk_metadata(struct hx_mk_job *j, struct hx_gguf_writer *w)
     /* general.*, then the hparams, then the vocabulary, as converters write them. */
     int st = hx__gguf_set_str(w, "general.architecture", j->o->arch);
     st = st ? st : hx__gguf_set_str(w, "general.type", "model");
+    if (j->o->align) st = st ? st : hx__gguf_set_u32(w, "general.alignment", j->o->align);
     st = st ? st : hx__gguf_set_u32(w, "general.file_type", hx_app_file_type(j->o->type));
     if (!st && (hx_dtype_is_quantized(j->o->type) || hx_dtype_is_quantized(j->o->embd_type) ||
                 (j->o->output_set && hx_dtype_is_quantized(j->o->output_type))))

@@ -14,7 +14,7 @@ static void hx_plan_usage(void)
 {
     printf(
         "usage: engine plan -m MODEL [--backend B] [--policy P] [--fallback L] [-c N_CTX] [-t THREADS]\n"
-        "       [--mem DEV=SIZE[,DEV=SIZE]] [--summary] [--phase prefill|decode]\n"
+        "       [--mem DEV=SIZE[,DEV=SIZE]] [--summary] [--phase prefill|decode] [--progress]\n"
         "policies: single[:DEV], gemm-offload[:DEV], op-map:CLASS=DEV,...[,default=DEV],\n"
         "          layer-split:DEV=R,... | layer-split:alternate:DEV,DEV, phase-split:PREFILL_DEV,DECODE_DEV,\n"
         "          tensor-split:DEV=R,DEV=R[,...], fit[:DEV,...], auto[:DEV,...], verify[@REF][:INNER], @FILE,\n"

@@ -18,7 +18,9 @@ static void hx_run_usage(void)
     printf("usage: engine run -m MODEL -p TEXT [-n N] [--backend B] [--policy P] [--fallback L]\n"
            "       [-t THREADS] [-c N_CTX] [--batch N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
            "       [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S] [--ids]\n"
-           "       [--grammar FILE]   (GBNF, docs/grammar.md: only text the grammar allows)\n");
+           "       [--grammar FILE]   (GBNF, docs/grammar.md: only text the grammar allows)\n"
+           "       [--mem DEV=SIZE,...] [--progress]   (memory caps; loading progress on stderr\n"
+           "       even when it is not a terminal: docs/policies.md \"Memory\")\n");
 }
 
 int hx_cmd_run(int argc, char **argv)

@@ -1,7 +1,9 @@
 /*
  * progress.c — what the commands say on stderr, all in one form: errors and status lines
- * ("engine bench: loading m.gguf", "engine quantize: note: ...") as "engine CMD: ...", and the
- * counted bar of quantize and mkmodel ("tensor i/n, MB, elapsed"). stdout stays for results.
+ * ("engine bench: loading m.gguf", "engine quantize: note: ...") as "engine CMD: ...", the
+ * counted bar of quantize and mkmodel ("tensor i/n, MB, elapsed"), and the weights being
+ * prepared for each device while a context is set up (hx_context_params.load_progress).
+ * stdout stays for results.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -70,4 +72,51 @@ void hx_app_progress_end(struct hx_app_progress *p)
 {
     (void)p;
     fflush(stderr);
+}
+
+/* ---- weights prepared for the devices ---------------------------------------------------- */
+
+void hx_app_load_init(struct hx_app_load *p, const char *cmd, bool force)
+{
+    memset(p, 0, sizeof *p);
+    p->cmd = cmd;
+    p->tty = isatty(STDERR_FILENO) == 1;
+    p->enabled = p->tty || force;
+}
+
+void hx_app_load_params(struct hx_app_load *p, struct hx_context_params *cp)
+{
+    cp->load_progress = p->enabled ? hx_app_load_progress : NULL;
+    cp->load_progress_data = p->enabled ? p : NULL;
+}
+
+/* One line per device: "engine CMD: loading weights: vulkan:0 312.0/604.2 MiB  51%". A tty
+ * redraws it in place (at most 10 times a second) and starts a new line when another device
+ * reports; a log gets a line per tenth of each device's bytes. Each device's last line is its
+ * 100% (the core reports done == total once the device is ready); repeats are not printed. */
+void hx_app_load_progress(void *user_data, const char *device, uint64_t done, uint64_t total)
+{
+    struct hx_app_load *p = user_data;
+    int d = 0;
+    while (d < p->n_dev && strcmp(p->dev[d], device)) d++;
+    if (d == p->n_dev) {
+        if (d == HX_APP_LOAD_DEVICES) return;
+        snprintf(p->dev[d], sizeof p->dev[d], "%s", device);
+        p->pct[d] = -1;
+        p->n_dev++;
+    }
+    const int pct = total ? (int)(HX_MIN(done, total) * 100 / total) : 100;
+    const double now = hx__time_us();
+    const bool same = p->cur == d && p->open;
+    if (pct == p->pct[d]) return;
+    if (p->tty ? pct < 100 && same && now - p->last_us < 1e5
+               : pct < 100 && p->pct[d] >= 0 && pct / 10 == p->pct[d] / 10)
+        return;
+    if (p->tty && p->open && !same) fputc('\n', stderr); /* another device's line stays */
+    fprintf(stderr, "%sengine %s: loading weights: %s %.1f/%.1f MiB %3d%%%s", p->tty ? "\r" : "",
+            p->cmd, device, (double)done / 1048576.0, (double)total / 1048576.0, pct,
+            p->tty && pct < 100 ? "" : "\n");
+    fflush(stderr);
+    p->open = p->tty && pct < 100;
+    p->cur = d, p->pct[d] = pct, p->last_us = now;
 }

@@ -72,6 +72,10 @@ int hx_context_new(struct hx_model *model, const struct hx_context_params *p,
                        .n_threads = p && p->n_threads > 0 ? p->n_threads : hx__pool_default_threads(),
                        .kernels_dir = p ? p->npu_kernels : NULL},
         };
+        size_t prog_end = offsetof(struct hx_context_params, load_progress_data) +
+                          sizeof p->load_progress_data;
+        if (p && p->struct_size >= prog_end)
+            sp.load_progress = p->load_progress, sp.load_progress_data = p->load_progress_data;
         st = hx__sched_new(&sp, &c->sched);
     }
     if (st) {

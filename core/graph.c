@@ -47,7 +47,7 @@ const struct hx_weight *hx__model_weight(const struct hx_model *m, int64_t id)
         _Static_assert(HX_ARRAY_LEN(l) == HX__LW_COUNT, "layer weights");
         w = l[(id - HX__W_GLOBAL) % HX__LW_COUNT];
     }
-    return (w && w->data) ? w : NULL;
+    return (w && (w->data || w->n_parts)) ? w : NULL;
 }
 
 static int32_t hx__lw(int64_t il, int k)

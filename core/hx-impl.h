@@ -61,6 +61,13 @@ static inline bool hx__add_size(size_t a, size_t b, size_t *out)
  * directory, device, FIFO, socket or dangling link is HX_E_INVAL with a message. */
 int hx__outfile_resolve(const char *path, char **target, bool *exists, unsigned *mode);
 
+/* Weights of parts (core/weight.c): row r's bytes (NULL when out of range); rows [r0, r0 + n)
+ * of w as a weight of their own (a view: of w's data, of one part, or of the parts it spans);
+ * the host copy hx_weight_host made, freed by the owner of the struct. */
+const void *hx__weight_row(const struct hx_weight *w, int64_t r);
+void hx__weight_slice(const struct hx_weight *w, int64_t r0, int64_t n, struct hx_weight *out);
+void hx__weight_host_free(struct hx_weight *w);
+
 /* The parameters a sampler was made with (grammar.c reads them). */
 const struct hx_sampler_params *hx__sampler_params(const struct hx_sampler *s);
 

@@ -3,10 +3,12 @@
  * from metadata (formats.md §4.1), every tensor looked up by name with its shape checked
  * against the hparams (§4.2), norm gains made F32, and the per-layer QKV and gate|up weights
  * fused into one matrix each when their parts share a type and scales (one GEMM instead of
- * three / two — the shapes the NPU kernels are built for). An I2_S weight's data is its codes;
+ * three / two — the shapes the NPU kernels are built for), described in place, never copied
+ * (hx__fuse). An I2_S weight's data is its codes;
  * its tensor scale (the f32 in the tensor's tail) is read into hx_weight.tensor_scale.
  *
- * Invariant: after a successful load every hx_weight points at n_rows * row_bytes valid bytes.
+ * Invariant: after a successful load every hx_weight points at n_rows * row_bytes valid bytes,
+ * in data or (a fused weight of parts) in its parts.
  */
 #include <math.h>
 #include <stdio.h>
@@ -284,30 +286,39 @@ static int hx__scale(struct hx_loader *L, const char *base, struct hx_weight *w)
     return HX_OK;
 }
 
-/* Concatenate the rows of parts[0..n) into one owned matrix named `name`. */
+/* One matrix named `name` of the rows of parts[0..n), without copying them: a view of the
+ * mapping where the parts lie end to end there (llama.cpp's files, mkmodel's), else the parts
+ * themselves (hx_weight.parts): each device reads them into its own memory when it prepares
+ * the weight, so a fused weight has no host copy unless a device that runs from host memory
+ * asks for one (hx_weight_host). */
 static int hx__fuse(struct hx_loader *L, const struct hx_weight *const *parts, int n,
                     const char *name, struct hx_weight *out, bool *fused)
 {
     *fused = false;
-    for (int i = 1; i < n; i++)
+    HX_ASSERT(n <= HX_WEIGHT_MAX_PARTS);
+    bool adjacent = true;
+    for (int i = 1; i < n; i++) {
         if (parts[i]->type != parts[0]->type || parts[i]->n_cols != parts[0]->n_cols ||
             parts[i]->scale != parts[0]->scale || parts[i]->tensor_scale != parts[0]->tensor_scale)
             return HX_OK;
+        adjacent &= (const char *)parts[i]->data ==
+                    (const char *)parts[i - 1]->data + parts[i - 1]->nbytes;
+    }
     size_t total = 0;
     int64_t rows = 0;
     for (int i = 0; i < n; i++) total += parts[i]->nbytes, rows += parts[i]->n_rows;
-    char *buf = hx__model_own(L->m, total);
     char *nm = hx__model_own(L->m, strlen(name) + 1);
-    if (!buf || !nm) return HX_E_NOMEM;
+    if (!nm) return HX_E_NOMEM;
     memcpy(nm, name, strlen(name) + 1);
-    size_t off = 0;
-    for (int i = 0; i < n; i++) {
-        memcpy(buf + off, parts[i]->data, parts[i]->nbytes);
-        off += parts[i]->nbytes;
-    }
     *out = (struct hx_weight){.name = nm, .type = parts[0]->type, .n_rows = rows,
-                              .n_cols = parts[0]->n_cols, .data = buf, .nbytes = total,
+                              .n_cols = parts[0]->n_cols, .nbytes = total,
                               .scale = parts[0]->scale, .tensor_scale = parts[0]->tensor_scale};
+    if (adjacent) out->data = parts[0]->data;
+    else {
+        out->n_parts = n;
+        for (int i = 0; i < n; i++)
+            out->parts[i] = (struct hx_weight_part){parts[i]->data, parts[i]->nbytes};
+    }
     *fused = true;
     return HX_OK;
 }
@@ -433,6 +444,10 @@ fail:
 void hx_model_free(struct hx_model *m)
 {
     if (!m) return;
+    for (int64_t il = 0; m->layers && il < m->hp.n_layer; il++) {
+        hx__weight_host_free(&m->layers[il].wqkv);
+        hx__weight_host_free(&m->layers[il].wgu);
+    }
     for (int64_t i = 0; i < m->n_owned; i++) hx__free(m->owned[i]);
     hx__free(m->owned);
     hx__free(m->layers);

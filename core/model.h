@@ -1,7 +1,8 @@
 /*
  * model.h — a loaded model (core-private): architecture, hyperparameters, weights as views of
- * the mmapped GGUF (plus the fused QKV and gate|up matrices prepared at load), tokenizer.
- * Read-only after hx_model_load returns.
+ * the mmapped GGUF (the fused QKV and gate|up matrices too: views of their parts), tokenizer.
+ * Read-only after hx_model_load returns, but for the host copy of a fused weight of parts,
+ * made on a device's first request (hx_weight_host) and freed with the model.
  */
 #pragma once
 
@@ -51,7 +52,7 @@ struct hx_model {
     struct hx_weight tok_embd, output, output_norm, rope_freqs;
     bool has_rope_freqs, tied_output;
     struct hx_layer *layers;
-    void **owned;            /* heap blocks made at load (fused weights, converted norms) */
+    void **owned;            /* heap blocks made at load (fused weights' names, converted norms) */
     int64_t n_owned;
     int64_t n_params;
     size_t weight_bytes;

@@ -518,7 +518,8 @@ int hx_weight_dequantize_row(const struct hx_weight *w, int64_t r, float *dst)
         return hx__set_error(HX_E_INVAL, "weight %s: row %lld of %lld",
                              w && w->name ? w->name : "?", (long long)r,
                              w ? (long long)w->n_rows : 0LL);
-    size_t rb = hx_dtype_row_bytes(w->type, w->n_cols);
-    return hx_dequantize_row_scaled(w->type, (const uint8_t *)w->data + (size_t)r * rb, dst,
-                                    w->n_cols, w->tensor_scale);
+    const void *row = hx__weight_row(w, r); /* in data, or in the part that holds it */
+    if (!row) return hx__set_error(HX_E_INVAL, "weight %s: row %lld has no bytes",
+                                   w->name ? w->name : "?", (long long)r);
+    return hx_dequantize_row_scaled(w->type, row, dst, w->n_cols, w->tensor_scale);
 }

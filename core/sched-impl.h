@@ -30,7 +30,9 @@ enum hx_reason { HX_R_POLICY, HX_R_UNSUPPORTED, HX_R_UNHEALTHY };
 /* Row slices of every weight for one tensor-split ratio. */
 struct hx_tsplit {
     int n_parts;
-    struct hx_weight *w; /* [weight id * n_parts + part]; n_rows == 0: empty part */
+    int64_t n_w;         /* weight ids */
+    struct hx_weight *w; /* [weight id * n_parts + part]; n_rows == 0: empty part; a slice of
+                          * a weight of parts owns the host copy hx_weight_host may make */
     int64_t *r0;         /* first output row of each slice */
     int8_t *n_used;      /* per weight id: non-empty parts (0: not sliced, too small) */
 };
@@ -111,6 +113,9 @@ struct hx_coh {
 struct hx_sched {
     const struct hx_model *model;
     struct hx_policy policy;
+    /* hx_context_params.load_progress: told by hx__prepare_plans (sched.c) */
+    void (*load_progress)(void *user_data, const char *device, uint64_t done, uint64_t total);
+    void *load_progress_data;
     struct hx_mem_geom mem; /* its model is this model */
     int64_t n_batch, n_logits, n_prof_rows;
     int n_threads;

@@ -42,6 +42,7 @@ void hx__rule_init(struct hx_rule *r, enum hx_policy_kind kind)
 void hx__ts_free(struct hx_tsplit *ts)
 {
     if (!ts) return;
+    for (int64_t i = 0; ts->w && i < ts->n_w * ts->n_parts; i++) hx__weight_host_free(&ts->w[i]);
     hx__free(ts->w);
     hx__free(ts->r0);
     hx__free(ts->n_used);
@@ -91,6 +92,7 @@ int hx__ts_build(struct hx_sched *s, struct hx_rule *r)
     struct hx_tsplit *ts = hx__calloc(1, sizeof *ts);
     if (!ts) return HX_E_NOMEM;
     ts->n_parts = np;
+    ts->n_w = nw;
     ts->w = hx__calloc((size_t)(nw * np), sizeof *ts->w);
     ts->r0 = hx__calloc((size_t)(nw * np), sizeof *ts->r0);
     ts->n_used = hx__calloc((size_t)nw, sizeof *ts->n_used);
@@ -111,10 +113,7 @@ int hx__ts_build(struct hx_sched *s, struct hx_rule *r)
                             : (int64_t)llround(acc * (double)w->n_rows / HX_TS_ALIGN) * HX_TS_ALIGN;
             b = HX_MAX(prev, HX_MIN(b, w->n_rows));
             struct hx_weight *sw = &ts->w[id * np + p];
-            *sw = *w;
-            sw->n_rows = b - prev;
-            sw->data = (const char *)w->data + (size_t)prev * rb;
-            sw->nbytes = (size_t)sw->n_rows * rb;
+            hx__weight_slice(w, prev, b - prev, sw); /* of w's data, or of its parts */
             ts->r0[id * np + p] = prev;
             used += sw->n_rows > 0;
             prev = b;

@@ -146,7 +146,16 @@ int hx__sched_run(struct hx_sched *s, const struct hx_graph *g, const int32_t *t
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
 
-/* Prepare every weight the plan of phase ph places on each device, at load. */
+/* The load-progress callback for device d: its weight bytes held now of those accounted. */
+static void hx__load_progress(struct hx_sched *s, int d)
+{
+    if (s->load_progress && s->need[d][HX_MEM_WEIGHTS])
+        s->load_progress(s->load_progress_data, s->dev[d].dev->id,
+                         s->dev[d].alloc[HX_MEM_WEIGHTS], s->need[d][HX_MEM_WEIGHTS]);
+}
+
+/* Prepare every weight the plan of phase ph places on each device, at load, telling the
+ * load-progress callback after each weight a device did not hold yet. */
 static int hx__prepare_for(struct hx_sched *s, const struct hx_graph *g0, enum hx_phase ph,
                            uint32_t *used)
 {
@@ -155,9 +164,11 @@ static int hx__prepare_for(struct hx_sched *s, const struct hx_graph *g0, enum h
     for (int64_t i = 0; st == HX_OK && i < g->n_nodes; i++) {
         struct hx_sdev *sd = &s->dev[s->assign[i]];
         void *h;
+        size_t had = sd->alloc[HX_MEM_WEIGHTS];
         *used |= 1u << s->assign[i];
         st = hx__weight_handle(sd, g->nodes[i].weight, &h);
         if (st == HX_OK) st = hx__weight_handle(sd, g->nodes[i].aux, &h);
+        if (st == HX_OK && sd->alloc[HX_MEM_WEIGHTS] != had) hx__load_progress(s, s->assign[i]);
         if (st == HX_OK && g->nodes[i].desc.kind == HX_OP_ATTN)
             st = hx__kv_bufs(&s->mem, sd, g->nodes[i].desc.layer);
     }
@@ -177,6 +188,7 @@ static int hx__prepare_plans(struct hx_sched *s)
     for (int d = 0; st == HX_OK && d < s->n_dev; d++)
         if (!(used & (1u << d)) && d != s->host)
             hx__sdev_free_mem(&s->mem, &s->dev[d]), hx__wmap_release(&s->dev[d]);
+    for (int d = 0; st == HX_OK && d < s->n_dev; d++) hx__load_progress(s, d); /* each: ready */
     return st;
 }
 
@@ -216,6 +228,7 @@ int hx__sched_new(const struct hx_sched_params *p, struct hx_sched **out)
     if (!s) return HX_E_NOMEM;
     s->model = s->mem.model = p->model;
     s->policy = *p->policy;
+    s->load_progress = p->load_progress, s->load_progress_data = p->load_progress_data;
     s->mem.n_ctx = p->n_ctx, s->mem.n_seq = p->n_seq;
     s->n_batch = p->n_batch, s->n_logits = p->n_logits;
     s->n_prof_rows = HX_MAX(HX_MIN(HX_MIN(p->n_batch, HX_PROF_ROWS), p->n_ctx), 2);

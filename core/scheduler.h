@@ -75,6 +75,9 @@ struct hx_sched_params {
     struct hx_device_config devcfg;
     int64_t n_ctx, n_batch, n_logits;
     int32_t n_seq;
+    /* hx_context_params.load_progress, NULL = none */
+    void (*load_progress)(void *user_data, const char *device, uint64_t done, uint64_t total);
+    void *load_progress_data;
 };
 
 struct hx_sched_stats {

@@ -118,6 +118,8 @@ struct hx_tensor_ref {
 
 /* ---- weights ------------------------------------------------------------------------------ */
 
+#define HX_WEIGHT_MAX_PARTS 3
+
 /* A weight matrix as stored in the model file (mmapped, read-only): (n_rows = N, n_cols = K).
  * 1-D tensors (norm gains) have n_rows = 1. */
 struct hx_weight {
@@ -132,10 +134,34 @@ struct hx_weight {
      * every element, as a block's d is, in matmuls and embeddings alike. Read by the loader
      * with hx_dtype_tensor_scale; ignored for types without one. */
     float tensor_scale;
+    /* A fused weight (QKV, gate|up) whose parts do not lie end to end in the file is described
+     * as its parts: n_parts > 0, parts[i] the bytes of part i's rows in place in the model's
+     * mapping, in row order, and data NULL until a device that runs from one host matrix asks
+     * for it (hx_weight_host). A device reads such a weight through hx_weight_span,
+     * hx_weight_read or hx_weight_dequantize_row, straight from the mapping into its own
+     * memory. n_parts = 0: data holds every row. */
+    int n_parts;
+    struct hx_weight_part {
+        const void *data;
+        size_t nbytes;   /* whole rows */
+    } parts[HX_WEIGHT_MAX_PARTS];
 };
 
 /* Row r of w as f32, its tensor scale applied (hx_dequantize_row_scaled). */
 HX_API int hx_weight_dequantize_row(const struct hx_weight *w, int64_t r, float *dst);
+/* The run of w's row bytes at byte offset off (< n_rows * row bytes) that lies contiguous in
+ * host memory: *src and *n, at most up to the end of the rows. Walk a weight with it to copy
+ * or upload each piece without a staging copy: for (off = 0; off < total; off += n) ... */
+HX_API int hx_weight_span(const struct hx_weight *w, size_t off, const void **src, size_t *n);
+/* Copy w's row bytes [off, off + n) to dst, from wherever they lie. */
+HX_API int hx_weight_read(const struct hx_weight *w, size_t off, void *dst, size_t n);
+/* w's rows as one host matrix: w->data, or for a weight of parts a copy made on the first
+ * call and kept with the weight (freed with the model, or with the tensor-split slice that
+ * owns it), for the devices that run from host memory (ref; cpu where it does not repack).
+ * Thread-safe. Counted by hx_weight_host_bytes. */
+HX_API int hx_weight_host(const struct hx_weight *w, const void **data);
+/* Bytes of host copies hx_weight_host made that are still held (the whole process). */
+HX_API size_t hx_weight_host_bytes(void);
 
 /* ---- ops ---------------------------------------------------------------------------------- */
 
@@ -282,7 +308,10 @@ struct hx_backend_ops {
                        size_t nbytes);
 
     /* Make a weight usable on the device (upload, repack, convert) once at load. *handle is
-     * passed back in hx_op.weight_handle. The hx_weight outlives the handle. */
+     * passed back in hx_op.weight_handle. The hx_weight outlives the handle. A fused weight
+     * may come as its parts (data NULL, n_parts > 0): read it with hx_weight_span /
+     * hx_weight_read / hx_weight_dequantize_row, or hx_weight_host if the device runs it from
+     * one host matrix. */
     int (*weight_prepare)(struct hx_device *dev, const struct hx_weight *w, void **handle);
     void (*weight_release)(struct hx_device *dev, void *handle); /* (optional) nothing */
 

@@ -273,6 +273,13 @@ struct hx_context_params {
     /* Memory caps per device, "DEV=SIZE[,DEV=SIZE]" (e.g. "vulkan=2G,cpu=8G"); NULL = each
      * device's own report. A plan that does not fit is refused (docs/policies.md). */
     const char *mem;
+    /* (optional) Told while hx_context_new prepares the weights for each device (uploads,
+     * repacks, conversions; the part of loading that takes time): the device's id ("cpu",
+     * "vulkan:0"), its weight bytes prepared so far and in all (as the device holds them, the
+     * plan's accounting, docs/policies.md "Memory"), after each weight and a last time with
+     * done == total when the device is ready. Called on the calling thread. */
+    void (*load_progress)(void *user_data, const char *device, uint64_t done, uint64_t total);
+    void *load_progress_data;
 };
 
 /* Check a policy / backend / fallback combination without loading anything: HX_E_INVAL with

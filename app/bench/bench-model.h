@@ -36,6 +36,7 @@ struct hx_bm_opts {
     uint64_t seed;
     bool mmap;
     bool no_verify;           /* --no-verify: no check against the reference before timing */
+    bool progress;            /* --progress: loading progress even when stderr is no tty */
     const char *plot_path;    /* --plot FILE.svg, NULL = none */
     struct hx_app_outfile plot; /* opened before any model loads, so a bad path fails early */
     enum hx_bm_fmt fmt;

@@ -38,6 +38,8 @@ void hx_bm_usage(void)
            "      --mem DEV=SIZE,.. memory caps per device, e.g. vulkan=2G,cpu=8G (as engine run;\n"
            "                        a policy whose plan does not fit is an error)\n"
            "      --seed S          seed of the random token ids (default 42)\n"
+           "      --progress        weights' loading progress per device on stderr even when it\n"
+           "                        is not a terminal (a terminal always gets it)\n"
            "      --no-verify       skip the check of each policy against the ref device (by\n"
            "                        default %d prefill rows and %d decode steps run under\n"
            "                        verify@ref:POLICY before timing; a failed row exits 1)\n"
@@ -150,6 +152,10 @@ static int hx_bm_option(struct hx_bm_opts *o, int argc, char **argv, int *i)
                  IS("--fallback", NULL) || IS("--mem", NULL) || IS("--plot", NULL);
     if (IS("--no-verify", NULL)) {
         o->no_verify = true;
+        return 0;
+    }
+    if (IS("--progress", NULL)) {
+        o->progress = true;
         return 0;
     }
     if (!known) {

@@ -73,6 +73,9 @@ static int hx_bm_combo_run(const struct hx_bm_combo *cb, struct hx_bm_out *out)
                                    .n_threads = (int)cb->n_threads,
                                    .n_ctx = hx_bm_ctx_need(o), .n_batch = HX_BM_BATCH};
     struct hx_context *c;
+    struct hx_app_load load;
+    hx_app_load_init(&load, "bench", o->progress);
+    hx_app_load_params(&load, &cp);
     if (hx_context_new(cb->model->m, &cp, &c) != HX_OK) {
         hx_free(k.logits);
         if (cb->optional) {

@@ -42,6 +42,8 @@ static void hx_srv_usage(FILE *f)
             "  --policy P            dispatch policy\n"
             "  --fallback LIST       fallback chain, e.g. npu,vulkan,cpu\n"
             "  --mem DEV=SIZE,...    memory caps per device, e.g. vulkan=2G (docs/policies.md)\n"
+            "  --progress            weights' loading progress per device on stderr even when\n"
+            "                        it is not a terminal\n"
             "  --parallel N          concurrent sequences (KV slots), default 4\n"
             "  --cache-slots N       more KV sequences that only keep cached prompts, default 0\n"
             "  --queue N             waiting requests beyond --parallel, default 16 (then 503)\n"
@@ -181,6 +183,10 @@ static int hx_srv_parse_args(int argc, char **argv, struct hx_srv_args *a)
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) return -1;
+        if (!strcmp(f, "--progress")) {
+            a->worker.progress = true;
+            continue;
+        }
 #define HX_SRV_STR(name, dst)                                                                \
     if (!strcmp(f, name)) {                                                                  \
         if (!val) goto missing;                                                              \

@@ -279,6 +279,7 @@ struct hx_srv_event {
 struct hx_srv_worker_params {
     const char *model_path, *backend, *policy, *fallback, *chat_template;
     const char *mem; /* --mem caps, NULL = none */
+    bool progress;   /* --progress: loading progress on stderr even when it is no tty */
     int n_parallel, n_threads;
     int n_cache_slots;      /* KV sequences beyond n_parallel that only hold cached prompts */
     int64_t n_ctx, n_batch; /* 0: the engine's defaults */

@@ -29,6 +29,7 @@
 
 #include <uv.h>
 
+#include "app.h"
 #include "prompt.h"
 #include "server.h"
 
@@ -631,6 +632,9 @@ static int hx_srv_load(void)
         .n_seq = hx_srv_s.p.n_parallel + hx_srv_s.p.n_cache_slots,
         .n_batch = hx_srv_s.p.n_batch,
     };
+    struct hx_app_load load;
+    hx_app_load_init(&load, "serve", hx_srv_s.p.progress);
+    hx_app_load_params(&load, &cp);
     st = hx_context_new(hx_srv_s.model, &cp, &hx_srv_s.ctx);
     if (st != HX_OK) return st;
     hx_srv_s.n_seq = hx_context_n_seq(hx_srv_s.ctx);

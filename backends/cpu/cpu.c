@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cpu-impl.h"
@@ -86,11 +87,45 @@ static bool hx_cpu_repacks(const struct hx_weight *w)
            hx__x16_usable(w->type, w->n_cols);
 }
 
+/* A fused weight of parts (hx_weight.parts) is repacked from a copy of its rows made for the
+ * repack and unmapped after it (its own mapping: freed heap blocks between the repacked
+ * weights' allocations would stay resident); where its rows are read as they are (no repack,
+ * or HX_CPU_ISA asking for a kernel without x16), the run needs them in one host matrix:
+ * hx_weight_host. HX_CPU_ISA is read here for such a weight: set it before the model's
+ * weights are prepared. */
+static struct hx_cpu_x16 *hx_cpu_pack_parts(struct hx_device *dev, const struct hx_weight *w,
+                                            int n_threads, int *st)
+{
+    size_t n = (size_t)w->n_rows * hx_dtype_row_bytes(w->type, w->n_cols);
+    struct hx_weight flat = *w;
+    void *rows = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    *st = rows != MAP_FAILED ? hx_weight_read(w, 0, rows, n) : HX_E_NOMEM;
+    if (*st) {
+        if (rows != MAP_FAILED) munmap(rows, n ? n : 1);
+        hx_device_set_error(dev, *st, "preparing %s: %s", w->name,
+                            rows != MAP_FAILED ? hx_last_error() : "out of memory");
+        return NULL;
+    }
+    flat.data = rows, flat.n_parts = 0;
+    struct hx_cpu_x16 *x = hx__x16_pack(&flat, n_threads);
+    munmap(rows, n ? n : 1);
+    return x;
+}
+
 static int hx_cpu_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void **handle)
 {
     struct hx_cpu_dev *c = dev->ctx;
     struct hx_cpu_x16 *x = NULL;
-    if (hx_cpu_repacks(w))
+    int st = HX_OK;
+    const bool repack = hx_cpu_repacks(w);
+    if (w->n_parts && !w->data && (!repack || hx__cpu_isa() != HX_CPU_ISA_AVX512)) {
+        const void *rows;
+        if ((st = hx_weight_host(w, &rows)))
+            return hx_device_set_error(dev, st, "preparing %s: %s", w->name, hx_last_error());
+    }
+    if (repack && w->n_parts && !w->data) {
+        if (!(x = hx_cpu_pack_parts(dev, w, c->n_threads, &st)) && st) return st;
+    } else if (repack)
         x = hx__x16_pack(w, c->n_threads);
     else if ((x = hx_calloc(1, sizeof *x))) {
         x->magic = HX_X16_MAGIC;

@@ -1,8 +1,9 @@
 /*
  * hip-module.hip — the HIP device module: device enumeration (with the reason when none is
- * usable), buffers, weight upload, and run(), which checks a split and enqueues its kernels
- * on the device's compute stream. One source, three builds (hip-module.h): hipcc for AMD,
- * nvcc -x cu for NVIDIA (hip-compat.h), the host compiler for the emulator (hip-emu.h).
+ * usable), buffers, weight upload (a fused weight of parts part by part), and run(), which
+ * checks a split and enqueues its kernels on the device's compute stream. One source, three
+ * builds (hip-module.h): hipcc for AMD, nvcc -x cu for NVIDIA (hip-compat.h), the host
+ * compiler for the emulator (hip-emu.h).
  *
  * Streams: `stream` runs splits and activation transfers in order, so buffer reads and
  * writes are ordered after the kernels that touch them; `xfer` uploads weights through two
@@ -489,7 +490,10 @@ static int hx_hip_weight_prepare(void *mdev, const struct hx_weight *w, void **h
     const size_t rb =
         (size_t)(w->n_cols / hx_hip_block_elems(w->type)) * hx_hip_block_bytes(w->type);
     size_t total;
-    if (__builtin_mul_overflow(rb, (size_t)w->n_rows, &total) || total > w->nbytes || !w->data) {
+    size_t in_parts = 0; /* a fused weight of parts: each part in place in the mapping */
+    for (int i = 0; i < w->n_parts && i < HX_WEIGHT_MAX_PARTS; i++) in_parts += w->parts[i].nbytes;
+    if (__builtin_mul_overflow(rb, (size_t)w->n_rows, &total) || total > w->nbytes ||
+        (!w->data && (w->n_parts < 1 || w->n_parts > HX_WEIGHT_MAX_PARTS || in_parts != total))) {
         snprintf(err, len, "weight %s: %lld rows of %zu bytes do not fit its %zu bytes", name,
                  (long long)w->n_rows, rb, w->nbytes);
         return HX_E_INVAL;
@@ -502,7 +506,12 @@ static int hx_hip_weight_prepare(void *mdev, const struct hx_weight *w, void **h
     char what[96];
     snprintf(what, sizeof what, "weight %.80s", name);
     int st = hx_hip_alloc(d, total, &h->d, what, err, len);
-    if (st == HX_OK) st = hx_hip_upload(d, h->d, w->data, total, err, len);
+    if (st == HX_OK && w->data) st = hx_hip_upload(d, h->d, w->data, total, err, len);
+    /* or part by part, each from the mapping to its row offset (no host copy of the whole) */
+    for (size_t i = 0, off = 0; st == HX_OK && !w->data && i < (size_t)w->n_parts; i++) {
+        st = hx_hip_upload(d, (char *)h->d + off, w->parts[i].data, w->parts[i].nbytes, err, len);
+        off += w->parts[i].nbytes;
+    }
     if (st != HX_OK) {
         if (h->d) HX_HIP_IGNORE(hipFree(h->d));
         hx_hip_h.free_fn(h);

@@ -8,7 +8,8 @@
  * vkCmdCopyBuffer; hx_buffer.host is NULL. Buffer transfers first wait for the split in
  * flight (buffer_write/read are blocking per the vtable contract).
  *
- * Weights are uploaded once at weight_prepare as their GGUF bytes (no float copy), followed
+ * Weights are uploaded once at weight_prepare as their GGUF bytes (no float copy; a fused
+ * weight of parts part by part, each from the mapping to its row offset), followed
  * by HX_VK_WEIGHT_SLACK bytes a shader may over-read; a weight
  * the scheduler did not prepare (a norm gain, rope_freqs) is prepared on first use and kept
  * in the device's lazy list until fini. Allocation failures name the bytes needed and what
@@ -235,7 +236,13 @@ int hx__vk_weight_prepare(struct hx_device *dev, const struct hx_weight *w, void
     snprintf(what, sizeof what, "weight %s", w->name ? w->name : "?");
     /* the slack past the rows is what a shader's block view may over-read (never used) */
     int st = hx__vk_buf_create(dev, n + HX_VK_WEIGHT_SLACK, false, &h->b, what);
-    if (st == HX_OK) st = hx_vk_upload(dev, &h->b, 0, w->data, n);
+    /* each contiguous piece (all of data, or each part of a fused weight) at its offset:
+     * from the model's mapping straight into the buffer (or its staging) */
+    for (size_t off = 0, k; st == HX_OK && off < n; off += k) {
+        const void *src;
+        st = hx_weight_span(w, off, &src, &k);
+        if (st == HX_OK) st = hx_vk_upload(dev, &h->b, off, src, k);
+    }
     if (st == HX_OK && h->b.map) memset((char *)h->b.map + n, 0, HX_VK_WEIGHT_SLACK);
     if (st != HX_OK) {
         hx__vk_buf_destroy(hx_vk_ctx(dev), &h->b);
