@@ -272,8 +272,16 @@ static double hx_diff_dof(const struct hx_diff *df)
     return df->s_model2 > 0 ? df->s_model * df->s_model / df->s_model2 : 0;
 }
 
+/* Target, twin 0 and the random twins all gave the same logits (ref against itself): there is
+ * no error, so nothing to bound (the ratio bound of zero degrees of freedom is 0/0). */
+static bool hx_diff_exact(const struct hx_diff *df)
+{
+    return df->s_off == 0 && df->s_model == 0;
+}
+
 static double hx_diff_bound(const struct hx_diff *df)
 {
+    if (hx_diff_exact(df)) return 0;
     const double nu = hx_diff_dof(df);
     return hx__ratio_bound(nu, HX_VERIFY_DRAWS * nu) * df->s_model;
 }
@@ -381,7 +389,10 @@ static void hx_diff_text(const struct hx_diff *df, const struct hx_cli *o,
     if (d->nmse_given)
         printf(" (--logits-nmse %.0e: %s)", (double)d->logits_nmse,
                df->worst_nmse <= d->logits_nmse ? "ok" : "FAIL");
-    if (isinf(hx_diff_bound(df)))
+    if (hx_diff_exact(df))
+        printf("\nwhole-model bound: the rest and the error model are both 0 (the logits are "
+               "the reference's, bit for bit): ok\n");
+    else if (isinf(hx_diff_bound(df)))
         printf("\nwhole-model bound: none: the error model's %.3g is in %.1f effective steps, too "
                "few for a bound at z = 5 (not checked; the per-op bounds stand)\n",
                df->s_model / sr, hx_diff_dof(df));

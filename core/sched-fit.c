@@ -244,6 +244,21 @@ static bool hx__host_ram(const struct hx_sched *s, int d)
 int hx__mem_check(const struct hx_sched *s, size_t need[HX_MAX_DEVICES][HX_MEM_KINDS],
                   const char *what)
 {
+    for (int d = 0; d < s->n_dev; d++) {
+        const char *from;
+        size_t lim = hx__mem_limit(s, d, &from), tot = hx__need_sum(need[d]);
+        if (!lim || tot <= lim) continue;
+        struct hx_strbuf sb;
+        char h[32];
+        hx__sb_init(&sb);
+        hx__need_line(need[d], &sb);
+        hx__human(lim, h, sizeof h);
+        int st = hx__set_error(HX_E_NOMEM,
+                               "%s does not fit: %s needs %s, over its limit of %s (%zu bytes, %s)",
+                               what, hx__id(s, d), sb.data ? sb.data : "?", h, lim, from);
+        hx__sb_free(&sb);
+        return st;
+    }
     /* The devices on host RAM together, against `--mem host=SIZE`, else what the host reports
      * (a device's own cap divides the RAM, it does not add to it): each fitting its own limit
      * is not enough when the host holds the weights of several (auto's phases on two). */
@@ -272,21 +287,6 @@ int hx__mem_check(const struct hx_sched *s, size_t need[HX_MAX_DEVICES][HX_MEM_K
                                "%s does not fit: %s share host memory and need %s together (%zu "
                                "bytes), over the host's %s (%zu bytes, %s)",
                                what, sb.data ? sb.data : "?", h, pool, r, ram, ram_from);
-        hx__sb_free(&sb);
-        return st;
-    }
-    for (int d = 0; d < s->n_dev; d++) {
-        const char *from;
-        size_t lim = hx__mem_limit(s, d, &from), tot = hx__need_sum(need[d]);
-        if (!lim || tot <= lim) continue;
-        struct hx_strbuf sb;
-        char h[32];
-        hx__sb_init(&sb);
-        hx__need_line(need[d], &sb);
-        hx__human(lim, h, sizeof h);
-        int st = hx__set_error(HX_E_NOMEM,
-                               "%s does not fit: %s needs %s, over its limit of %s (%zu bytes, %s)",
-                               what, hx__id(s, d), sb.data ? sb.data : "?", h, lim, from);
         hx__sb_free(&sb);
         return st;
     }
