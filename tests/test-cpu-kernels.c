@@ -256,6 +256,41 @@ TEST(i2_s_equals_tq2_0)
     if (!ran) SKIP("no path");
 }
 
+TEST(float_gemv_equals_convert_dot)
+{
+    /* Float weights at m = 1 go through the fused GEMV (rows converted in registers, four at a
+     * time); at m >= 2 each tile is converted to f32 and dotted row by row. Both must give the
+     * same bits for the same row: run m = 1 and m = 2 on the same weights and first activation
+     * row (K with and without a tail of 32, n with and without a tail of 4, 1 and 2 threads). */
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw"))
+        SKIP_NA("no AVX-512 VNNI");
+    static const enum hx_dtype types[] = {HX_DTYPE_F32, HX_DTYPE_F16, HX_DTYPE_BF16};
+    static const int64_t shapes[][2] = {{37, 7}, {200, 33}, {2560, 70}, {1000, 9}, {64, 4}};
+    setenv("HX_CPU_ISA", "avx512", 1);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t k = shapes[si][0], n = shapes[si][1];
+            const int threads = si % 2 ? 2 : 1;
+            float *y[2];
+            const uint64_t seed = rng;
+            for (int v = 0; v < 2; v++) {
+                rng = seed; /* the same weights, the same first activation row */
+                y[v] = capture = malloc(sizeof(float) * (size_t)((1 + v) * n));
+                if (check_matmul(types[ti], 1 + v, k, n, threads))
+                    HX_FAIL_AT("%s m=%d k=%lld n=%lld: against f64", hx_dtype_name(types[ti]), 1 + v,
+                               (long long)k, (long long)n);
+            }
+            capture = NULL;
+            size_t diff = 0;
+            for (int64_t i = 0; i < n; i++) diff += memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
+            free(y[0]), free(y[1]);
+            if (diff)
+                HX_FAIL_AT("%s k=%lld n=%lld: %zu of %lld outputs of m = 1 differ from row 0 of m = 2",
+                           hx_dtype_name(types[ti]), (long long)k, (long long)n, diff, (long long)n);
+        }
+    unsetenv("HX_CPU_ISA");
+}
+
 TEST(matmul_large_gemm)
 {
     /* enough rows and columns for the threaded tile loop */

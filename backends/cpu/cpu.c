@@ -89,6 +89,8 @@ static int hx_cpu_weight_prepare(struct hx_device *dev, const struct hx_weight *
         x = hx__x16_pack(w, c->n_threads);
     else if ((x = hx_calloc(1, sizeof *x))) {
         x->magic = HX_X16_MAGIC;
+        x->type = w->type;
+        x->prefetch = hx__cpu_decode_prefetch(w->type); /* the float GEMV's (cpu-matmul.c) */
         hx__cpu_chunk_bytes(&x->chunk_decode, &x->chunk_prefill);
     }
     if (!x) return hx_device_set_error(dev, HX_E_NOMEM, "preparing %s: out of memory", w->name);
