@@ -265,7 +265,8 @@ TEST(float_gemv_equals_convert_dot)
     if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw"))
         SKIP_NA("no AVX-512 VNNI");
     static const enum hx_dtype types[] = {HX_DTYPE_F32, HX_DTYPE_F16, HX_DTYPE_BF16};
-    static const int64_t shapes[][2] = {{37, 7}, {200, 33}, {2560, 70}, {1000, 9}, {64, 4}};
+    static const int64_t shapes[][2] = {{37, 7}, {200, 33}, {2560, 70}, {1000, 9}, {64, 4},
+                                        {2560, 262}}; /* the last: >= 1 MiB, copied (cpu.c) */
     setenv("HX_CPU_ISA", "avx512", 1);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {

@@ -70,6 +70,7 @@ static void hx_float_tile(void *arg, int64_t t, int tid)
 struct hx_fgemv_job {
     const struct hx_op *op;
     const struct hx_cpu_kernels *kr;
+    const void *rows;
     size_t rb, pf;
 };
 
@@ -78,7 +79,7 @@ static void hx_fgemv_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool firs
     const struct hx_fgemv_job *j = arg;
     const struct hx_weight *w = j->op->weight;
     const int64_t n = w->n_rows, j0 = t0 * HX_CPU_NR, j1 = HX_MIN(n, t1 * HX_CPU_NR);
-    const char *rows = (const char *)w->data + (size_t)j0 * j->rb;
+    const char *rows = (const char *)j->rows + (size_t)j0 * j->rb;
     (void)tid;
     if (first && j->pf) { /* the stream's first bytes, before the kernel's prefetch reaches */
         const size_t len = HX_MIN(j->pf, (size_t)(j1 - j0) * j->rb);
@@ -98,6 +99,7 @@ static int hx_cpu_matmul_float(const struct hx_op *op, const struct hx_cpu_kerne
         const bool h = x16 && x16->magic == HX_X16_MAGIC;
         struct hx_fgemv_job f = {.op = op, .kr = kr, .rb = hx_dtype_row_bytes(w->type, k)};
         f.pf = (size_t)(h ? x16->prefetch : hx__cpu_decode_prefetch(w->type));
+        f.rows = h && x16->rows ? x16->rows : w->data;
         int64_t grain = (int64_t)((h ? x16->chunk_decode : (size_t)64 << 10) / (HX_CPU_NR * f.rb));
         if (grain < 1) grain = 1;
         hx__pool_chunks((n + HX_CPU_NR - 1) / HX_CPU_NR, grain, nt, hx_fgemv_chunk, &f);

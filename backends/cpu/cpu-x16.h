@@ -59,6 +59,8 @@ struct hx_cpu_x16 {
     size_t chunk_decode, chunk_prefill; /* weight bytes a thread claims at a time, decode and
                                            prefill (hx__cpu_chunk_bytes; set for plain handles too) */
     uint8_t *data;             /* n_tiles × tile_bytes, 4 KiB aligned, on huge pages */
+    const void *rows;          /* float weights (plain handle): a copy of the GGUF rows on huge
+                                  pages that the decode GEMV reads, or NULL: read w->data */
     struct hx_cpu_chunk *chunk; /* the arena chunk holding data (cpu-arena.h) */
 };
 #define HX_X16_MAGIC 0x36317848u /* "Hx16" */
