@@ -284,15 +284,25 @@ static int hx__scale(struct hx_loader *L, const char *base, struct hx_weight *w)
     return HX_OK;
 }
 
-/* Concatenate the rows of parts[0..n) into one owned matrix named `name`. */
+/* Concatenate the rows of parts[0..n) into one owned matrix named `name`. Parts of one type,
+ * width and .scale (applied after the product: one per matrix) fuse; tensor scales (I2_S's,
+ * applied inside the product where TQ2_0's block d is) may differ, and then the fused matrix
+ * keeps each part's rows and scale (hx_weight.n_parts), so every row is computed as before. */
 static int hx__fuse(struct hx_loader *L, const struct hx_weight *const *parts, int n,
                     const char *name, struct hx_weight *out, bool *fused)
 {
     *fused = false;
-    for (int i = 1; i < n; i++)
+    bool same_ts = true;
+    if (n > HX_WEIGHT_MAX_PARTS) return HX_OK;
+    for (int i = 1; i < n; i++) {
         if (parts[i]->type != parts[0]->type || parts[i]->n_cols != parts[0]->n_cols ||
-            parts[i]->scale != parts[0]->scale || parts[i]->tensor_scale != parts[0]->tensor_scale)
+            parts[i]->scale != parts[0]->scale)
             return HX_OK;
+        same_ts = same_ts && parts[i]->tensor_scale == parts[0]->tensor_scale;
+    }
+    /* a scale per part: parts of whole HX_WEIGHT_PART_ROWS, so no backend tile straddles two */
+    for (int i = 0; i < n && !same_ts; i++)
+        if (parts[i]->n_rows % HX_WEIGHT_PART_ROWS) return HX_OK;
     size_t total = 0;
     int64_t rows = 0;
     for (int i = 0; i < n; i++) total += parts[i]->nbytes, rows += parts[i]->n_rows;
@@ -308,6 +318,13 @@ static int hx__fuse(struct hx_loader *L, const struct hx_weight *const *parts, i
     *out = (struct hx_weight){.name = nm, .type = parts[0]->type, .n_rows = rows,
                               .n_cols = parts[0]->n_cols, .data = buf, .nbytes = total,
                               .scale = parts[0]->scale, .tensor_scale = parts[0]->tensor_scale};
+    if (!same_ts) {
+        out->n_parts = n;
+        for (int i = 0; i < n; i++) {
+            out->part_row[i + 1] = out->part_row[i] + parts[i]->n_rows;
+            out->part_tscale[i] = parts[i]->tensor_scale;
+        }
+    }
     *fused = true;
     return HX_OK;
 }

@@ -520,5 +520,5 @@ int hx_weight_dequantize_row(const struct hx_weight *w, int64_t r, float *dst)
                              w ? (long long)w->n_rows : 0LL);
     size_t rb = hx_dtype_row_bytes(w->type, w->n_cols);
     return hx_dequantize_row_scaled(w->type, (const uint8_t *)w->data + (size_t)r * rb, dst,
-                                    w->n_cols, w->tensor_scale);
+                                    w->n_cols, hx_weight_row_tscale(w, r));
 }

@@ -115,6 +115,9 @@ struct hx_tensor_ref {
 
 /* ---- weights ------------------------------------------------------------------------------ */
 
+#define HX_WEIGHT_MAX_PARTS 3
+#define HX_WEIGHT_PART_ROWS 16 /* parts of a fused weight are whole multiples of this */
+
 /* A weight matrix as stored in the model file (mmapped, read-only): (n_rows = N, n_cols = K).
  * 1-D tensors (norm gains) have n_rows = 1. */
 struct hx_weight {
@@ -129,7 +132,23 @@ struct hx_weight {
      * every element, as a block's d is, in matmuls and embeddings alike. Read by the loader
      * with hx_dtype_tensor_scale; ignored for types without one. */
     float tensor_scale;
+    /* A fused matrix (the loader's Q|K|V, gate|up) whose parts have different tensor scales:
+     * part i is rows [part_row[i], part_row[i + 1]) and has tensor scale part_tscale[i], for
+     * i < n_parts (part_row[0] = 0, part_row[n_parts] = n_rows; tensor_scale = part_tscale[0]),
+     * each a multiple of HX_WEIGHT_PART_ROWS rows (the cpu backend's x16 tiles).
+     * n_parts 0: tensor_scale is every row's. hx_weight_row_tscale reads it. */
+    int n_parts;
+    int64_t part_row[HX_WEIGHT_MAX_PARTS + 1];
+    float part_tscale[HX_WEIGHT_MAX_PARTS];
 };
+
+/* The tensor scale of row r of w (its part's, for a fused matrix with n_parts > 0). */
+static inline float hx_weight_row_tscale(const struct hx_weight *w, int64_t r)
+{
+    for (int i = 1; i < w->n_parts; i++)
+        if (r < w->part_row[i]) return w->part_tscale[i - 1];
+    return w->n_parts > 0 ? w->part_tscale[w->n_parts - 1] : w->tensor_scale;
+}
 
 /* Row r of w as f32, its tensor scale applied (hx_dequantize_row_scaled). */
 HX_API int hx_weight_dequantize_row(const struct hx_weight *w, int64_t r, float *dst);

@@ -91,6 +91,10 @@ for b in ref cpu vulkan npu-sim; do
   done
   check "$b: bitnet TQ2_0 and I2_S of the same weights give the same 24 tokens (2 prompts)" "[ $same -eq 1 ]"
 done
+# I2_S's tensor scales differ per matrix; the fused Q|K|V and gate|up keep one per part
+# (hx_weight.n_parts), so I2_S runs as many products as TQ2_0 (whose scale is in its blocks)
+nmm() { "$E" plan -m "$1" 2>/dev/null | grep -c " matmul "; }
+check "bitnet I2_S fuses Q|K|V and gate|up as TQ2_0 does: $(nmm "$T/bn-i2s.gguf") / $(nmm "$A") products in the plan" "[ \$(nmm \"$T/bn-i2s.gguf\") -eq \$(nmm \"$A\") ] && [ \$(nmm \"$A\") -gt 0 ]"
 
 # ---- every backend and policy against ref --------------------------------------------------------
 policies="single:cpu gemm-offload:cpu tensor-split:cpu=0.5,ref=0.5 layer-split:cpu=0.5,ref=0.5

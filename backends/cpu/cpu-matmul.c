@@ -262,7 +262,7 @@ static void hx_gen_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool first)
         const int nr = (int)HX_MIN((int64_t)HX_CPU_NR, n - j0);
         for (int i = 0; i < nr; i++)
             j->kr->unpack_row(w->type, (const char *)w->data + (size_t)(j0 + i) * rb, k,
-                              w->tensor_scale, &p, i);
+                              hx_weight_row_tscale(w, j0 + i), &p, i);
         float *out = hx_tensor_row(&op->dst, 0) + j0;
         j->kr->panel_dot(&p, nr, &j->act, 0, m, out, ostride);
         hx_cpu_scale_tile(out, ostride, m, nr, w->scale);

@@ -86,7 +86,7 @@ static int hx_cpu_weight_prepare(struct hx_device *dev, const struct hx_weight *
     const char *env = getenv("HX_CPU_REPACK");
     struct hx_cpu_x16 *x = NULL;
     if (!(env && !strcmp(env, "0")) && hx__cpu_isa_best() == HX_CPU_ISA_AVX512 &&
-        hx__x16_usable(w->type, w->n_cols))
+        hx__x16_usable(w->type, w->n_cols) && hx__x16_parts_fit(w))
         x = hx__x16_pack(w, c->n_threads);
     else if ((x = hx_calloc(1, sizeof *x))) {
         x->magic = HX_X16_MAGIC;
