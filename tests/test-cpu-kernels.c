@@ -278,16 +278,17 @@ TEST(float_gemv_equals_convert_dot)
                 rng = seed; /* the same weights, the same first activation row */
                 y[v] = capture = malloc(sizeof(float) * (size_t)((1 + v) * n));
                 if (check_matmul(types[ti], 1 + v, k, n, threads))
-                    HX_FAIL_AT("%s m=%d k=%lld n=%lld: against f64", hx_dtype_name(types[ti]), 1 + v,
-                               (long long)k, (long long)n);
+                    HX_FAIL_AT("%s m=%d k=%lld n=%lld: against f64", hx_dtype_name(types[ti]),
+                               1 + v, (long long)k, (long long)n);
             }
             capture = NULL;
             size_t diff = 0;
             for (int64_t i = 0; i < n; i++) diff += memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
             free(y[0]), free(y[1]);
             if (diff)
-                HX_FAIL_AT("%s k=%lld n=%lld: %zu of %lld outputs of m = 1 differ from row 0 of m = 2",
-                           hx_dtype_name(types[ti]), (long long)k, (long long)n, diff, (long long)n);
+                HX_FAIL_AT("%s k=%lld n=%lld: %zu of %lld outputs of m = 1 differ from row 0 of "
+                           "m = 2", hx_dtype_name(types[ti]), (long long)k, (long long)n, diff,
+                           (long long)n);
         }
     unsetenv("HX_CPU_ISA");
 }
@@ -303,7 +304,8 @@ static int run_mm(const struct hx_weight *w, const float *x, int64_t m, float *y
     hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * n), &dst);
     hx__dev_buffer_write(src, 0, x, sizeof(float) * (size_t)(m * k));
     struct hx_op op = {0};
-    op.desc = (struct hx_op_desc){.kind = HX_OP_MATMUL, .n_rows = m, .n_in = k, .n_out = n, .wtype = w->type};
+    op.desc = (struct hx_op_desc){.kind = HX_OP_MATMUL, .n_rows = m, .n_in = k, .n_out = n,
+                                  .wtype = w->type};
     op.src[0] = (struct hx_tensor_ref){src, 0, m, k, sizeof(float) * (size_t)k};
     op.dst = (struct hx_tensor_ref){dst, 0, m, n, sizeof(float) * (size_t)n};
     op.weight = w;
@@ -312,7 +314,8 @@ static int run_mm(const struct hx_weight *w, const float *x, int64_t m, float *y
     struct hx_split sp = {.struct_size = sizeof sp, .ops = &op, .n_ops = 1, .n_rows = m,
                           .tokens = meta, .pos = meta, .seq = meta};
     int bad = hx__dev_run(dev, &sp) != HX_OK;
-    for (int64_t r = 0; r < m; r++) memcpy(y + r * n, hx_tensor_row(&op.dst, r), sizeof(float) * (size_t)n);
+    for (int64_t r = 0; r < m; r++)
+        memcpy(y + r * n, hx_tensor_row(&op.dst, r), sizeof(float) * (size_t)n);
     hx__dev_weight_release(dev, op.weight_handle);
     hx__dev_buffer_free(src);
     hx__dev_buffer_free(dst);

@@ -237,7 +237,8 @@ static float hx_cpu_dot_f32_avx512(const float *w, const float *x, int64_t k)
 static inline __m512 hx_cpu_ld16(enum hx_dtype t, const char *p, int64_t i)
 {
     if (t == HX_DTYPE_F32) return _mm512_loadu_ps((const float *)(const void *)p + i);
-    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)p + i));
+    const uint16_t *q = (const uint16_t *)(const void *)p + i;
+    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)q);
     if (t == HX_DTYPE_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
@@ -315,7 +316,8 @@ static inline void hx_cpu_gemv_float_t(enum hx_dtype t, const char *w, size_t rb
         }
         for (; i < k; i += 16) {
             const __mmask16 m = k - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - i)) - 1);
-            a0 = _mm512_fmadd_ps(hx_cpu_ld16_mask(t, r0, i, m), _mm512_maskz_loadu_ps(m, x + i), a0);
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+            a0 = _mm512_fmadd_ps(hx_cpu_ld16_mask(t, r0, i, m), xv, a0);
         }
         out[j] = hx_cpu_hsum512(_mm512_add_ps(a0, a1)) * scale;
     }

@@ -83,7 +83,8 @@ static void hx_fgemv_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool firs
     (void)tid;
     if (first && j->pf) { /* the stream's first bytes, before the kernel's prefetch reaches */
         const size_t len = HX_MIN(j->pf, (size_t)(j1 - j0) * j->rb);
-        for (size_t o = 0; o < len; o += 64) __builtin_prefetch(rows + o, 0, 1); /* prefetcht2: into L2 */
+        for (size_t o = 0; o < len; o += 64)
+            __builtin_prefetch(rows + o, 0, 1); /* prefetcht2: into L2 */
     }
     j->kr->gemv_float(w->type, rows, j->rb, hx_tensor_row(&j->op->src[0], 0), w->n_cols, j1 - j0,
                       hx_tensor_row(&j->op->dst, 0) + j0, w->scale, j->pf);
@@ -94,9 +95,9 @@ static int hx_cpu_matmul_float(const struct hx_op *op, const struct hx_cpu_kerne
 {
     const struct hx_weight *w = op->weight;
     const int64_t k = w->n_cols, n = w->n_rows;
-    if (op->src[0].n_rows == 1 && kr->gemv_float) {
-        const struct hx_cpu_x16 *x16 = op->weight_handle;
-        const bool h = x16 && x16->magic == HX_X16_MAGIC;
+    const struct hx_cpu_x16 *x16 = op->weight_handle;
+    const bool h = x16 && x16->magic == HX_X16_MAGIC;
+    if (op->src[0].n_rows == 1 && kr->gemv_float && !(h && x16->no_float_gemv)) {
         struct hx_fgemv_job f = {.op = op, .kr = kr, .rb = hx_dtype_row_bytes(w->type, k)};
         f.pf = (size_t)(h ? x16->prefetch : hx__cpu_decode_prefetch(w->type));
         f.rows = h && x16->rows ? x16->rows : w->data;

@@ -66,6 +66,8 @@ struct hx_cpu_x16 {
     uint8_t *data;             /* n_tiles × tile_bytes, 4 KiB aligned, on huge pages */
     const void *rows;          /* float weights (plain handle): a copy of the GGUF rows on huge
                                   pages that the decode GEMV reads, or NULL: read w->data */
+    bool no_float_gemv;        /* HX_CPU_FLOAT_GEMV=0: float decode converts tiles, then dots
+                                  (the path before the fused GEMV; for A/B measurements) */
     struct hx_cpu_chunk *chunk; /* the arena chunk holding data (cpu-arena.h) */
 };
 #define HX_X16_MAGIC 0x36317848u /* "Hx16" */

@@ -94,10 +94,13 @@ static int hx_cpu_weight_prepare(struct hx_device *dev, const struct hx_weight *
         x->prefetch = hx__cpu_decode_prefetch(w->type); /* the float GEMV's (cpu-matmul.c) */
         hx__cpu_chunk_bytes(&x->chunk_decode, &x->chunk_prefill);
         /* Float weights of 1 MiB and more are copied onto huge pages for the decode GEMV, as
-         * the quantized ones are repacked: read from the file's 4 KiB pages the F16 GEMV ran
-         * at x1.13-1.20 of a plain read of its bytes, from the copy at x1.10-1.13 (Xeon VM,
-         * 2560x6912 and 2560x32768, --compare HX_CPU_FLOAT_COPY=0,1, 3 rounds). The file's
-         * pages stay mapped for the embedding. HX_CPU_FLOAT_COPY=0 reads the file's rows. */
+         * the quantized ones are repacked: F16 2560x32768 ran at x1.13-1.20 of a plain read
+         * of its bytes from the file's 4 KiB pages, x1.08-1.13 from the copy; 2560x6912
+         * x1.08-1.20 against x1.11-1.24, better in 2 of 3 rounds (Xeon VM, loaded, --compare
+         * HX_CPU_FLOAT_COPY=0,1). The file's pages stay mapped for the embedding.
+         * HX_CPU_FLOAT_COPY=0 reads the file's rows. */
+        const char *fg = getenv("HX_CPU_FLOAT_GEMV");
+        x->no_float_gemv = fg && !strcmp(fg, "0");
         const char *cp = getenv("HX_CPU_FLOAT_COPY");
         if (!(cp && !strcmp(cp, "0")) && hx__cpu_isa_best() == HX_CPU_ISA_AVX512 &&
             !hx_dtype_is_quantized(w->type) && w->nbytes >= (1u << 20)) {
