@@ -287,7 +287,7 @@ static int hx__scale(struct hx_loader *L, const char *base, struct hx_weight *w)
 /* Concatenate the rows of parts[0..n) into one owned matrix named `name`. Parts of one type,
  * width and .scale (applied after the product: one per matrix) fuse; tensor scales (I2_S's,
  * applied inside the product where TQ2_0's block d is) may differ, and then the fused matrix
- * keeps each part's rows and scale (hx_weight.n_parts), so every row is computed as before. */
+ * keeps each part's rows and scale (hx_weight.n_tparts), so every row is computed as before. */
 static int hx__fuse(struct hx_loader *L, const struct hx_weight *const *parts, int n,
                     const char *name, struct hx_weight *out, bool *fused)
 {
@@ -319,10 +319,10 @@ static int hx__fuse(struct hx_loader *L, const struct hx_weight *const *parts, i
                               .n_cols = parts[0]->n_cols, .data = buf, .nbytes = total,
                               .scale = parts[0]->scale, .tensor_scale = parts[0]->tensor_scale};
     if (!same_ts) {
-        out->n_parts = n;
+        out->n_tparts = n;
         for (int i = 0; i < n; i++) {
-            out->part_row[i + 1] = out->part_row[i] + parts[i]->n_rows;
-            out->part_tscale[i] = parts[i]->tensor_scale;
+            out->tpart_row[i + 1] = out->tpart_row[i] + parts[i]->n_rows;
+            out->tpart_tscale[i] = parts[i]->tensor_scale;
         }
     }
     *fused = true;

@@ -103,17 +103,17 @@ int hx__ts_build(struct hx_sched *s, struct hx_rule *r)
             sw->n_rows = b - prev;
             sw->data = (const char *)w->data + (size_t)prev * rb;
             sw->nbytes = (size_t)sw->n_rows * rb;
-            if (w->n_parts > 0) { /* a tensor scale per part: the slice's parts, from its row 0 */
+            if (w->n_tparts > 0) { /* a tensor scale per part: the slice's parts, from its row 0 */
                 int k = 0;
-                for (int i = 0; i < w->n_parts; i++) {
-                    const int64_t lo = HX_MAX(w->part_row[i], prev);
-                    const int64_t hi = HX_MIN(w->part_row[i + 1], b);
+                for (int i = 0; i < w->n_tparts; i++) {
+                    const int64_t lo = HX_MAX(w->tpart_row[i], prev);
+                    const int64_t hi = HX_MIN(w->tpart_row[i + 1], b);
                     if (hi <= lo) continue;
-                    sw->part_row[k] = lo - prev, sw->part_tscale[k] = w->part_tscale[i];
-                    sw->part_row[++k] = hi - prev;
+                    sw->tpart_row[k] = lo - prev, sw->tpart_tscale[k] = w->tpart_tscale[i];
+                    sw->tpart_row[++k] = hi - prev;
                 }
-                sw->n_parts = k;
-                if (k) sw->tensor_scale = sw->part_tscale[0];
+                sw->n_tparts = k;
+                if (k) sw->tensor_scale = sw->tpart_tscale[0];
             }
             ts->r0[id * np + p] = prev;
             used += sw->n_rows > 0;

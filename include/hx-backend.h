@@ -133,21 +133,22 @@ struct hx_weight {
      * with hx_dtype_tensor_scale; ignored for types without one. */
     float tensor_scale;
     /* A fused matrix (the loader's Q|K|V, gate|up) whose parts have different tensor scales:
-     * part i is rows [part_row[i], part_row[i + 1]) and has tensor scale part_tscale[i], for
-     * i < n_parts (part_row[0] = 0, part_row[n_parts] = n_rows; tensor_scale = part_tscale[0]),
+     * part i is rows [tpart_row[i], tpart_row[i + 1]) and has tensor scale tpart_tscale[i], for
+     * i < n_tparts (tpart_row[0] = 0, tpart_row[n_tparts] = n_rows; tensor_scale =
+     * tpart_tscale[0]),
      * each a multiple of HX_WEIGHT_PART_ROWS rows (the cpu backend's x16 tiles).
-     * n_parts 0: tensor_scale is every row's. hx_weight_row_tscale reads it. */
-    int n_parts;
-    int64_t part_row[HX_WEIGHT_MAX_PARTS + 1];
-    float part_tscale[HX_WEIGHT_MAX_PARTS];
+     * n_tparts 0: tensor_scale is every row's. hx_weight_row_tscale reads it. */
+    int n_tparts;
+    int64_t tpart_row[HX_WEIGHT_MAX_PARTS + 1];
+    float tpart_tscale[HX_WEIGHT_MAX_PARTS];
 };
 
-/* The tensor scale of row r of w (its part's, for a fused matrix with n_parts > 0). */
+/* The tensor scale of row r of w (its part's, for a fused matrix with n_tparts > 0). */
 static inline float hx_weight_row_tscale(const struct hx_weight *w, int64_t r)
 {
-    for (int i = 1; i < w->n_parts; i++)
-        if (r < w->part_row[i]) return w->part_tscale[i - 1];
-    return w->n_parts > 0 ? w->part_tscale[w->n_parts - 1] : w->tensor_scale;
+    for (int i = 1; i < w->n_tparts; i++)
+        if (r < w->tpart_row[i]) return w->tpart_tscale[i - 1];
+    return w->n_tparts > 0 ? w->tpart_tscale[w->n_tparts - 1] : w->tensor_scale;
 }
 
 /* Row r of w as f32, its tensor scale applied (hx_dequantize_row_scaled). */

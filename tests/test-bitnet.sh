@@ -92,7 +92,7 @@ for b in ref cpu vulkan npu-sim; do
   check "$b: bitnet TQ2_0 and I2_S of the same weights give the same 24 tokens (2 prompts)" "[ $same -eq 1 ]"
 done
 # I2_S's tensor scales differ per matrix; the fused Q|K|V and gate|up keep one per part
-# (hx_weight.n_parts), so I2_S runs as many products as TQ2_0 (whose scale is in its blocks).
+# (hx_weight.n_tparts), so I2_S runs as many products as TQ2_0 (whose scale is in its blocks).
 # A tensor split slices the fused rows, parts and all (sched-place.c): each slice's parts must
 # start from its own row 0 (with the original row numbers the 24 tokens differed).
 same=1

@@ -326,7 +326,7 @@ static int run_mm(const struct hx_weight *w, const float *x, int64_t m, float *y
 TEST(i2_s_fused_parts)
 {
     /* I2_S Q|K|V (or gate|up) with a different tensor scale each are fused into one matrix
-     * that keeps a scale per part (hx_weight.n_parts, model-load.c). Its outputs must be the
+     * that keeps a scale per part (hx_weight.n_tparts, model-load.c). Its outputs must be the
      * three matrices' own bits: on the x16 tiles, the panels (HX_CPU_REPACK=0), AVX2 and
      * scalar; decode, two rows and prefill. The loader fuses only parts of whole 16s; parts
      * that split a tile (24/40/8) go to the panels, so they are checked where the parts alone
@@ -354,13 +354,13 @@ TEST(i2_s_fused_parts)
             fill_weight(HX_DTYPE_I2_S, wd, n, k);
             struct hx_weight f = {.name = "fused", .type = HX_DTYPE_I2_S, .n_rows = n, .n_cols = k,
                                   .data = wd, .nbytes = rb * (size_t)n, .scale = 0.75f,
-                                  .tensor_scale = ts[0], .n_parts = 3};
+                                  .tensor_scale = ts[0], .n_tparts = 3};
             struct hx_weight part[3];
             for (int i = 0; i < 3; i++) {
-                f.part_row[i + 1] = f.part_row[i] + rows[i];
-                f.part_tscale[i] = ts[i];
+                f.tpart_row[i + 1] = f.tpart_row[i] + rows[i];
+                f.tpart_tscale[i] = ts[i];
                 part[i] = (struct hx_weight){.name = "part", .type = HX_DTYPE_I2_S, .n_rows = rows[i],
-                                             .n_cols = k, .data = wd + rb * (size_t)f.part_row[i],
+                                             .n_cols = k, .data = wd + rb * (size_t)f.tpart_row[i],
                                              .nbytes = rb * (size_t)rows[i], .scale = 0.75f,
                                              .tensor_scale = ts[i]};
             }
@@ -376,7 +376,7 @@ TEST(i2_s_fused_parts)
                     if (run_mm(&part[i], x, m, yp)) HX_FAIL_AT("%s: part %d failed", isa, i);
                     for (int64_t r = 0; r < m; r++)
                         for (int64_t j = 0; j < rows[i]; j++)
-                            diff += memcmp(&yp[r * rows[i] + j], &yf[r * n + f.part_row[i] + j], 4) != 0;
+                            diff += memcmp(&yp[r * rows[i] + j], &yf[r * n + f.tpart_row[i] + j], 4) != 0;
                 }
                 free(x), free(yf), free(yp);
                 if (diff)

@@ -231,8 +231,8 @@ static void hx_x16_pack_one(void *arg, int64_t tt, int tid)
 
 bool hx__x16_parts_fit(const struct hx_weight *w)
 {
-    for (int i = 0; i <= w->n_parts; i++)
-        if (w->part_row[i] % HX_X16_ROWS) return false;
+    for (int i = 0; i <= w->n_tparts; i++)
+        if (w->tpart_row[i] % HX_X16_ROWS) return false;
     return true;
 }
 
@@ -248,10 +248,10 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
     x->streams = hx__cpu_decode_streams();
     x->prefetch = hx__cpu_decode_prefetch(w->type);
     x->tscale = hx_dtype_tail_bytes(w->type) ? w->tensor_scale : 1.0f;
-    if (hx_dtype_tail_bytes(w->type) && w->n_parts > 0) { /* hx__x16_parts_fit was asked */
-        x->n_parts = w->n_parts;
-        for (int i = 0; i <= w->n_parts; i++) x->part_tile[i] = w->part_row[i] / HX_X16_ROWS;
-        for (int i = 0; i < w->n_parts; i++) x->part_tscale[i] = w->part_tscale[i];
+    if (hx_dtype_tail_bytes(w->type) && w->n_tparts > 0) { /* hx__x16_parts_fit was asked */
+        x->n_parts = w->n_tparts;
+        for (int i = 0; i <= w->n_tparts; i++) x->part_tile[i] = w->tpart_row[i] / HX_X16_ROWS;
+        for (int i = 0; i < w->n_tparts; i++) x->part_tscale[i] = w->tpart_tscale[i];
     }
     if (w->type == HX_DTYPE_Q1_0) hx__cpu_q1_lut(&x->lut_tiles, &x->lut_ahead);
     x->n = n;

@@ -56,7 +56,7 @@ struct hx_cpu_x16 {
     int lut_tiles, lut_ahead;  /* Q1_0 lookup decode: tiles per block (4, 8), groups ahead
                                   (hx__cpu_q1_lut) */
     float tscale;              /* the weight's tensor scale (I2_S), 1 for the other types */
-    int n_parts;               /* a fused weight with a tensor scale per part (hx_weight.n_parts):
+    int n_parts;               /* a fused weight with a tensor scale per part (hx_weight.n_tparts):
                                   part i is tiles [part_tile[i], part_tile[i + 1]), scale
                                   part_tscale[i]; 0: tscale for every tile */
     int64_t part_tile[HX_WEIGHT_MAX_PARTS + 1];
@@ -78,7 +78,7 @@ int hx__x16_act_block(enum hx_dtype t);
 /* The −K of w = s·(u − K) (0 for Q4_K). */
 int hx__x16_bias(enum hx_dtype t);
 bool hx__x16_usable(enum hx_dtype t, int64_t k);
-/* w's parts (hx_weight.n_parts) fall on tile boundaries: each part whole tiles of 16 rows. */
+/* w's parts (hx_weight.n_tparts) fall on tile boundaries: each part whole tiles of 16 rows. */
 bool hx__x16_parts_fit(const struct hx_weight *w);
 /* The tensor scale of tile t: its part's, else x->tscale. */
 static inline float hx__x16_tile_tscale(const struct hx_cpu_x16 *x, int64_t t)

@@ -54,7 +54,7 @@ struct hx_hip_weight {
     size_t row_bytes;
     float scale;
     float ts; /* the tensor scale (I2_S: hx_weight.tensor_scale; else unused) */
-    /* a fused weight with a tensor scale per part (hx_weight.n_parts): part i is rows
+    /* a fused weight with a tensor scale per part (hx_weight.n_tparts): part i is rows
      * [part_row[i], part_row[i + 1]) with scale part_ts[i]; 0 parts: ts for every row */
     int n_parts;
     int64_t part_row[HX_WEIGHT_MAX_PARTS + 1];
@@ -495,9 +495,9 @@ static int hx_hip_weight_prepare(void *mdev, const struct hx_weight *w, void **h
     memset(h, 0, sizeof *h);
     h->type = w->type, h->n_rows = w->n_rows, h->n_cols = w->n_cols, h->row_bytes = rb,
     h->scale = w->scale, h->ts = w->tensor_scale;
-    h->n_parts = w->n_parts;
-    for (int i = 0; i < w->n_parts && i < HX_WEIGHT_MAX_PARTS; i++)
-        h->part_row[i + 1] = w->part_row[i + 1], h->part_ts[i] = w->part_tscale[i];
+    h->n_parts = w->n_tparts;
+    for (int i = 0; i < w->n_tparts && i < HX_WEIGHT_MAX_PARTS; i++)
+        h->part_row[i + 1] = w->tpart_row[i + 1], h->part_ts[i] = w->tpart_tscale[i];
     char what[96];
     snprintf(what, sizeof what, "weight %.80s", name);
     int st = hx_hip_alloc(d, total, &h->d, what, err, len);

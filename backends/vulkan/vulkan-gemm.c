@@ -378,13 +378,13 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
     int64_t nc = hx_vk_mm_wrows(d, w->row_bytes, N);
     int64_t mc = nc > 0 ? hx_vk_mm_rows(d, op, nc, n_rows) : 0;
     bool tex = d->lane;
-    /* A fused weight with a tensor scale per part (hx_weight.n_parts) runs part by part, each
+    /* A fused weight with a tensor scale per part (hx_weight.n_tparts) runs part by part, each
      * with its scale: the rows of each part computed as they were unfused, so the same bits. */
     const struct hx_weight *hw = op->weight;
-    const int np = hw->n_parts > 0 ? hw->n_parts : 1;
+    const int np = hw->n_tparts > 0 ? hw->n_tparts : 1;
     int64_t n_chunks = 0;
     for (int pi = 0; nc > 0 && pi < np; pi++)
-        n_chunks += ((np > 1 ? hw->part_row[pi + 1] - hw->part_row[pi] : N) + nc - 1) / nc;
+        n_chunks += ((np > 1 ? hw->tpart_row[pi + 1] - hw->tpart_row[pi] : N) + nc - 1) / nc;
     if (nc <= 0 || mc <= 0)
         return hx_device_set_error(dev, HX_E_UNSUPPORTED,
                                    "matmul %lld x %lld: rows exceed a binding", (long long)N,
@@ -398,7 +398,7 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
         if (staged && (st = hx_vk_stage(dev, op, m0, mm, &qa_stride))) return st;
         int64_t ci = 0;
         for (int pi = 0; pi < np; pi++)
-        for (int64_t n0 = np > 1 ? hw->part_row[pi] : 0, ne = np > 1 ? hw->part_row[pi + 1] : N;
+        for (int64_t n0 = np > 1 ? hw->tpart_row[pi] : 0, ne = np > 1 ? hw->tpart_row[pi + 1] : N;
              n0 < ne; n0 += nc, ci++) {
             int64_t nn = HX_MIN(nc, ne - n0);
             struct hx_vk_mm_push p = {
@@ -410,7 +410,7 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
                 .w_row_bytes = (uint32_t)w->row_bytes,
                 .scale = op->weight->scale,
                 .qa_stride = qa_stride,
-                .wscale = np > 1 ? hw->part_tscale[pi] : hw->tensor_scale,
+                .wscale = np > 1 ? hw->tpart_tscale[pi] : hw->tensor_scale,
             };
             struct hx_vk_bind b[5] = {0};
             b[0] = hx__vk_bind(d, hx_vk_tbuf(a)->buf,
