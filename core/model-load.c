@@ -290,20 +290,27 @@ static int hx__scale(struct hx_loader *L, const char *base, struct hx_weight *w)
  * mapping where the parts lie end to end there (llama.cpp's files, mkmodel's), else the parts
  * themselves (hx_weight.parts): each device reads them into its own memory when it prepares
  * the weight, so a fused weight has no host copy unless a device that runs from host memory
- * asks for one (hx_weight_host). */
+ * asks for one (hx_weight_host). Parts of one type, width and .scale (applied after the
+ * product: one per matrix) fuse; tensor scales (I2_S's, applied inside the product where
+ * TQ2_0's block d is) may differ, and then the fused matrix keeps each part's rows and scale
+ * (hx_weight.n_tparts), so every row is computed as before. */
 static int hx__fuse(struct hx_loader *L, const struct hx_weight *const *parts, int n,
                     const char *name, struct hx_weight *out, bool *fused)
 {
     *fused = false;
     HX_ASSERT(n <= HX_WEIGHT_MAX_PARTS);
-    bool adjacent = true;
+    bool adjacent = true, same_ts = true;
     for (int i = 1; i < n; i++) {
         if (parts[i]->type != parts[0]->type || parts[i]->n_cols != parts[0]->n_cols ||
-            parts[i]->scale != parts[0]->scale || parts[i]->tensor_scale != parts[0]->tensor_scale)
+            parts[i]->scale != parts[0]->scale)
             return HX_OK;
         adjacent &= (const char *)parts[i]->data ==
                     (const char *)parts[i - 1]->data + parts[i - 1]->nbytes;
+        same_ts = same_ts && parts[i]->tensor_scale == parts[0]->tensor_scale;
     }
+    /* a scale per part: parts of whole HX_WEIGHT_PART_ROWS, so no backend tile straddles two */
+    for (int i = 0; i < n && !same_ts; i++)
+        if (parts[i]->n_rows % HX_WEIGHT_PART_ROWS) return HX_OK;
     size_t total = 0;
     int64_t rows = 0;
     for (int i = 0; i < n; i++) total += parts[i]->nbytes, rows += parts[i]->n_rows;
@@ -318,6 +325,13 @@ static int hx__fuse(struct hx_loader *L, const struct hx_weight *const *parts, i
         out->n_parts = n;
         for (int i = 0; i < n; i++)
             out->parts[i] = (struct hx_weight_part){parts[i]->data, parts[i]->nbytes};
+    }
+    if (!same_ts) {
+        out->n_tparts = n;
+        for (int i = 0; i < n; i++) {
+            out->tpart_row[i + 1] = out->tpart_row[i] + parts[i]->n_rows;
+            out->tpart_tscale[i] = parts[i]->tensor_scale;
+        }
     }
     *fused = true;
     return HX_OK;

@@ -521,5 +521,5 @@ int hx_weight_dequantize_row(const struct hx_weight *w, int64_t r, float *dst)
     const void *row = hx__weight_row(w, r); /* in data, or in the part that holds it */
     if (!row) return hx__set_error(HX_E_INVAL, "weight %s: row %lld has no bytes",
                                    w->name ? w->name : "?", (long long)r);
-    return hx_dequantize_row_scaled(w->type, row, dst, w->n_cols, w->tensor_scale);
+    return hx_dequantize_row_scaled(w->type, row, dst, w->n_cols, hx_weight_row_tscale(w, r));
 }

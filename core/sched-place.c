@@ -114,6 +114,18 @@ int hx__ts_build(struct hx_sched *s, struct hx_rule *r)
             b = HX_MAX(prev, HX_MIN(b, w->n_rows));
             struct hx_weight *sw = &ts->w[id * np + p];
             hx__weight_slice(w, prev, b - prev, sw); /* of w's data, or of its parts */
+            if (w->n_tparts > 0) { /* a tensor scale per part: the slice's parts, from its row 0 */
+                int k = 0;
+                for (int i = 0; i < w->n_tparts; i++) {
+                    const int64_t lo = HX_MAX(w->tpart_row[i], prev);
+                    const int64_t hi = HX_MIN(w->tpart_row[i + 1], b);
+                    if (hi <= lo) continue;
+                    sw->tpart_row[k] = lo - prev, sw->tpart_tscale[k] = w->tpart_tscale[i];
+                    sw->tpart_row[++k] = hi - prev;
+                }
+                sw->n_tparts = k;
+                if (k) sw->tensor_scale = sw->tpart_tscale[0];
+            }
             ts->r0[id * np + p] = prev;
             used += sw->n_rows > 0;
             prev = b;

@@ -119,6 +119,7 @@ struct hx_tensor_ref {
 /* ---- weights ------------------------------------------------------------------------------ */
 
 #define HX_WEIGHT_MAX_PARTS 3
+#define HX_WEIGHT_PART_ROWS 16 /* parts of a fused weight are whole multiples of this */
 
 /* A weight matrix as stored in the model file (mmapped, read-only): (n_rows = N, n_cols = K).
  * 1-D tensors (norm gains) have n_rows = 1. */
@@ -145,7 +146,24 @@ struct hx_weight {
         const void *data;
         size_t nbytes;   /* whole rows */
     } parts[HX_WEIGHT_MAX_PARTS];
+    /* A fused matrix (the loader's Q|K|V, gate|up) whose parts have different tensor scales:
+     * part i is rows [tpart_row[i], tpart_row[i + 1]) and has tensor scale tpart_tscale[i], for
+     * i < n_tparts (tpart_row[0] = 0, tpart_row[n_tparts] = n_rows; tensor_scale =
+     * tpart_tscale[0]),
+     * each a multiple of HX_WEIGHT_PART_ROWS rows (the cpu backend's x16 tiles).
+     * n_tparts 0: tensor_scale is every row's. hx_weight_row_tscale reads it. */
+    int n_tparts;
+    int64_t tpart_row[HX_WEIGHT_MAX_PARTS + 1];
+    float tpart_tscale[HX_WEIGHT_MAX_PARTS];
 };
+
+/* The tensor scale of row r of w (its part's, for a fused matrix with n_tparts > 0). */
+static inline float hx_weight_row_tscale(const struct hx_weight *w, int64_t r)
+{
+    for (int i = 1; i < w->n_tparts; i++)
+        if (r < w->tpart_row[i]) return w->tpart_tscale[i - 1];
+    return w->n_tparts > 0 ? w->tpart_tscale[w->n_tparts - 1] : w->tensor_scale;
+}
 
 /* Row r of w as f32, its tensor scale applied (hx_dequantize_row_scaled). */
 HX_API int hx_weight_dequantize_row(const struct hx_weight *w, int64_t r, float *dst);

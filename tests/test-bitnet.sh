@@ -91,6 +91,20 @@ for b in ref cpu vulkan npu-sim; do
   done
   check "$b: bitnet TQ2_0 and I2_S of the same weights give the same 24 tokens (2 prompts)" "[ $same -eq 1 ]"
 done
+# I2_S's tensor scales differ per matrix; the fused Q|K|V and gate|up keep one per part
+# (hx_weight.n_tparts), so I2_S runs as many products as TQ2_0 (whose scale is in its blocks).
+# A tensor split slices the fused rows, parts and all (sched-place.c): each slice's parts must
+# start from its own row 0 (with the original row numbers the 24 tokens differed).
+same=1
+for p in "Once upon a time" "The little dog"; do
+  ts="tensor-split:cpu=0.5,ref=0.5"
+  x=$("$E" run -m "$A" -p "$p" -n 24 --temp 0 --ids --policy $ts 2>/dev/null | xargs)
+  y=$("$E" run -m "$T/bn-i2s.gguf" -p "$p" -n 24 --temp 0 --ids --policy $ts 2>/dev/null | xargs)
+  [ -n "$x" ] && [ "$x" = "$y" ] || { same=0; echo "   $ts '$p': TQ2_0 $x / I2_S $y"; }
+done
+check "tensor-split:cpu=0.5,ref=0.5: bitnet TQ2_0 and I2_S give the same 24 tokens (2 prompts)" "[ $same -eq 1 ]"
+nmm() { "$E" plan -m "$1" 2>/dev/null | grep -c " matmul "; }
+check "bitnet I2_S fuses Q|K|V and gate|up as TQ2_0 does: $(nmm "$T/bn-i2s.gguf") / $(nmm "$A") products in the plan" "[ \$(nmm \"$T/bn-i2s.gguf\") -eq \$(nmm \"$A\") ] && [ \$(nmm \"$A\") -gt 0 ]"
 
 # ---- every backend and policy against ref --------------------------------------------------------
 policies="single:cpu gemm-offload:cpu tensor-split:cpu=0.5,ref=0.5 layer-split:cpu=0.5,ref=0.5

@@ -256,6 +256,142 @@ TEST(i2_s_equals_tq2_0)
     if (!ran) SKIP("no path");
 }
 
+TEST(float_gemv_equals_convert_dot)
+{
+    /* Float weights at m = 1 go through the fused GEMV (rows converted in registers, four at a
+     * time); at m >= 2 each tile is converted to f32 and dotted row by row. Both must give the
+     * same bits for the same row: run m = 1 and m = 2 on the same weights and first activation
+     * row (K with and without a tail of 32, n with and without a tail of 4, 1 and 2 threads). */
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw"))
+        SKIP_NA("no AVX-512 VNNI");
+    static const enum hx_dtype types[] = {HX_DTYPE_F32, HX_DTYPE_F16, HX_DTYPE_BF16};
+    static const int64_t shapes[][2] = {{37, 7}, {200, 33}, {2560, 70}, {1000, 9}, {64, 4},
+                                        {2560, 262}}; /* the last: >= 1 MiB, copied (cpu.c) */
+    setenv("HX_CPU_ISA", "avx512", 1);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t k = shapes[si][0], n = shapes[si][1];
+            const int threads = si % 2 ? 2 : 1;
+            float *y[2];
+            const uint64_t seed = rng;
+            for (int v = 0; v < 2; v++) {
+                rng = seed; /* the same weights, the same first activation row */
+                y[v] = capture = malloc(sizeof(float) * (size_t)((1 + v) * n));
+                if (check_matmul(types[ti], 1 + v, k, n, threads))
+                    HX_FAIL_AT("%s m=%d k=%lld n=%lld: against f64", hx_dtype_name(types[ti]),
+                               1 + v, (long long)k, (long long)n);
+            }
+            capture = NULL;
+            size_t diff = 0;
+            for (int64_t i = 0; i < n; i++) diff += memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0;
+            free(y[0]), free(y[1]);
+            if (diff)
+                HX_FAIL_AT("%s k=%lld n=%lld: %zu of %lld outputs of m = 1 differ from row 0 of "
+                           "m = 2", hx_dtype_name(types[ti]), (long long)k, (long long)n, diff,
+                           (long long)n);
+        }
+    unsetenv("HX_CPU_ISA");
+}
+
+/* y (m × w->n_rows) = x (m × k) · wᵀ on the cpu backend, 2 threads. */
+static int run_mm(const struct hx_weight *w, const float *x, int64_t m, float *y)
+{
+    struct hx_device *dev = open_cpu(2);
+    if (!dev) return 1;
+    const int64_t k = w->n_cols, n = w->n_rows;
+    struct hx_buffer *src = NULL, *dst = NULL;
+    hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * k), &src);
+    hx__dev_buffer_alloc(dev, sizeof(float) * (size_t)(m * n), &dst);
+    hx__dev_buffer_write(src, 0, x, sizeof(float) * (size_t)(m * k));
+    struct hx_op op = {0};
+    op.desc = (struct hx_op_desc){.kind = HX_OP_MATMUL, .n_rows = m, .n_in = k, .n_out = n,
+                                  .wtype = w->type};
+    op.src[0] = (struct hx_tensor_ref){src, 0, m, k, sizeof(float) * (size_t)k};
+    op.dst = (struct hx_tensor_ref){dst, 0, m, n, sizeof(float) * (size_t)n};
+    op.weight = w;
+    hx__dev_weight_prepare(dev, w, &op.weight_handle);
+    int32_t meta[64] = {0};
+    struct hx_split sp = {.struct_size = sizeof sp, .ops = &op, .n_ops = 1, .n_rows = m,
+                          .tokens = meta, .pos = meta, .seq = meta};
+    int bad = hx__dev_run(dev, &sp) != HX_OK;
+    for (int64_t r = 0; r < m; r++)
+        memcpy(y + r * n, hx_tensor_row(&op.dst, r), sizeof(float) * (size_t)n);
+    hx__dev_weight_release(dev, op.weight_handle);
+    hx__dev_buffer_free(src);
+    hx__dev_buffer_free(dst);
+    hx__device_close(dev);
+    return bad;
+}
+
+TEST(i2_s_fused_parts)
+{
+    /* I2_S Q|K|V (or gate|up) with a different tensor scale each are fused into one matrix
+     * that keeps a scale per part (hx_weight.n_tparts, model-load.c). Its outputs must be the
+     * three matrices' own bits: on the x16 tiles, the panels (HX_CPU_REPACK=0), AVX2 and
+     * scalar; decode, two rows and prefill. The loader fuses only parts of whole 16s; parts
+     * that split a tile (24/40/8) go to the panels, so they are checked where the parts alone
+     * take the panels too. */
+    static const struct { const char *isa, *repack; } paths[] = {
+        {"avx512", "1"}, {"avx512", "0"}, {"avx2", "1"}, {"scalar", "1"}};
+    static const int64_t layouts[][3] = {{32, 16, 16}, {24, 40, 8}};
+    static const float ts[3] = {TSCALE, 0.5f, 3.0f};
+    static const int64_t ms[] = {1, 2, 7};
+    const int64_t k = 512;
+    const size_t rb = hx_dtype_row_bytes(HX_DTYPE_I2_S, k);
+    int ran = 0;
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+        const char *isa = paths[pi].isa;
+        if (!strcmp(isa, "avx512") ? !__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")
+            : !strcmp(isa, "avx2") ? !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") : false)
+            continue;
+        ran++;
+        setenv("HX_CPU_ISA", isa, 1);
+        setenv("HX_CPU_REPACK", paths[pi].repack, 1);
+        for (size_t li = 0; li < 2; li++) {
+            const int64_t *rows = layouts[li], n = rows[0] + rows[1] + rows[2];
+            if (li == 1 && !strcmp(isa, "avx512") && !strcmp(paths[pi].repack, "1")) continue;
+            uint8_t *wd = malloc(rb * (size_t)n);
+            fill_weight(HX_DTYPE_I2_S, wd, n, k);
+            struct hx_weight f = {.name = "fused", .type = HX_DTYPE_I2_S, .n_rows = n, .n_cols = k,
+                                  .data = wd, .nbytes = rb * (size_t)n, .scale = 0.75f,
+                                  .tensor_scale = ts[0], .n_tparts = 3};
+            struct hx_weight part[3];
+            for (int i = 0; i < 3; i++) {
+                f.tpart_row[i + 1] = f.tpart_row[i] + rows[i];
+                f.tpart_tscale[i] = ts[i];
+                part[i] = (struct hx_weight){.name = "part", .type = HX_DTYPE_I2_S, .n_rows = rows[i],
+                                             .n_cols = k, .data = wd + rb * (size_t)f.tpart_row[i],
+                                             .nbytes = rb * (size_t)rows[i], .scale = 0.75f,
+                                             .tensor_scale = ts[i]};
+            }
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+                const int64_t m = ms[mi];
+                float *x = malloc(sizeof(float) * (size_t)(m * k));
+                float *yf = malloc(sizeof(float) * (size_t)(m * n));
+                float *yp = malloc(sizeof(float) * (size_t)(m * rows[1] + m * rows[0] + m * rows[2]));
+                for (int64_t i = 0; i < m * k; i++) x[i] = rndf();
+                if (run_mm(&f, x, m, yf)) HX_FAIL_AT("%s: the fused run failed", isa);
+                size_t diff = 0;
+                for (int i = 0; i < 3; i++) {
+                    if (run_mm(&part[i], x, m, yp)) HX_FAIL_AT("%s: part %d failed", isa, i);
+                    for (int64_t r = 0; r < m; r++)
+                        for (int64_t j = 0; j < rows[i]; j++)
+                            diff += memcmp(&yp[r * rows[i] + j], &yf[r * n + f.tpart_row[i] + j], 4) != 0;
+                }
+                free(x), free(yf), free(yp);
+                if (diff)
+                    HX_FAIL_AT("%s repack %s parts %lld/%lld/%lld m=%lld: %zu outputs differ from the "
+                               "parts' own", isa, paths[pi].repack, (long long)rows[0],
+                               (long long)rows[1], (long long)rows[2], (long long)m, diff);
+            }
+            free(wd);
+        }
+    }
+    unsetenv("HX_CPU_REPACK");
+    unsetenv("HX_CPU_ISA");
+    if (!ran) SKIP("no path");
+}
+
 TEST(matmul_large_gemm)
 {
     /* enough rows and columns for the threaded tile loop */

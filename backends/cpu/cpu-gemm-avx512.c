@@ -232,6 +232,105 @@ static float hx_cpu_dot_f32_avx512(const float *w, const float *x, int64_t k)
     return hx_cpu_hsum512(_mm512_add_ps(a0, a1));
 }
 
+/* Float weights, m = 1: 16 elements of row p from element i, as f32 (F16 by vcvtph2ps, BF16 by
+ * a shift, both exact). t is a constant after inlining. */
+static inline __m512 hx_cpu_ld16(enum hx_dtype t, const char *p, int64_t i)
+{
+    if (t == HX_DTYPE_F32) return _mm512_loadu_ps((const float *)(const void *)p + i);
+    const uint16_t *q = (const uint16_t *)(const void *)p + i;
+    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)q);
+    if (t == HX_DTYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline __m512 hx_cpu_ld16_mask(enum hx_dtype t, const char *p, int64_t i, __mmask16 m)
+{
+    if (t == HX_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)(const void *)p + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)(const void *)p + i);
+    if (t == HX_DTYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* Rows j0..j1 of a float weight times one activation row x: out[j - j0] = (Σ w·x)·scale, with
+ * each row's sum taken exactly as hx_cpu_dot_f32_avx512 takes it over the converted row (two
+ * accumulators, even and odd 16s; the tail into the first; one final reduction), so the
+ * results are the bits the convert-then-dot path gave. Four rows at a time share each x load
+ * and keep eight independent FMA chains; the rows are one contiguous stream, and each 64-byte
+ * load of a row has beside it an L2 prefetch pf bytes ahead of it, so the four prefetch
+ * streams together cover the bytes pf ahead of the four rows, each line once. */
+static inline void hx_cpu_gemv_float_t(enum hx_dtype t, const char *w, size_t rb, const float *x,
+                                       int64_t k, int64_t n, float *out, float scale, size_t pf)
+{
+    const int es = t == HX_DTYPE_F32 ? 4 : 2; /* bytes per element */
+    const int64_t k32 = k / 32 * 32;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const char *r0 = w + (size_t)j * rb, *r1 = r0 + rb, *r2 = r1 + rb, *r3 = r2 + rb;
+        __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+        __m512 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        int64_t i = 0;
+        for (; i < k32; i += 32) {
+            if (pf) {
+                const size_t o = (size_t)i * (size_t)es + pf;
+                _mm_prefetch(r0 + o, _MM_HINT_T2);
+                _mm_prefetch(r1 + o, _MM_HINT_T2);
+                _mm_prefetch(r2 + o, _MM_HINT_T2);
+                _mm_prefetch(r3 + o, _MM_HINT_T2);
+                if (es == 4) {
+                    _mm_prefetch(r0 + o + 64, _MM_HINT_T2);
+                    _mm_prefetch(r1 + o + 64, _MM_HINT_T2);
+                    _mm_prefetch(r2 + o + 64, _MM_HINT_T2);
+                    _mm_prefetch(r3 + o + 64, _MM_HINT_T2);
+                }
+            }
+            const __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
+            a00 = _mm512_fmadd_ps(hx_cpu_ld16(t, r0, i), x0, a00);
+            a01 = _mm512_fmadd_ps(hx_cpu_ld16(t, r0, i + 16), x1, a01);
+            a10 = _mm512_fmadd_ps(hx_cpu_ld16(t, r1, i), x0, a10);
+            a11 = _mm512_fmadd_ps(hx_cpu_ld16(t, r1, i + 16), x1, a11);
+            a20 = _mm512_fmadd_ps(hx_cpu_ld16(t, r2, i), x0, a20);
+            a21 = _mm512_fmadd_ps(hx_cpu_ld16(t, r2, i + 16), x1, a21);
+            a30 = _mm512_fmadd_ps(hx_cpu_ld16(t, r3, i), x0, a30);
+            a31 = _mm512_fmadd_ps(hx_cpu_ld16(t, r3, i + 16), x1, a31);
+        }
+        for (; i < k; i += 16) {
+            const __mmask16 m = k - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - i)) - 1);
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+            a00 = _mm512_fmadd_ps(hx_cpu_ld16_mask(t, r0, i, m), xv, a00);
+            a10 = _mm512_fmadd_ps(hx_cpu_ld16_mask(t, r1, i, m), xv, a10);
+            a20 = _mm512_fmadd_ps(hx_cpu_ld16_mask(t, r2, i, m), xv, a20);
+            a30 = _mm512_fmadd_ps(hx_cpu_ld16_mask(t, r3, i, m), xv, a30);
+        }
+        out[j] = hx_cpu_hsum512(_mm512_add_ps(a00, a01)) * scale;
+        out[j + 1] = hx_cpu_hsum512(_mm512_add_ps(a10, a11)) * scale;
+        out[j + 2] = hx_cpu_hsum512(_mm512_add_ps(a20, a21)) * scale;
+        out[j + 3] = hx_cpu_hsum512(_mm512_add_ps(a30, a31)) * scale;
+    }
+    for (; j < n; j++) {
+        const char *r0 = w + (size_t)j * rb;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+        int64_t i = 0;
+        for (; i < k32; i += 32) {
+            a0 = _mm512_fmadd_ps(hx_cpu_ld16(t, r0, i), _mm512_loadu_ps(x + i), a0);
+            a1 = _mm512_fmadd_ps(hx_cpu_ld16(t, r0, i + 16), _mm512_loadu_ps(x + i + 16), a1);
+        }
+        for (; i < k; i += 16) {
+            const __mmask16 m = k - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - i)) - 1);
+            const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+            a0 = _mm512_fmadd_ps(hx_cpu_ld16_mask(t, r0, i, m), xv, a0);
+        }
+        out[j] = hx_cpu_hsum512(_mm512_add_ps(a0, a1)) * scale;
+    }
+}
+
+static void hx_cpu_gemv_float_avx512(enum hx_dtype t, const void *w, size_t rb, const float *x,
+                                     int64_t k, int64_t n, float *out, float scale, size_t pf)
+{
+    if (t == HX_DTYPE_F16) hx_cpu_gemv_float_t(HX_DTYPE_F16, w, rb, x, k, n, out, scale, pf);
+    else if (t == HX_DTYPE_BF16) hx_cpu_gemv_float_t(HX_DTYPE_BF16, w, rb, x, k, n, out, scale, pf);
+    else hx_cpu_gemv_float_t(HX_DTYPE_F32, w, rb, x, k, n, out, scale, pf);
+}
+
 static void hx_cpu_unpack_avx512(enum hx_dtype t, const void *row, int64_t k, float ts,
                                  struct hx_cpu_panel *p, int i)
 {
@@ -244,4 +343,5 @@ const struct hx_cpu_kernels hx__cpu_kernels_avx512 = {
     .gemv_fused = hx_cpu_gemv_fused_avx512,
     .to_f32 = hx_cpu_to_f32_avx512,
     .dot_f32 = hx_cpu_dot_f32_avx512,
+    .gemv_float = hx_cpu_gemv_float_avx512,
 };

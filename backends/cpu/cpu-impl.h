@@ -134,6 +134,11 @@ struct hx_cpu_kernels {
     void (*to_f32)(enum hx_dtype t, const void *row, float *dst, int64_t k);
     /* Σ w[i]·x[i] in f32. */
     float (*dot_f32)(const float *w, const float *x, int64_t k);
+    /* Float weights (F32, F16, BF16), m = 1: out[j] = (row j · x)·scale for j < n, rows rb
+     * bytes apart from w, the same bits as to_f32 then dot_f32 then ·scale; software
+     * prefetch pf bytes ahead (0: none). NULL = convert and dot. */
+    void (*gemv_float)(enum hx_dtype t, const void *w, size_t rb, const float *x, int64_t k,
+                       int64_t n, float *out, float scale, size_t pf);
 };
 
 const struct hx_cpu_kernels *hx__cpu_kernels(enum hx_cpu_isa isa);

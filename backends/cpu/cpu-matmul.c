@@ -64,11 +64,48 @@ static void hx_float_tile(void *arg, int64_t t, int tid)
     }
 }
 
+/* Float weights, m = 1 (decode): tiles of HX_CPU_NR rows handed out in chunks as the x16
+ * GEMVs are (a contiguous share per thread, one sequential stream, stolen from at the end);
+ * the kernel reads the rows in place, converting in registers (no f32 copy of the tile). */
+struct hx_fgemv_job {
+    const struct hx_op *op;
+    const struct hx_cpu_kernels *kr;
+    const void *rows;
+    size_t rb, pf;
+};
+
+static void hx_fgemv_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool first)
+{
+    const struct hx_fgemv_job *j = arg;
+    const struct hx_weight *w = j->op->weight;
+    const int64_t n = w->n_rows, j0 = t0 * HX_CPU_NR, j1 = HX_MIN(n, t1 * HX_CPU_NR);
+    const char *rows = (const char *)j->rows + (size_t)j0 * j->rb;
+    (void)tid;
+    if (first && j->pf) { /* the stream's first bytes, before the kernel's prefetch reaches */
+        const size_t len = HX_MIN(j->pf, (size_t)(j1 - j0) * j->rb);
+        for (size_t o = 0; o < len; o += 64)
+            __builtin_prefetch(rows + o, 0, 1); /* prefetcht2: into L2 */
+    }
+    j->kr->gemv_float(w->type, rows, j->rb, hx_tensor_row(&j->op->src[0], 0), w->n_cols, j1 - j0,
+                      hx_tensor_row(&j->op->dst, 0) + j0, w->scale, j->pf);
+}
+
 static int hx_cpu_matmul_float(const struct hx_op *op, const struct hx_cpu_kernels *kr, int nt,
                                void **mem, size_t *mem_bytes)
 {
     const struct hx_weight *w = op->weight;
     const int64_t k = w->n_cols, n = w->n_rows;
+    const struct hx_cpu_x16 *x16 = op->weight_handle;
+    const bool h = x16 && x16->magic == HX_X16_MAGIC;
+    if (op->src[0].n_rows == 1 && kr->gemv_float && !(h && x16->no_float_gemv)) {
+        struct hx_fgemv_job f = {.op = op, .kr = kr, .rb = hx_dtype_row_bytes(w->type, k)};
+        f.pf = (size_t)(h ? x16->prefetch : hx__cpu_decode_prefetch(w->type));
+        f.rows = h && x16->rows ? x16->rows : w->data;
+        int64_t grain = (int64_t)((h ? x16->chunk_decode : (size_t)64 << 10) / (HX_CPU_NR * f.rb));
+        if (grain < 1) grain = 1;
+        hx__pool_chunks((n + HX_CPU_NR - 1) / HX_CPU_NR, grain, nt, hx_fgemv_chunk, &f);
+        return HX_OK;
+    }
     struct hx_float_job j = {.op = op, .kr = kr, .rb = hx_dtype_row_bytes(w->type, k),
                              .per = (size_t)HX_CPU_NR * k * 4 + 64};
     int st = hx_cpu_scratch(mem, mem_bytes, j.per * (size_t)nt + 64);
@@ -226,7 +263,7 @@ static void hx_gen_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool first)
         const int nr = (int)HX_MIN((int64_t)HX_CPU_NR, n - j0);
         for (int i = 0; i < nr; i++)
             j->kr->unpack_row(w->type, (const char *)w->data + (size_t)(j0 + i) * rb, k,
-                              w->tensor_scale, &p, i);
+                              hx_weight_row_tscale(w, j0 + i), &p, i);
         float *out = hx_tensor_row(&op->dst, 0) + j0;
         j->kr->panel_dot(&p, nr, &j->act, 0, m, out, ostride);
         hx_cpu_scale_tile(out, ostride, m, nr, w->scale);

@@ -473,7 +473,7 @@ void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a
                 const uint8_t *tile = x->data + x->tile_bytes * (size_t)t;
                 const int64_t cols = HX_MIN((int64_t)HX_X16_ROWS, x->n - t * HX_X16_ROWS);
                 const __mmask16 om = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
-                tab[r1 - r0 - 1](tile, x->tile_bytes, a, r0, dst + r0 * dst_stride + t * HX_X16_ROWS, dst_stride, om, scale, x->tscale);
+                tab[r1 - r0 - 1](tile, x->tile_bytes, a, r0, dst + r0 * dst_stride + t * HX_X16_ROWS, dst_stride, om, scale, hx__x16_tile_tscale(x, t));
             }
         return;
     }
@@ -485,7 +485,7 @@ void hx__x16_gemm_avx512(const struct hx_cpu_x16 *x, const struct hx_cpu_xact *a
             const __mmask16 om = cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
             for (int64_t r = rb; r < re; r += HX_X16_RMAX) {
                 const int R = (int)HX_MIN((int64_t)HX_X16_RMAX, re - r);
-                tab[R - 1](tile, x->tile_bytes, a, r, dst + r * dst_stride + t * HX_X16_ROWS, dst_stride, om, scale, x->tscale);
+                tab[R - 1](tile, x->tile_bytes, a, r, dst + r * dst_stride + t * HX_X16_ROWS, dst_stride, om, scale, hx__x16_tile_tscale(x, t));
             }
         }
     }

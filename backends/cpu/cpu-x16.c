@@ -224,9 +224,16 @@ static void hx_x16_pack_one(void *arg, int64_t tt, int tid)
     const uint8_t *rows[HX_X16_ROWS];
     for (int i = 0; i < nr; i++) {
         rows[i] = (const uint8_t *)w->data + (size_t)(j0 + i) * j->rb;
-        hx__cpu_unpack_row(w->type, rows[i], k, w->tensor_scale, &p, i);
+        hx__cpu_unpack_row(w->type, rows[i], k, hx_weight_row_tscale(w, j0 + i), &p, i);
     }
     hx_x16_pack_tile(w->type, k, rows, nr, &p, j->x->data + j->x->tile_bytes * (size_t)tt);
+}
+
+bool hx__x16_parts_fit(const struct hx_weight *w)
+{
+    for (int i = 0; i <= w->n_tparts; i++)
+        if (w->tpart_row[i] % HX_X16_ROWS) return false;
+    return true;
 }
 
 struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
@@ -241,6 +248,11 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
     x->streams = hx__cpu_decode_streams();
     x->prefetch = hx__cpu_decode_prefetch(w->type);
     x->tscale = hx_dtype_tail_bytes(w->type) ? w->tensor_scale : 1.0f;
+    if (hx_dtype_tail_bytes(w->type) && w->n_tparts > 0) { /* hx__x16_parts_fit was asked */
+        x->n_parts = w->n_tparts;
+        for (int i = 0; i <= w->n_tparts; i++) x->part_tile[i] = w->tpart_row[i] / HX_X16_ROWS;
+        for (int i = 0; i < w->n_tparts; i++) x->part_tscale[i] = w->tpart_tscale[i];
+    }
     if (w->type == HX_DTYPE_Q1_0) hx__cpu_q1_lut(&x->lut_tiles, &x->lut_ahead);
     x->n = n;
     x->k = k;

@@ -56,9 +56,18 @@ struct hx_cpu_x16 {
     int lut_tiles, lut_ahead;  /* Q1_0 lookup decode: tiles per block (4, 8), groups ahead
                                   (hx__cpu_q1_lut) */
     float tscale;              /* the weight's tensor scale (I2_S), 1 for the other types */
+    int n_parts;               /* a fused weight with a tensor scale per part (hx_weight.n_tparts):
+                                  part i is tiles [part_tile[i], part_tile[i + 1]), scale
+                                  part_tscale[i]; 0: tscale for every tile */
+    int64_t part_tile[HX_WEIGHT_MAX_PARTS + 1];
+    float part_tscale[HX_WEIGHT_MAX_PARTS];
     size_t chunk_decode, chunk_prefill; /* weight bytes a thread claims at a time, decode and
                                            prefill (hx__cpu_chunk_bytes; set for plain handles too) */
     uint8_t *data;             /* n_tiles × tile_bytes, 4 KiB aligned, on huge pages */
+    const void *rows;          /* float weights (plain handle): a copy of the GGUF rows on huge
+                                  pages that the decode GEMV reads, or NULL: read w->data */
+    bool no_float_gemv;        /* HX_CPU_FLOAT_GEMV=0: float decode converts tiles, then dots
+                                  (the path before the fused GEMV; for A/B measurements) */
     struct hx_cpu_chunk *chunk; /* the arena chunk holding data (cpu-arena.h) */
 };
 #define HX_X16_MAGIC 0x36317848u /* "Hx16" */
@@ -69,6 +78,15 @@ int hx__x16_act_block(enum hx_dtype t);
 /* The −K of w = s·(u − K) (0 for Q4_K). */
 int hx__x16_bias(enum hx_dtype t);
 bool hx__x16_usable(enum hx_dtype t, int64_t k);
+/* w's parts (hx_weight.n_tparts) fall on tile boundaries: each part whole tiles of 16 rows. */
+bool hx__x16_parts_fit(const struct hx_weight *w);
+/* The tensor scale of tile t: its part's, else x->tscale. */
+static inline float hx__x16_tile_tscale(const struct hx_cpu_x16 *x, int64_t t)
+{
+    for (int i = 1; i < x->n_parts; i++)
+        if (t < x->part_tile[i]) return x->part_tscale[i - 1];
+    return x->n_parts > 0 ? x->part_tscale[x->n_parts - 1] : x->tscale;
+}
 /* Repack w (n_threads for the conversion). NULL on allocation failure or unusable type. */
 struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads);
 void hx__x16_free(struct hx_cpu_x16 *x);

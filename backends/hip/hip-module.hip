@@ -55,6 +55,11 @@ struct hx_hip_weight {
     size_t row_bytes;
     float scale;
     float ts; /* the tensor scale (I2_S: hx_weight.tensor_scale; else unused) */
+    /* a fused weight with a tensor scale per part (hx_weight.n_tparts): part i is rows
+     * [part_row[i], part_row[i + 1]) with scale part_ts[i]; 0 parts: ts for every row */
+    int n_parts;
+    int64_t part_row[HX_WEIGHT_MAX_PARTS + 1];
+    float part_ts[HX_WEIGHT_MAX_PARTS];
 };
 
 /* ---- errors --------------------------------------------------------------------------------- */
@@ -503,6 +508,9 @@ static int hx_hip_weight_prepare(void *mdev, const struct hx_weight *w, void **h
     memset(h, 0, sizeof *h);
     h->type = w->type, h->n_rows = w->n_rows, h->n_cols = w->n_cols, h->row_bytes = rb,
     h->scale = w->scale, h->ts = w->tensor_scale;
+    h->n_parts = w->n_tparts;
+    for (int i = 0; i < w->n_tparts && i < HX_WEIGHT_MAX_PARTS; i++)
+        h->part_row[i + 1] = w->tpart_row[i + 1], h->part_ts[i] = w->tpart_tscale[i];
     char what[96];
     snprintf(what, sizeof what, "weight %.80s", name);
     int st = hx_hip_alloc(d, total, &h->d, what, err, len);
@@ -758,11 +766,40 @@ static hipError_t hx_hip_gemv_f_any(hipStream_t s, const hx_hip_weight *w, const
                : hx_hip_gemv_f_launch<T, false>(s, w, x, xs, n, y, ys);
 }
 
+/* Part i of a fused weight with a tensor scale per part, as a weight of its own. */
+static hx_hip_weight hx_hip_part(const hx_hip_weight *w, int i)
+{
+    hx_hip_weight p = *w;
+    p.d = (uint8_t *)w->d + (size_t)w->part_row[i] * w->row_bytes;
+    p.n_rows = w->part_row[i + 1] - w->part_row[i];
+    p.ts = w->part_ts[i];
+    p.n_parts = 0;
+    return p;
+}
+
+static hipError_t hx_hip_matmul_w(struct hx_hip_ctx *c, const struct hx_op *op,
+                                  const hx_hip_weight *w, float *y, bool quantized);
+
+/* A fused weight with a tensor scale per part runs part by part: each part's rows computed as
+ * they were unfused, so the same bits (the activations quantized once). */
 static hipError_t hx_hip_matmul(struct hx_hip_ctx *c, const struct hx_op *op)
 {
     const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
-    const float *x = HX_HIP_PTR(op->src[0]);
     float *y = HX_HIP_PTR(op->dst);
+    if (w->n_parts <= 0) return hx_hip_matmul_w(c, op, w, y, false);
+    hipError_t e = hipSuccess;
+    for (int i = 0; i < w->n_parts && e == hipSuccess; i++) {
+        const hx_hip_weight p = hx_hip_part(w, i);
+        e = hx_hip_matmul_w(c, op, &p, y + w->part_row[i], i > 0);
+    }
+    return e;
+}
+
+/* quantized: the activations are already in c->aq / c->ad (a later part of a fused weight) */
+static hipError_t hx_hip_matmul_w(struct hx_hip_ctx *c, const struct hx_op *op,
+                                  const hx_hip_weight *w, float *y, bool quantized)
+{
+    const float *x = HX_HIP_PTR(op->src[0]);
     const int64_t xs = HX_HIP_STRIDE(op->src[0]), ys = HX_HIP_STRIDE(op->dst), n = op->dst.n_rows,
                   K = w->n_cols;
     hipStream_t s = c->d->stream;
@@ -794,8 +831,10 @@ static hipError_t hx_hip_matmul(struct hx_hip_ctx *c, const struct hx_op *op)
     }
     /* Quantize all n rows once, then one GEMV per group of up to 8 rows. */
     const dim3 qg((unsigned)((K / 32 + 7) / 8), (unsigned)n);
-    e = hx_hip_launch(hx_hip_quantize_q8, qg, dim3(256), s, x, xs, K, (int)n, c->aq, c->ad);
-    c->n_launch++;
+    if (!quantized) {
+        e = hx_hip_launch(hx_hip_quantize_q8, qg, dim3(256), s, x, xs, K, (int)n, c->aq, c->ad);
+        c->n_launch++;
+    }
     for (int64_t r0 = 0; r0 < n && e == hipSuccess; r0 += HX_HIP_GEMV_MAX_ROWS, c->n_launch++) {
         const hx_hip_act a = {c->aq + r0 * K, c->ad + r0 * (K / 32), K,
                               (int)HX_MIN(n - r0, (int64_t)HX_HIP_GEMV_MAX_ROWS)};

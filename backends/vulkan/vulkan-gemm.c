@@ -252,11 +252,12 @@ static int64_t hx_vk_mm_wrows(struct hx_vk_dev *d, size_t row_bytes, int64_t n_r
 
 /* The texel view of rows [n0, n0 + nc) of w (chunk n0 / nc), made once and kept with the
  * weight; *rem gets the rows' byte offset from the view's start. */
-static int hx_vk_weight_view(struct hx_device *dev, struct hx_vk_weight *w, int64_t n0, int64_t nc,
-                             VkBufferView *out, uint32_t *rem)
+/* The view of binding chunk ci (of n_chunks) of w's rows, which starts at row n0. */
+static int hx_vk_weight_view(struct hx_device *dev, struct hx_vk_weight *w, int64_t ci,
+                             int64_t n_chunks, int64_t n0, int64_t nc, VkBufferView *out,
+                             uint32_t *rem)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
-    int64_t ci = n0 / nc, n_chunks = (w->w->n_rows + nc - 1) / nc;
     if (!w->views) {
         if (!(w->views = hx__calloc((size_t)n_chunks, sizeof *w->views))) return HX_E_NOMEM;
         w->n_views = n_chunks;
@@ -377,6 +378,13 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
     int64_t nc = hx_vk_mm_wrows(d, w->row_bytes, N);
     int64_t mc = nc > 0 ? hx_vk_mm_rows(d, op, nc, n_rows) : 0;
     bool tex = d->lane;
+    /* A fused weight with a tensor scale per part (hx_weight.n_tparts) runs part by part, each
+     * with its scale: the rows of each part computed as they were unfused, so the same bits. */
+    const struct hx_weight *hw = op->weight;
+    const int np = hw->n_tparts > 0 ? hw->n_tparts : 1;
+    int64_t n_chunks = 0;
+    for (int pi = 0; nc > 0 && pi < np; pi++)
+        n_chunks += ((np > 1 ? hw->tpart_row[pi + 1] - hw->tpart_row[pi] : N) + nc - 1) / nc;
     if (nc <= 0 || mc <= 0)
         return hx_device_set_error(dev, HX_E_UNSUPPORTED,
                                    "matmul %lld x %lld: rows exceed a binding", (long long)N,
@@ -388,8 +396,11 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
         enum hx_shader_id sid = hx_vk_mm_pick(d, op->weight->type, mm, &tn, &tm, &int8);
         bool staged = int8 || (d->lane && !hx_dtype_is_quantized(op->weight->type));
         if (staged && (st = hx_vk_stage(dev, op, m0, mm, &qa_stride))) return st;
-        for (int64_t n0 = 0; n0 < N; n0 += nc) {
-            int64_t nn = HX_MIN(nc, N - n0);
+        int64_t ci = 0;
+        for (int pi = 0; pi < np; pi++)
+        for (int64_t n0 = np > 1 ? hw->tpart_row[pi] : 0, ne = np > 1 ? hw->tpart_row[pi + 1] : N;
+             n0 < ne; n0 += nc, ci++) {
+            int64_t nn = HX_MIN(nc, ne - n0);
             struct hx_vk_mm_push p = {
                 .K = (uint32_t)K,
                 .N = (uint32_t)nn,
@@ -399,7 +410,7 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
                 .w_row_bytes = (uint32_t)w->row_bytes,
                 .scale = op->weight->scale,
                 .qa_stride = qa_stride,
-                .wscale = op->weight->tensor_scale,
+                .wscale = np > 1 ? hw->tpart_tscale[pi] : hw->tensor_scale,
             };
             struct hx_vk_bind b[5] = {0};
             b[0] = hx__vk_bind(d, hx_vk_tbuf(a)->buf,
@@ -412,7 +423,8 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
                                (size_t)(mm - 1) * o->row_stride_bytes + (size_t)nn * 4, &p.d_off);
             if (staged) b[4] = hx__vk_bind(d, d->scratch.buf, 0, (size_t)mm * qa_stride * 4, NULL);
             VkBufferView views[2] = {VK_NULL_HANDLE, staged ? d->scratch_view : VK_NULL_HANDLE};
-            if (tex && (st = hx_vk_weight_view(dev, w, n0, nc, &views[0], &p.w_off))) return st;
+            if (tex && (st = hx_vk_weight_view(dev, w, ci, n_chunks, n0, nc, &views[0], &p.w_off)))
+                return st;
             p.a_off /= 4;
             p.d_off /= 4;
             uint32_t gx, gz;
