@@ -507,14 +507,36 @@ int hx__auto_choose(struct hx_sched *s, const struct hx_device_config *cfg,
         const struct hx_rule *rr[HX_PHASE_COUNT] = {&s->rule[0], &s->rule[1]};
         st = need ? hx__mem_need(s, gm, rr, need) : HX_E_NOMEM;
         if (st == HX_OK && hx__mem_check(s, need, "auto") != HX_OK) {
-            HX_LOG_INFO("auto: the phases' choices do not fit together (%s); fit's plan for both",
-                        hx_last_error());
-            for (int ph = 0; ph < HX_PHASE_COUNT; ph++) {
-                hx__ts_free(s->rule[ph].ts);
-                s->rule[ph] = fit;
+            /* One plan for both phases: decode's choice if it fits alone (decode is what every
+             * token pays; prefill under it is at worst that device's prefill), else
+             * prefill's, else fit's. A choice with tensor-split state is not shared. */
+            char why[512];
+            snprintf(why, sizeof why, "%s", hx_last_error());
+            struct hx_rule both = fit;
+            const char *which = "fit's plan";
+            static const enum hx_phase order[2] = {HX_PHASE_DECODE, HX_PHASE_PREFILL};
+            for (int k = 0; k < 2 && st == HX_OK; k++) {
+                const struct hx_rule *c = &s->rule[order[k]];
+                if (c->ts) continue;
+                const struct hx_rule *one[HX_PHASE_COUNT] = {c, c};
+                memset(need, 0, HX_MAX_DEVICES * sizeof *need);
+                st = hx__mem_need(s, gm, one, need);
+                if (st == HX_OK && hx__mem_check(s, need, "auto") == HX_OK) {
+                    both = *c;
+                    which = order[k] == HX_PHASE_DECODE ? "decode's choice" : "prefill's choice";
+                    break;
+                }
+            }
+            hx__clear_error();
+            HX_LOG_INFO("auto: the phases' choices do not fit together (%s); %s for both", why,
+                        which);
+            for (int ph = 0; ph < HX_PHASE_COUNT && st == HX_OK; ph++) {
+                hx__ts_free(s->rule[ph].ts); /* both's is NULL: fit's, or a choice without */
+                s->rule[ph] = both;
                 hx__rule_text(s, &s->rule[ph]);
-                hx__sb_printf(&s->why[ph], "  auto: the phases' choices do not fit together: "
-                                           "fit's plan for both\n");
+                hx__sb_printf(&s->why[ph],
+                              "  auto: the phases' choices do not fit together: %s for both\n",
+                              which);
             }
         }
         hx__free(need);

@@ -416,5 +416,18 @@ int hx__fit_rule(struct hx_sched *s, const struct hx_graph *g, const int *devs, 
         st = hx__mem_check(s, f->need, what);
     }
     hx__free(f);
+    /* Each device within its own limit, yet the ones on host RAM together over it: a first
+     * device on host RAM (ref, lavapipe, npu-sim) only adds to the pool, so fit without it. */
+    if (st == HX_E_NOMEM && n_dev > 1 && devs[0] != s->host && hx__host_ram(s, devs[0])) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", hx_last_error());
+        struct hx_rule rest;
+        if (hx__fit_rule(s, g, devs + 1, n_dev - 1, &rest) == HX_OK) {
+            HX_LOG_INFO("fit: %s; without %s: %s", why, hx__id(s, devs[0]), rest.text);
+            *r = rest;
+            return HX_OK;
+        }
+        st = hx__set_error(HX_E_NOMEM, "%s", why);
+    }
     return st;
 }

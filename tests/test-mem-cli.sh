@@ -116,6 +116,22 @@ expect "host RAM shared: phase-split:ref,cpu under --mem host=$hc (each fits, to
   "$E" run -m "$S" -p hi -n 1 --policy phase-split:ref,cpu --mem host=$hc
 expect "  and with room for both it runs" 0 "" \
   "$E" run -m "$S" -p hi -n 1 --policy phase-split:ref,cpu --mem host=$((cpu_n + ref_n + 1024))
+# auto whose phases choose devices that do not fit host RAM together: one plan for both, decode's.
+# A crafted profile (ref fast at prefill rows, cpu slow there) makes prefill choose ref.
+P=$T/prof; mkdir -p "$P"
+HX_PROFILE_DIR=$P "$E" plan -m "$S" --policy auto:cpu,ref > /dev/null 2>&1
+for f in "$P"/profile-ref-*.txt "$P"/profile-cpu-*.txt; do
+  case $f in *ref*) m=0.001 ;; *) m=1000 ;; esac
+  awk -v m=$m '$1 == "op" && $5 > 1 { $8 = $8 * m } { print }' "$f" > "$f.new" && mv "$f.new" "$f"
+done
+out=$(HX_PROFILE_DIR=$P "$E" plan -m "$S" --policy auto:cpu,ref 2>&1)
+echo "$out" | grep -q 'auto (prefill at .*): chose [a-z-]*:.*ref' && echo "$out" | grep -q 'auto (decode at .*): chose single:cpu' \
+  && ok "auto with a crafted profile: prefill chooses a plan on ref, decode cpu" || bad "crafted profile not followed: $out"
+out=$(HX_PROFILE_DIR=$P "$E" plan -m "$S" --policy auto:cpu,ref --mem host=$hc 2>&1); rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -q "do not fit together: decode's choice for both" \
+  && [ "$(echo "$out" | grep -c '^phase .*rule single:cpu;')" -eq 2 ] \
+  && ok "  under --mem host=$hc they do not fit together: decode's single:cpu for both" \
+  || bad "auto's phases under a host cap (exit $rc): $out"
 expect "--mem host alone caps the host device too" 1 "share host memory|does not fit" \
   "$E" run -m "$S" -p hi -n 1 --mem host=64K
 finish
