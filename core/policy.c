@@ -416,14 +416,16 @@ int hx__policy_parse(const char *spec, const char *backend, const char *fallback
     return hx__parse_fallback(out, fallback);
 }
 
-bool hx__parse_size(const char *text, size_t *out)
+/* hx__parse_size, saying why not: 0 parsed, 1 malformed, 2 zero (or under a byte), 3 over
+ * 2^62 bytes. */
+static int hx__size_text(const char *text, size_t *out)
 {
     static const char units[] = "KMGT";
     char *end;
-    if (!text || !isdigit((unsigned char)text[0])) return false;
+    if (!text || !isdigit((unsigned char)text[0])) return 1;
     size_t num = strspn(text, "0123456789.");
     double v = strtod(text, &end), mul = 1;
-    if (end != text + num) return false; /* no exponents, hex or inf: digits and a point */
+    if (end != text + num) return 1; /* no exponents, hex or inf: digits and a point */
     const char *u = strchr(units, toupper((unsigned char)*end));
     if (*end && u) {
         for (const char *k = units; k <= u; k++) mul *= 1024;
@@ -434,9 +436,16 @@ bool hx__parse_size(const char *text, size_t *out)
         end++;
     }
     double b = v * mul;
-    if (*end || !isfinite(b) || b < 1 || b > 0x1p62 || (mul == 1 && b != floor(b))) return false;
+    if (*end || !isfinite(b) || (mul == 1 && b != floor(b))) return 1;
+    if (b < 1) return 2;
+    if (b > 0x1p62) return 3;
     *out = (size_t)b;
-    return true;
+    return 0;
+}
+
+bool hx__parse_size(const char *text, size_t *out)
+{
+    return hx__size_text(text, out) == 0;
 }
 
 int hx__mem_parse(const char *text, struct hx_policy *p)
@@ -462,7 +471,15 @@ int hx__mem_parse(const char *text, struct hx_policy *p)
             return hx__set_error(st, "--mem: %s", why);
         }
         size_t cap;
-        if (!hx__parse_size(eq + 1, &cap))
+        int why = hx__size_text(eq + 1, &cap);
+        if (why == 2 || why == 3)
+            return hx__set_error(HX_E_INVAL,
+                                 "--mem: size '%s' for %s is %s (leave the device out of --mem "
+                                 "for no cap)",
+                                 eq + 1, tok,
+                                 why == 2 ? "under a byte: a cap must hold something"
+                                          : "beyond any machine's memory (over 4 EiB)");
+        if (why)
             return hx__set_error(HX_E_INVAL,
                                  "--mem: malformed size '%s' for %s (bytes, or a number with K, "
                                  "M, G or T: 512M, 1.5G)",

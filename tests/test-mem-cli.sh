@@ -94,6 +94,8 @@ expect "not DEV=SIZE (run)" 2 "is not DEVICE=SIZE" "$E" run -m "$S" -p hi -n 1 -
 expect "malformed size (bench)" 2 "malformed size" "$E" bench -m "$S" -p 8 -n 2 -r 1 --mem cpu=x
 expect "malformed size (diff)" 2 "malformed size" "$E" diff -m "$S" --mem cpu=-1
 expect "malformed size (serve)" 2 "malformed size" "$E" serve -m "$S" --port 0 --mem cpu=1.5
+expect "a cap of 0" 2 "size '0' for vulkan is under a byte" "$E" plan -m "$S" --mem vulkan=0
+expect "a cap beyond any machine" 2 "beyond any machine's memory" "$E" plan -m "$S" --mem cpu=99999999T
 expect "device named twice" 2 "named twice" "$E" plan -m "$S" --mem cpu=1G,cpu=2G
 expect "a cap below the plan's need" 1 "does not fit: cpu needs weights .* over its limit of 64.0 KiB \(65536 bytes, --mem cpu\)" \
   "$E" run -m "$S" -p hi -n 1 --mem cpu=64K
