@@ -262,7 +262,7 @@ static void hx_hip_enumerate(struct hx_hip_enum *en)
                 continue;
             }
             snprintf(en->rtc_path[en->n], sizeof en->rtc_path[en->n], "%s", path);
-            snprintf(en->code[en->n], sizeof en->code[en->n], "hipRTC code object for %s (%s %s)",
+            snprintf(en->code[en->n], sizeof en->code[en->n], "hipRTC code object for %s (%s, %s)",
                      arch, note, path);
             en->ordinal[en->n++] = i;
             continue;

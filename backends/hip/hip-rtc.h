@@ -348,7 +348,12 @@ static int hx_hip_rtc_spawn(const char *target, const char *tmp, char *err, size
     if (ll) line[ll] = '\0', memcpy(last, line, ll + 1);
     close(fd[0]);
     int ws = 0;
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    pid_t w;
+    while ((w = waitpid(pid, &ws, 0)) < 0 && errno == EINTR) {
+    }
+    if (w < 0) { /* e.g. SIGCHLD ignored by the program: the status is gone */
+        snprintf(err, len, "waitpid for the hipRTC helper: %s", strerror(errno));
+        return HX_E_IO;
     }
     if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) return HX_OK;
     const char *msg = strncmp(last, "hx-hip-rtc: ", 12) ? last : last + 12;
