@@ -115,6 +115,14 @@ static __device__ __forceinline__ float hx_hip_shfl_xor(float v, int m)
 #endif
 
 /* ---- kernel launch ------------------------------------------------------------------------ */
+/* Host code: not in the source hipRTC compiles (hip-rtc-embed.cmake defines HX_HIP_RTC). */
+#if !defined(HX_HIP_RTC)
+
+#if defined(HX_HIP_AMD_RTC)
+/* The module's hipRTC code object, when it runs on one (hip-rtc.h): the kernel's function in
+ * it, NULL to launch the prebuilt code through hipLaunchKernel. */
+hipFunction_t hx_hip_rtc_function(const void *kernel);
+#endif
 
 template <typename T> struct hx_hip_same {
     typedef T type;
@@ -133,6 +141,10 @@ static inline hipError_t hx_hip_launch_exact(void (*k)(P...), dim3 g, dim3 b, hi
         g, b, [](void *f) { (*(decltype(body) *)f)(); }, &body);
 #else
     void *args[sizeof...(P) + 1] = {((void *)&a)..., NULL};
+#if defined(HX_HIP_AMD_RTC)
+    if (hipFunction_t f = hx_hip_rtc_function((const void *)k))
+        return hipModuleLaunchKernel(f, g.x, g.y, g.z, b.x, b.y, b.z, 0, s, args, NULL);
+#endif
     return hipLaunchKernel((const void *)k, g, b, args, 0, s);
 #endif
 }
@@ -143,3 +155,4 @@ static inline hipError_t hx_hip_launch(void (*k)(P...), dim3 g, dim3 b, hipStrea
     static_assert(sizeof...(P) == sizeof...(A), "kernel argument count");
     return hx_hip_launch_exact<P...>(k, g, b, s, static_cast<P>(a)...);
 }
+#endif /* !HX_HIP_RTC */

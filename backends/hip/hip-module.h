@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define HX_HIP_MODULE_ABI 2
+#define HX_HIP_MODULE_ABI 3
 #define HX_HIP_MODULE_SYMBOL "hx_hip_module_get_ops"
 
 /* What the engine lends the module. */
@@ -103,6 +103,15 @@ struct hx_hip_module_ops {
     struct hx_timing_stats *(*timing)(void *mdev);
     /* One line for `engine devices`/benchmarks: runtime, driver, arch, targets, memory. */
     void (*describe)(void *mdev, char *out, size_t len);
+
+    /* hipRTC (hip-rtc.h; NULL in modules without it): the code object for an AMD target
+     * ("gfx1100"), from the cache or compiled now by the helper process hx-hip-rtc; path gets
+     * its file, note how it was obtained ("from cache", "compiled now in 3.2 s"); a failure
+     * or crash of hipRTC is err. */
+    int (*rtc_get)(const char *target, char *path, size_t path_len, char *note, size_t note_len,
+                   char *err, size_t len);
+    /* What hx-hip-rtc runs in its own process: compile for target into out (+ out.map). */
+    int (*rtc_compile)(const char *target, const char *out, char *err, size_t len);
 };
 
 typedef const struct hx_hip_module_ops *(*hx_hip_module_get_ops_fn)(uint32_t abi,

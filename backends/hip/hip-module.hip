@@ -13,6 +13,7 @@
  * HX_E_NOMEM with the call and its native error name; nothing here prints or aborts.
  */
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +47,10 @@ struct hx_hip_dev {
     hipEvent_t staged[2];
     bool stage_busy[2];
     struct hx_timing_stats timing;
+    char code[200]; /* where its kernels come from ("prebuilt code object for gfx1030") */
+#if defined(HX_HIP_AMD_RTC)
+    struct hx_hip_rtc_mod *rtc; /* the hipRTC code object; NULL: the prebuilt code */
+#endif
 };
 
 struct hx_hip_weight {
@@ -92,6 +97,10 @@ static double hx_hip_now_us(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
+
+#if defined(HX_HIP_AMD_RTC)
+#include "hip-rtc.h"
+#endif
 
 /* ---- types on the host ------------------------------------------------------------------------ */
 
@@ -178,6 +187,10 @@ struct hx_hip_enum {
     int status;
     int n;                           /* usable devices */
     int ordinal[HX_HIP_MAX_DEVICES]; /* usable index → runtime ordinal */
+    char code[HX_HIP_MAX_DEVICES][200]; /* where its kernels come from */
+#if defined(HX_HIP_AMD_RTC)
+    char rtc_path[HX_HIP_MAX_DEVICES][PATH_MAX]; /* hipRTC code object; "": prebuilt */
+#endif
     char why[320];
 };
 
@@ -236,12 +249,43 @@ static void hx_hip_enumerate(struct hx_hip_enum *en)
                                    hipGetErrorName(e));
             continue;
         }
-        if (!hx_hip_has_code(&p, arch, sizeof arch)) {
-            wl += (size_t)snprintf(en->why + wl, sizeof en->why - HX_MIN(wl, sizeof en->why),
-                                   "%s'%s' (%s) has no code in this module (built for %s)",
-                                   wl ? "; " : "", p.name, arch, HX_HIP_TARGETS);
+        const bool prebuilt = hx_hip_has_code(&p, arch, sizeof arch);
+#if defined(HX_HIP_AMD_RTC)
+        const int mode = hx_hip_rtc_mode();
+        if (mode == 2 || (mode == 1 && !prebuilt)) {
+            char path[PATH_MAX], note[64], rerr[256];
+            if (hx_hip_rtc_get(arch, path, sizeof path, note, sizeof note, rerr, sizeof rerr) !=
+                HX_OK) {
+                wl += (size_t)snprintf(en->why + wl, sizeof en->why - HX_MIN(wl, sizeof en->why),
+                                       "%s'%s' (%s): %s; %s", wl ? "; " : "", p.name, arch,
+                                       prebuilt ? "HX_HIP_RTC=force" : "no prebuilt code", rerr);
+                continue;
+            }
+            snprintf(en->rtc_path[en->n], sizeof en->rtc_path[en->n], "%s", path);
+            snprintf(en->code[en->n], sizeof en->code[en->n], "hipRTC code object for %s (%s, %s)",
+                     arch, note, path);
+            en->ordinal[en->n++] = i;
             continue;
         }
+#endif
+        if (!prebuilt) {
+            wl += (size_t)snprintf(en->why + wl, sizeof en->why - HX_MIN(wl, sizeof en->why),
+                                   "%s'%s' (%s) has no code in this module (built for %s%s)",
+                                   wl ? "; " : "", p.name, arch, HX_HIP_TARGETS,
+#if defined(HX_HIP_AMD_RTC)
+                                   "; hipRTC off: HX_HIP_RTC=0"
+#else
+                                   ""
+#endif
+            );
+            continue;
+        }
+#if defined(HX_HIP_EMU)
+        snprintf(en->code[en->n], sizeof en->code[en->n], "module code %s", HX_HIP_TARGETS);
+#else
+        snprintf(en->code[en->n], sizeof en->code[en->n],
+                 "prebuilt code object for %s (module code %s)", arch, HX_HIP_TARGETS);
+#endif
         en->ordinal[en->n++] = i;
     }
 }
@@ -295,8 +339,8 @@ static int hx_hip_device_info(int idx, struct hx_device_info *out, char *err, si
     memset(&info, 0, sizeof info);
     info.struct_size = ss;
     snprintf(info.name, sizeof info.name, "%.127s", p.name);
-    snprintf(info.description, sizeof info.description, "%s, %s, %d CUs/SMs, module code %s", ver,
-             arch, p.multiProcessorCount, HX_HIP_TARGETS);
+    snprintf(info.description, sizeof info.description, "%s, %s, %d CUs/SMs, %s", ver, arch,
+             p.multiProcessorCount, en->code[idx]);
     info.kind = p.integrated ? HX_DEVICE_IGPU : HX_DEVICE_GPU;
     info.memory_total_bytes = p.totalGlobalMem;
     /* Free now (hipMemGetInfo on that device; an APU's is the share the GPU may use). The
@@ -331,6 +375,12 @@ static void hx_hip_release(struct hx_hip_dev *d)
     if (d->ev_stop) HX_HIP_IGNORE(hipEventDestroy(d->ev_stop));
     if (d->xfer) HX_HIP_IGNORE(hipStreamDestroy(d->xfer));
     if (d->stream) HX_HIP_IGNORE(hipStreamDestroy(d->stream));
+#if defined(HX_HIP_AMD_RTC)
+    if (d->rtc) {
+        if (d->rtc->mod) HX_HIP_IGNORE(hipModuleUnload(d->rtc->mod));
+        hx_hip_h.free_fn(d->rtc);
+    }
+#endif
     hx_hip_h.free_fn(d);
 }
 
@@ -346,6 +396,7 @@ static int hx_hip_init(int idx, void **mdev, char *err, size_t len)
     if (!d) return HX_E_NOMEM;
     memset(d, 0, sizeof *d);
     d->idx = en->ordinal[idx];
+    snprintf(d->code, sizeof d->code, "%s", en->code[idx]);
     const char *what = "hipSetDevice";
     hipError_t e = hipSetDevice(d->idx);
     if (e == hipSuccess)
@@ -363,6 +414,16 @@ static int hx_hip_init(int idx, void **mdev, char *err, size_t len)
         hx_hip_release(d);
         return st;
     }
+#if defined(HX_HIP_AMD_RTC)
+    if (en->rtc_path[idx][0]) {
+        d->rtc = (struct hx_hip_rtc_mod *)hx_hip_h.malloc_fn(sizeof *d->rtc);
+        int st = d->rtc ? hx_hip_rtc_load(en->rtc_path[idx], d->rtc, err, len) : HX_E_NOMEM;
+        if (st != HX_OK) {
+            hx_hip_release(d);
+            return st;
+        }
+    }
+#endif
     /* Pinned staging is an optimization: without it, uploads copy from pageable memory. */
     for (int i = 0; i < 2; i++)
         if (hipHostMalloc(&d->stage[i], HX_HIP_STAGE_BYTES, hipHostMallocDefault) != hipSuccess) {
@@ -1064,6 +1125,9 @@ static int hx_hip_run(void *mdev, const struct hx_split *sp, char *err, size_t l
         }
     }
     HX_HIP_TRY(hipSetDevice(d->idx), "hipSetDevice");
+#if defined(HX_HIP_AMD_RTC)
+    hx_hip_rtc_cur = d->rtc; /* hx_hip_launch's code object on this thread */
+#endif
     struct hx_hip_ctx c = {d, NULL, NULL, NULL, NULL, NULL, 0, -1};
     int st = hx_hip_scratch(d, sp, &c, err, len);
     if (st != HX_OK) return st;
@@ -1123,7 +1187,7 @@ static void hx_hip_describe(void *mdev, char *out, size_t len)
     HX_HIP_IGNORE(hipSetDevice(d->idx));
     hx_hip_version(ver, sizeof ver);
     if (hipMemGetInfo(&fr, &tot) != hipSuccess) HX_HIP_IGNORE(hipGetLastError());
-    snprintf(out, len, "%s, module code %s, %.1f of %.1f GiB free, %s uploads", ver, HX_HIP_TARGETS,
+    snprintf(out, len, "%s, %s, %.1f of %.1f GiB free, %s uploads", ver, d->code,
              (double)fr / 1073741824.0, (double)tot / 1073741824.0,
              d->stage[0] ? "pinned double-buffered" : "pageable");
 }
@@ -1155,6 +1219,13 @@ static const struct hx_hip_module_ops hx_hip_module = {
     hx_hip_synchronize,
     hx_hip_timing,
     hx_hip_describe,
+#if defined(HX_HIP_AMD_RTC)
+    hx_hip_rtc_get,
+    hx_hip_rtc_compile,
+#else
+    NULL,
+    NULL,
+#endif
 };
 
 extern "C" __attribute__((visibility("default"))) const struct hx_hip_module_ops *
