@@ -186,6 +186,13 @@ for (model, cap) in sorted({(r["model"], r["cap"]) for r in rows}, key=lambda x:
             line += f"; {x['label']} ({x['tg']['devices']}) {ts(x, 'tg'):.2f} t/s = {ts(x, 'tg') / ts(best, 'tg'):.2f}x the best"
             if cpu: line += f", {ts(x, 'tg') / ts(cpu, 'tg'):.2f}x cpu_only"
             if bls and lab == "fit": line += f", {ts(x, 'tg') / ts(bls, 'tg'):.2f}x the best layer-split ({bls['label']})"
+    # on a shared machine the same plan's figure moves with the other load; say which rows
+    # auto's plan equals (same devices, one split per token) so plan choice can be judged
+    a = next((r for r in g if r["label"] == "auto"), None)
+    if a and a["tg"].get("splits_per_token") == 1:
+        same = [r["label"] for r in g if r is not a and r["tg"].get("devices") == a["tg"]["devices"]
+                and r["tg"].get("splits_per_token") == 1 and "," not in r["tg"]["devices"]]
+        if same: line += f"; auto's decode plan is {' = '.join(same)}'s (single {a['tg']['devices']})"
     summary.append(line)
 
 def f(v, fmt="{:.2f}"):
@@ -193,9 +200,11 @@ def f(v, fmt="{:.2f}"):
 
 md = [f"# Policy matrix", "",
       f"Devices: cpu ({cores} cores), gpu {gpu}, npu {npu}. Models: `engine mkmodel` shapes, random weights. "
-      "Tokens/s are medians of `engine bench`'s timed runs; `cap` is `--mem` for that row.", ""]
-md += ["| model | cap | policy | devices | pp t/s | tg t/s | tg vs cpu_only | GiB/token | BW share | splits/token | moved/token | status |",
-       "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+      "Tokens/s are medians of `engine bench`'s timed runs; `cap` is `--mem` for that row. "
+      "`other load`: cores busy with other work while the row ran (bench's /proc/stat sample); "
+      "`BW share` is against a read-bandwidth probe run beside it, so it moves less with that load.", ""]
+md += ["| model | cap | policy | devices | pp t/s | tg t/s | tg vs cpu_only | GiB/token | BW share | other load | splits/token | moved/token | status |",
+       "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 cpu_tg = {(r["model"], r["cap"]): ts(r, "tg") for r in rows if r["label"] == "cpu_only"}
 for r in rows:
     t, p = r.get("tg"), r.get("pp")
@@ -205,6 +214,7 @@ for r in rows:
         (t or p or {}).get("devices", "—"), f(ts(r, "pp")), f(ts(r, "tg")), f(ratio, "{:.2f}x"),
         f(t["weight_bytes_per_token"] / 2**30 if t else None, "{:.3f}"),
         f(t["bw_share"] * 100 if t and t.get("bw_share") is not None else None, "{:.0f}%"),
+        f(t.get("other_load_cores") if t else None, "{:.1f} cores"),
         f(t["splits_per_token"] if t else None, "{:.1f}"),
         f(t["bytes_moved_per_token"] / 1024 if t else None, "{:.1f} KiB"),
         r["status"].replace("|", "/")]) + " |")
