@@ -518,8 +518,10 @@ TEST(gemm_variants)
     fprintf(stderr, "  HX_VK_GEMM=coopmat: %s%s%s\n",
             g->variant == HX_VK_GEMM_COOPMAT_NV ? "cooperative-matrix GEMM" : "tiled GEMM",
             g->why[0] ? "; " : "", g->why);
-    if (has) {
-        ASSERT_EQ(g->variant, HX_VK_GEMM_COOPMAT_NV);
+    /* forced: the variant, or the tiled GEMM with the reason; never without the extension */
+    if (g->variant == HX_VK_GEMM_COOPMAT_NV) {
+        ASSERT_TRUE(has);
+        ASSERT_TRUE(!g->why[0]);
     } else {
         ASSERT_EQ(g->variant, HX_VK_GEMM_TILED);
         ASSERT_TRUE(strstr(g->why, "cooperative-matrix GEMM not used") != NULL);

@@ -122,6 +122,8 @@ static const int hx_vk_coopmat_shaders[2][HX_DTYPE_COUNT] = {
 };
 #undef HX_VK_CM
 #undef HX_VK_CME
+/* a new weight type needs its entries above (an unlisted one would read shader 0) */
+_Static_assert(HX_DTYPE_COUNT == 12, "gemm_coopmat shaders per weight type");
 
 /* The coopmat shader of type t under the device's variant (NV or its emulation), or -1. */
 static int hx_vk_coop_shader(const struct hx_vk_dev *d, enum hx_dtype t)
