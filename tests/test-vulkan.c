@@ -553,12 +553,13 @@ TEST(gemm_variants)
     /* a pipeline that failed to build for a type says so in the state and is no error */
     if (g->why[0] && g->variant == HX_VK_GEMM_COOPMAT_NV)
         fprintf(stderr, "  coopmat pipeline fallback: %s\n", g->why);
+    const bool emu = ge->variant == HX_VK_GEMM_COOPMAT_EMU; /* ge goes with its device */
     for (int v = 0; v < 3; v++) hx__device_close(devs[v]);
     ASSERT_TRUE(ok);
     /* a driver that offers the variant but fails its pipeline (HX_VK_FAIL_PIPELINE, on the
      * emulation's Q4_K shader): that type takes the tiled GEMM, with the reason kept, and
      * is still right; the other types keep the variant */
-    if (ge->variant == HX_VK_GEMM_COOPMAT_EMU) {
+    if (emu) {
         setenv("HX_VK_FAIL_PIPELINE", "gemmcme_q4_k", 1);
         struct hx_device *fd = hx_t_vk_open_gemm("gpu", "off", "coopmat-emu");
         unsetenv("HX_VK_FAIL_PIPELINE");
