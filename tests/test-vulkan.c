@@ -40,6 +40,7 @@
 #include "harness.h"
 #include "hx.h"
 #include "registry.h"
+#include "../backends/vulkan/vulkan-pick.h"
 
 #define GUARD 64
 
@@ -71,16 +72,24 @@ static const char *hx_t_vk_missing(void)
 }
 
 /* Open the default vulkan device with kernel knobs (NULL = auto). */
-static struct hx_device *hx_t_vk_open(const char *matmul, const char *int8)
+static struct hx_device *hx_t_vk_open_gemm(const char *matmul, const char *int8,
+                                           const char *gemm)
 {
     struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = 2};
     setenv("HX_VK_MATMUL", matmul ? matmul : "auto", 1);
     setenv("HX_VK_INT8", int8 ? int8 : "auto", 1);
+    setenv("HX_VK_GEMM", gemm ? gemm : "auto", 1);
     struct hx_device *dev = NULL;
     if (hx__device_open("vulkan", &cfg, &dev) != HX_OK) dev = NULL;
     unsetenv("HX_VK_MATMUL");
     unsetenv("HX_VK_INT8");
+    unsetenv("HX_VK_GEMM");
     return dev;
+}
+
+static struct hx_device *hx_t_vk_open(const char *matmul, const char *int8)
+{
+    return hx_t_vk_open_gemm(matmul, int8, NULL);
 }
 
 static struct hx_device *hx_t_ref(void)
@@ -300,10 +309,15 @@ TEST(devices)
 
 struct hx_t_variant {
     const char *name, *matmul, *int8;
+    const char *gemm; /* HX_VK_GEMM (NULL: auto) */
+    double tol;       /* NMSE bound; 0: 1e-9 (f32 activations) or 1e-8 (int8) */
 };
+/* The GPU layouts' m > 4 take the tiled GEMM here (the f32 bound is for f32 tiles); the
+ * cooperative-matrix GEMM has its own test, gemm_variants. */
 static const struct hx_t_variant hx_t_variants[] = {
-    {"lane/f32", "lane", "off"}, {"lane/emul", "lane", "emul"}, {"lane/dot", "lane", "dot"},
-    {"gpu/f32", "gpu", "off"},   {"gpu/emul", "gpu", "emul"},   {"gpu/dot", "gpu", "dot"},
+    {"lane/f32", "lane", "off", NULL, 0},    {"lane/emul", "lane", "emul", NULL, 0},
+    {"lane/dot", "lane", "dot", NULL, 0},    {"gpu/f32", "gpu", "off", "tiled", 0},
+    {"gpu/emul", "gpu", "emul", "tiled", 0}, {"gpu/dot", "gpu", "dot", "tiled", 0},
 };
 #define HX_T_NV (sizeof hx_t_variants / sizeof hx_t_variants[0])
 
@@ -369,7 +383,8 @@ static bool hx_t_matmul(struct hx_device **devs, const struct hx_t_variant *vars
     for (size_t v = 0; ok && v < nv; v++) {
         if (!devs[v]) continue;
         bool q8 = hx_t_int8_used(devs[v], t, &vars[v], m);
-        ok &= hx_t_check(devs[v], vars[v].name, &c, q8 ? want_q : want, q8 ? 1e-8 : 1e-9, label);
+        double thr = vars[v].tol > 0 ? vars[v].tol : q8 ? 1e-8 : 1e-9;
+        ok &= hx_t_check(devs[v], vars[v].name, &c, q8 ? want_q : want, thr, label);
     }
     free(x), free(xq), free(want), free(want_q), free(data);
     return ok;
@@ -378,7 +393,8 @@ static bool hx_t_matmul(struct hx_device **devs, const struct hx_t_variant *vars
 static void hx_t_open_variants(struct hx_device **devs)
 {
     for (size_t v = 0; v < HX_T_NV; v++) {
-        devs[v] = hx_t_vk_open(hx_t_variants[v].matmul, hx_t_variants[v].int8);
+        devs[v] = hx_t_vk_open_gemm(hx_t_variants[v].matmul, hx_t_variants[v].int8,
+                                    hx_t_variants[v].gemm);
         if (!devs[v])
             fprintf(stderr, "  variant %s unavailable: %s\n", hx_t_variants[v].name,
                     hx_last_error());
@@ -411,6 +427,163 @@ TEST(matmul_variants)
     ASSERT_TRUE(ok);
 }
 
+/* ---- the prefill GEMM variant (vulkan-pick.h) ------------------------------------------------ */
+
+/* Every branch of the GEMM choice, on synthetic devices through the backend's own functions
+ * (get_extension "hx.vk.pick"). */
+TEST(gemm_pick)
+{
+    const char *why = hx_t_vk_missing();
+    if (why) SKIP("%s", why);
+    struct hx_device *dev = hx_t_vk_open(NULL, NULL);
+    ASSERT_TRUE(dev != NULL);
+    const struct hx_vk_pick_api *api = hx__dev_extension(dev, "hx.vk.pick");
+    ASSERT_TRUE(api != NULL);
+    const struct hx_vk_caps full = {.coopmat_nv = true,
+                                    .coopmat_nv_16 = true,
+                                    .fp16 = true,
+                                    .memory_model = true,
+                                    .subgroup_size = 32,
+                                    .max_wg_invocations = 1024,
+                                    .max_shared_bytes = 49152};
+    char w[192];
+    /* everything there: auto and coopmat take it, tiled does not; a bad knob is refused */
+    ASSERT_EQ(api->gemm_choose(&full, "auto", w, sizeof w), HX_VK_GEMM_COOPMAT_NV);
+    ASSERT_TRUE(!w[0]);
+    ASSERT_EQ(api->gemm_choose(&full, "coopmat", w, sizeof w), HX_VK_GEMM_COOPMAT_NV);
+    ASSERT_EQ(api->gemm_choose(&full, "tiled", w, sizeof w), HX_VK_GEMM_TILED);
+    ASSERT_TRUE(!w[0]);
+    ASSERT_EQ(api->gemm_choose(&full, "bogus", w, sizeof w), -1);
+    /* no extension: auto stays quiet, a forced coopmat says why */
+    struct hx_vk_caps c = full;
+    c.coopmat_nv = c.coopmat_nv_16 = false;
+    ASSERT_EQ(api->gemm_choose(&c, "auto", w, sizeof w), HX_VK_GEMM_TILED);
+    ASSERT_TRUE(!w[0]);
+    ASSERT_EQ(api->gemm_choose(&c, "coopmat", w, sizeof w), HX_VK_GEMM_TILED);
+    ASSERT_TRUE(strstr(w, "lacks VK_NV_cooperative_matrix") != NULL);
+    /* each missing piece, under auto (the extension is there, so it says why) and forced */
+    static const struct {
+        int field;
+        const char *reason;
+    } miss[] = {{0, "16x16x16"},     {1, "shaderFloat16"},          {2, "vulkanMemoryModel"},
+                {3, "subgroup size"}, {4, "maxComputeSharedMemory"}, {5, "subgroup size"}};
+    for (size_t i = 0; i < sizeof miss / sizeof miss[0]; i++) {
+        c = full;
+        switch (miss[i].field) {
+        case 0: c.coopmat_nv_16 = false; break;
+        case 1: c.fp16 = false; break;
+        case 2: c.memory_model = false; break;
+        case 3: c.subgroup_size = 8; break;
+        case 4: c.max_shared_bytes = 16384; break;
+        default: c.max_wg_invocations = 64; break;
+        }
+        for (int k = 0; k < 2; k++) {
+            ASSERT_EQ(api->gemm_choose(&c, k ? "coopmat" : "auto", w, sizeof w), HX_VK_GEMM_TILED);
+            if (!strstr(w, miss[i].reason)) HX_FAIL_AT("case %zu: reason '%s'", i, w);
+        }
+    }
+    /* per matmul: lane layout for every m, GEMV to 4 rows, tiled from 5 to 15 rows and for F32
+     * weights, coopmat from 16 rows; the tiled variant never takes coopmat */
+    ASSERT_EQ(api->mm_kernel(true, HX_VK_GEMM_COOPMAT_NV, false, 512), HX_VK_MM_LANE);
+    ASSERT_EQ(api->mm_kernel(false, HX_VK_GEMM_COOPMAT_NV, false, 4), HX_VK_MM_MMV);
+    ASSERT_EQ(api->mm_kernel(false, HX_VK_GEMM_COOPMAT_NV, false, 5), HX_VK_MM_TILED);
+    ASSERT_EQ(api->mm_kernel(false, HX_VK_GEMM_COOPMAT_NV, false, 15), HX_VK_MM_TILED);
+    ASSERT_EQ(api->mm_kernel(false, HX_VK_GEMM_COOPMAT_NV, false, 16), HX_VK_MM_COOPMAT_NV);
+    ASSERT_EQ(api->mm_kernel(false, HX_VK_GEMM_COOPMAT_NV, true, 512), HX_VK_MM_TILED);
+    ASSERT_EQ(api->mm_kernel(false, HX_VK_GEMM_TILED, false, 512), HX_VK_MM_TILED);
+    hx__device_close(dev);
+}
+
+/* HX_VK_GEMM forced both ways on this device (GPU layout): coopmat where the device has it,
+ * else the tiled GEMM with the reason logged and kept ("hx.vk.gemm"); results against ref
+ * at m = 16 and 33: the tiled GEMM within 1e-9, the coopmat one within 1e-6 (both operands
+ * rounded to f16, relative error ≤ 2^-11 each: expected ~2e-7; not yet measured on a GPU).
+ * A bad value fails init. */
+TEST(gemm_variants)
+{
+    const char *why = hx_t_vk_missing();
+    if (why) SKIP("%s", why);
+    static const struct hx_t_variant vars[] = {{"gpu/coopmat", "gpu", "off", "coopmat", 1e-6},
+                                               {"gpu/tiled", "gpu", "off", "tiled", 0},
+                                               {"gpu/cm-emu", "gpu", "off", "coopmat-emu", 1e-6}};
+    struct hx_device *devs[3];
+    for (int v = 0; v < 3; v++) {
+        devs[v] = hx_t_vk_open_gemm(vars[v].matmul, vars[v].int8, vars[v].gemm);
+        ASSERT_TRUE(devs[v] != NULL);
+    }
+    const struct hx_vk_gemm_state *g = hx__dev_extension(devs[0], "hx.vk.gemm");
+    const struct hx_vk_gemm_state *gt = hx__dev_extension(devs[1], "hx.vk.gemm");
+    ASSERT_TRUE(g != NULL && gt != NULL);
+    bool has = strstr(devs[0]->info.description, "coopmat NV 16x16x16") != NULL;
+    fprintf(stderr, "  HX_VK_GEMM=coopmat: %s%s%s\n",
+            g->variant == HX_VK_GEMM_COOPMAT_NV ? "cooperative-matrix GEMM" : "tiled GEMM",
+            g->why[0] ? "; " : "", g->why);
+    /* forced: the variant, or the tiled GEMM with the reason; never without the extension */
+    if (g->variant == HX_VK_GEMM_COOPMAT_NV) {
+        ASSERT_TRUE(has);
+        ASSERT_TRUE(!g->why[0]);
+    } else {
+        ASSERT_EQ(g->variant, HX_VK_GEMM_TILED);
+        ASSERT_TRUE(strstr(g->why, "cooperative-matrix GEMM not used") != NULL);
+    }
+    ASSERT_EQ(gt->variant, HX_VK_GEMM_TILED);
+    ASSERT_TRUE(!gt->why[0]);
+    /* the emulation runs wherever the device has f16 arithmetic (lavapipe does) */
+    const struct hx_vk_gemm_state *ge = hx__dev_extension(devs[2], "hx.vk.gemm");
+    ASSERT_TRUE(ge != NULL);
+    if (strstr(devs[2]->info.description, "fp16 yes"))
+        ASSERT_EQ(ge->variant, HX_VK_GEMM_COOPMAT_EMU);
+    /* the f16 bound applies only where a coopmat shader really runs (F32 never takes it);
+     * m = 16 and 64 run it, m = 15 takes the tiled GEMM even there */
+    struct hx_t_variant v3[3] = {vars[0], vars[1], vars[2]};
+    if (g->variant != HX_VK_GEMM_COOPMAT_NV) v3[0].tol = 0;
+    if (ge->variant != HX_VK_GEMM_COOPMAT_EMU) v3[2].tol = 0;
+    static const int64_t shapes[][3] = {{16, 512, 65}, {71, 256, 130}, {15, 256, 33},
+                                        {20, 172, 19}};
+    bool ok = true;
+    for (int t = 0; t < HX_DTYPE_COUNT; t++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            bool f16 = t != HX_DTYPE_F32 && shapes[s][0] >= 16;
+            struct hx_t_variant v[3] = {v3[0], v3[1], v3[2]};
+            if (!f16) v[0].tol = v[2].tol = 0;
+            if (devs[0]->info.weight_types & (1u << t))
+                ok &= hx_t_matmul(devs, v, 3, (enum hx_dtype)t, shapes[s][0], shapes[s][1],
+                                  shapes[s][2]);
+        }
+    /* a pipeline that failed to build for a type says so in the state and is no error */
+    if (g->why[0] && g->variant == HX_VK_GEMM_COOPMAT_NV)
+        fprintf(stderr, "  coopmat pipeline fallback: %s\n", g->why);
+    const bool emu = ge->variant == HX_VK_GEMM_COOPMAT_EMU; /* ge goes with its device */
+    for (int v = 0; v < 3; v++) hx__device_close(devs[v]);
+    ASSERT_TRUE(ok);
+    /* a driver that offers the variant but fails its pipeline (HX_VK_FAIL_PIPELINE, on the
+     * emulation's Q4_K shader): that type takes the tiled GEMM, with the reason kept, and
+     * is still right; the other types keep the variant */
+    if (emu) {
+        setenv("HX_VK_FAIL_PIPELINE", "gemmcme_q4_k", 1);
+        struct hx_device *fd = hx_t_vk_open_gemm("gpu", "off", "coopmat-emu");
+        unsetenv("HX_VK_FAIL_PIPELINE");
+        ASSERT_TRUE(fd != NULL);
+        const struct hx_vk_gemm_state *gf = hx__dev_extension(fd, "hx.vk.gemm");
+        struct hx_t_variant vt = {"cm-emu/fail", "gpu", "off", "coopmat-emu", 0};
+        ASSERT_TRUE(hx_t_matmul(&fd, &vt, 1, HX_DTYPE_Q4_K, 16, 512, 65));
+        fprintf(stderr, "  pipeline failure: %s\n", gf->why);
+        ASSERT_TRUE(strstr(gf->why, "Q4_K") && strstr(gf->why, "gemmcme_q4_k") &&
+                    strstr(gf->why, "VK_ERROR_INITIALIZATION_FAILED"));
+        ASSERT_EQ(gf->variant, HX_VK_GEMM_COOPMAT_EMU);
+        vt.tol = 1e-6;
+        ASSERT_TRUE(hx_t_matmul(&fd, &vt, 1, HX_DTYPE_Q8_0, 16, 512, 65));
+        hx__device_close(fd);
+    }
+    struct hx_device_config cfg = {.struct_size = sizeof cfg, .n_threads = 2};
+    struct hx_device *bad = NULL;
+    setenv("HX_VK_GEMM", "bogus", 1);
+    int st = hx__device_open("vulkan", &cfg, &bad);
+    unsetenv("HX_VK_GEMM");
+    ASSERT_TRUE(st != HX_OK);
+    ASSERT_TRUE(strstr(hx_last_error(), "HX_VK_GEMM") != NULL);
+}
+
 /* Qwen3-0.6B's matmul shapes at m = 1 on the device's own choice of kernels (and the GPU
  * layout's for the headline decode types); the LM head for the quantized types (the float
  * ones would take minutes on lavapipe: 311-622 MB per call). */
@@ -420,8 +593,8 @@ TEST(matmul_qwen3_shapes)
     if (why) SKIP("%s", why);
     static const int64_t shapes[][2] = {
         {1024, 4096}, {2048, 1024}, {1024, 6144}, {3072, 1024}, {1024, 151936}};
-    static const struct hx_t_variant vars[] = {{"auto", "auto", "auto"},
-                                               {"gpu/auto", "gpu", "auto"}};
+    static const struct hx_t_variant vars[] = {{"auto", "auto", "auto", NULL, 0},
+                                               {"gpu/auto", "gpu", "auto", NULL, 0}};
     struct hx_device *devs[2] = {hx_t_vk_open(NULL, NULL), hx_t_vk_open("gpu", NULL)};
     ASSERT_TRUE(devs[0] != NULL);
     bool ok = true;

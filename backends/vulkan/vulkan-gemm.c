@@ -22,13 +22,21 @@
  *   buffer (16-byte texels, one view per binding chunk, cached with the weight): on lavapipe
  *   a texel fetch is one 16-byte load per invocation, a storage-buffer load a guarded
  *   scalar load per invocation and word.
- *   HX_VK_MATMUL=gpu|lane|auto and HX_VK_INT8=off|emul|dot|auto override (tests, benchmarks).
+ *   - GPUs with VK_NV_cooperative_matrix (16 × 16 × 16 f16 → f32, fp16, the Vulkan memory
+ *     model): m ≥ 16 rows → `gemm_coopmat` (f16 fragments from shared-memory tiles, f32
+ *     accumulators), except F32 weights; the choice is hx__vk_gemm_choose / hx__vk_mm_kernel
+ *     (pure functions of vulkan-pick.h's caps, tested on synthetic devices). A coopmat
+ *     pipeline that fails to build falls back to the tiled GEMM for its weight type with a
+ *     logged reason.
+ *   HX_VK_MATMUL=gpu|lane|auto, HX_VK_INT8=off|emul|dot|auto and HX_VK_GEMM=coopmat|tiled|auto
+ *   override (tests, benchmarks).
  *
  * A storage-buffer binding is at most maxStorageBufferRange bytes (128 MiB on lavapipe; a
  * Qwen3 LM head is larger), so a weight is bound in chunks of whole rows and the activations
  * in chunks of whole rows; each chunk is one dispatch. Offsets are aligned down to the
  * device's binding alignment and the remainder is passed as a push constant.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +104,32 @@ static const enum hx_shader_id hx_vk_qshaders[9][2][2] = {
     HX_VK_Q(TQ2_0), HX_VK_Q(Q1_0), HX_VK_Q(Q2_0), HX_VK_Q(I2_S),
 };
 #undef HX_VK_Q
+/* gemm_coopmat per weight type; F32 has none (the float numerics model promises F32 weights
+ * f32 activations, and f16 fragments would round them) */
+#define HX_VK_CM(T) [HX_DTYPE_##T] = HX_SHADER_GEMMCM_##T
+#define HX_VK_CME(T) [HX_DTYPE_##T] = HX_SHADER_GEMMCME_##T
+static const int hx_vk_coopmat_shaders[2][HX_DTYPE_COUNT] = {
+    {
+        [HX_DTYPE_F32] = -1, HX_VK_CM(F16),  HX_VK_CM(BF16), HX_VK_CM(Q8_0),
+        HX_VK_CM(Q4_0),      HX_VK_CM(Q4_K), HX_VK_CM(Q6_K), HX_VK_CM(TQ1_0),
+        HX_VK_CM(TQ2_0),     HX_VK_CM(Q1_0), HX_VK_CM(Q2_0), HX_VK_CM(I2_S),
+    },
+    {
+        [HX_DTYPE_F32] = -1, HX_VK_CME(F16),  HX_VK_CME(BF16), HX_VK_CME(Q8_0),
+        HX_VK_CME(Q4_0),     HX_VK_CME(Q4_K), HX_VK_CME(Q6_K), HX_VK_CME(TQ1_0),
+        HX_VK_CME(TQ2_0),    HX_VK_CME(Q1_0), HX_VK_CME(Q2_0), HX_VK_CME(I2_S),
+    },
+};
+#undef HX_VK_CM
+#undef HX_VK_CME
+/* a new weight type needs its entries above (an unlisted one would read shader 0) */
+_Static_assert(HX_DTYPE_COUNT == 12, "gemm_coopmat shaders per weight type");
+
+/* The coopmat shader of type t under the device's variant (NV or its emulation), or -1. */
+static int hx_vk_coop_shader(const struct hx_vk_dev *d, enum hx_dtype t)
+{
+    return hx_vk_coopmat_shaders[d->gemm.variant == HX_VK_GEMM_COOPMAT_EMU][t];
+}
 
 bool hx__vk_type_ok(enum hx_dtype t)
 {
@@ -136,11 +170,70 @@ const char *hx__vk_int8_name(int mode)
                                      : "f32";
 }
 
+static const char *hx_vk_gemm_name(int g)
+{
+    return g == HX_VK_GEMM_COOPMAT_NV    ? "cooperative-matrix GEMM (NV, m >= 16)"
+           : g == HX_VK_GEMM_COOPMAT_EMU ? "emulated cooperative-matrix GEMM (test, m >= 16)"
+                                         : "tiled GEMM";
+}
+
+int hx__vk_gemm_choose(const struct hx_vk_caps *c, const char *knob, char *why, size_t n)
+{
+    if (n) why[0] = '\0';
+    bool force = !strcmp(knob, "coopmat");
+    if (!strcmp(knob, "tiled")) return HX_VK_GEMM_TILED;
+    if (!strcmp(knob, "coopmat-emu")) {
+        /* the emulation: f16 in shared memory, 1024 / subgroup size ≤ 128 outputs each */
+        const char *no = !c->fp16 ? "the device lacks shaderFloat16"
+                         : c->subgroup_size < 8 || c->subgroup_size > 64 ||
+                                 (uint64_t)4 * c->subgroup_size > c->max_wg_invocations
+                             ? "the subgroup size is not 8 to 64 with 4 subgroups per workgroup"
+                         : c->max_shared_bytes < HX_VK_COOPMAT_SHARED
+                             ? "maxComputeSharedMemorySize is below the tiles' 22 KiB"
+                             : NULL;
+        if (!no) return HX_VK_GEMM_COOPMAT_EMU;
+        if (n) snprintf(why, n, "emulated cooperative-matrix GEMM not used: %s", no);
+        return HX_VK_GEMM_TILED;
+    }
+    if (!force && strcmp(knob, "auto")) return -1;
+    /* auto on a device without any cooperative-matrix extension: nothing to explain */
+    if (!force && !c->coopmat_nv) return HX_VK_GEMM_TILED;
+    const char *no = NULL;
+    if (!c->coopmat_nv)
+        no = "the device lacks VK_NV_cooperative_matrix (VK_KHR_cooperative_matrix shaders "
+             "need a newer shader toolchain: docs/vulkan.md)";
+    else if (!c->coopmat_nv_16)
+        no = "VK_NV_cooperative_matrix lists no 16x16x16 f16*f16+f32 subgroup configuration";
+    else if (!c->fp16)
+        no = "the device lacks shaderFloat16";
+    else if (!c->memory_model)
+        no = "the device lacks vulkanMemoryModel";
+    else if (c->subgroup_size < 16 || (uint64_t)4 * c->subgroup_size > c->max_wg_invocations)
+        no = "the subgroup size does not allow 4 subgroups per workgroup of >= 64";
+    else if (c->max_shared_bytes < HX_VK_COOPMAT_SHARED)
+        no = "maxComputeSharedMemorySize is below the tiles' 22 KiB";
+    if (!no) return HX_VK_GEMM_COOPMAT_NV;
+    if (n) snprintf(why, n, "cooperative-matrix GEMM not used: %s", no);
+    return HX_VK_GEMM_TILED;
+}
+
+int hx__vk_mm_kernel(bool lane, int gemm, bool f32_weights, int64_t m)
+{
+    if (lane) return HX_VK_MM_LANE;
+    if (m <= HX_VK_MMV_MR) return HX_VK_MM_MMV;
+    if (gemm != HX_VK_GEMM_TILED && m >= HX_VK_COOPMAT_MIN_M && !f32_weights)
+        return gemm == HX_VK_GEMM_COOPMAT_EMU ? HX_VK_MM_COOPMAT_EMU : HX_VK_MM_COOPMAT_NV;
+    return HX_VK_MM_TILED;
+}
+
+const struct hx_vk_pick_api hx__vk_pick_api = {hx__vk_gemm_choose, hx__vk_mm_kernel};
+
 int hx__vk_kernels_init(struct hx_device *dev)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     const struct hx_vk_phys *p = d->phys;
-    const char *mm = hx_vk_env("HX_VK_MATMUL"), *i8 = hx_vk_env("HX_VK_INT8");
+    const char *mm = hx_vk_env("HX_VK_MATMUL"), *i8 = hx_vk_env("HX_VK_INT8"),
+               *gm = hx_vk_env("HX_VK_GEMM");
     if (strcmp(mm, "auto") && strcmp(mm, "gpu") && strcmp(mm, "lane"))
         return hx_device_set_error(dev, HX_E_INVAL, "HX_VK_MATMUL=%s: expected gpu, lane or auto",
                                    mm);
@@ -163,6 +256,14 @@ int hx__vk_kernels_init(struct hx_device *dev)
     else
         return hx_device_set_error(dev, HX_E_INVAL,
                                    "HX_VK_INT8=%s: expected off, emul, dot or auto", i8);
+    d->gemm.variant = hx__vk_gemm_choose(&p->caps, gm, d->gemm.why, sizeof d->gemm.why);
+    if (d->gemm.variant < 0)
+        return hx_device_set_error(
+            dev, HX_E_INVAL, "HX_VK_GEMM=%s: expected coopmat, tiled, coopmat-emu or auto", gm);
+    if (d->gemm.why[0]) HX_LOG_WARN("[%s] %s; using the tiled GEMM", dev->id, d->gemm.why);
+    memset(d->coop_ok, 0, sizeof d->coop_ok);
+    const char *fp = getenv("HX_VK_FAIL_PIPELINE");
+    snprintf(d->fail_pipeline, sizeof d->fail_pipeline, "%s", fp ? fp : "");
 
     uint32_t sg = p->subgroup_size ? p->subgroup_size : 32u;
     uint32_t tpr = sg < 32u ? 32u : sg; /* invocations per row, GPU GEMV */
@@ -180,15 +281,18 @@ int hx__vk_kernels_init(struct hx_device *dev)
         memcpy(d->spec[s->mmv], gpu, sizeof gpu);
         memcpy(d->spec[s->mmvl], lane, sizeof lane);
         memcpy(d->spec[s->gemm], gemm, sizeof gemm);
+        /* gemm_coopmat: four subgroups (2 × 2 of 32 × 32 outputs) per 64 × 64 tile */
+        for (int e = 0; e < 2; e++)
+            if (hx_vk_coopmat_shaders[e][t] >= 0) d->spec[hx_vk_coopmat_shaders[e][t]][0] = 4u * sg;
         if (s->q >= 0)
             for (int k = 0; k < 2; k++) {
                 memcpy(d->spec[hx_vk_qshaders[s->q][0][k]], gpu, sizeof gpu);
                 memcpy(d->spec[hx_vk_qshaders[s->q][1][k]], lane, sizeof lane);
             }
     }
-    HX_LOG_INFO("[%s] vulkan matmul: %s GEMV%s, activations %s", dev->id,
-                d->lane ? "lane-layout" : "subgroup", d->lane ? "" : " + tiled GEMM",
-                hx__vk_int8_name(d->int8));
+    HX_LOG_INFO("[%s] vulkan matmul: %s GEMV%s%s, activations %s", dev->id,
+                d->lane ? "lane-layout" : "subgroup", d->lane ? "" : " + ",
+                d->lane ? "" : hx_vk_gemm_name(d->gemm.variant), hx__vk_int8_name(d->int8));
     return HX_OK;
 }
 
@@ -342,19 +446,49 @@ static int hx_vk_stage(struct hx_device *dev, const struct hx_op *op, int64_t m0
     return HX_OK;
 }
 
+/* Is type t's cooperative-matrix pipeline usable? Built on first use; a failure is logged
+ * with its reason once, and the type takes the tiled GEMM from then on. */
+static bool hx_vk_coop_ready(struct hx_device *dev, enum hx_dtype t)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (!d->coop_ok[t]) {
+        char why[160];
+        d->coop_ok[t] = hx__vk_pipeline_try(dev, (enum hx_shader_id)hx_vk_coop_shader(d, t), why,
+                                            sizeof why)
+                            ? 1
+                            : -1;
+        if (d->coop_ok[t] < 0) {
+            HX_LOG_WARN("[%s] %s; %s matmuls use the tiled GEMM", dev->id, why, hx_dtype_name(t));
+            snprintf(d->gemm.why, sizeof d->gemm.why, "%s: %.150s", hx_dtype_name(t), why);
+        } else {
+            HX_LOG_INFO("[%s] %s matmuls with m >= %d rows: cooperative-matrix GEMM (%s)", dev->id,
+                        hx_dtype_name(t), HX_VK_COOPMAT_MIN_M,
+                        hx__shaders[hx_vk_coop_shader(d, t)].name);
+        }
+    }
+    return d->coop_ok[t] > 0;
+}
+
 /* The kernel for (type, m) on this device and its output tile (rows of W, rows of A). */
-static enum hx_shader_id hx_vk_mm_pick(struct hx_vk_dev *d, enum hx_dtype t, int64_t mm,
+static enum hx_shader_id hx_vk_mm_pick(struct hx_device *dev, enum hx_dtype t, int64_t mm,
                                        uint32_t *tile_n, uint32_t *tile_m, bool *int8)
 {
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
     const struct hx_vk_type_shaders *s = &hx_vk_types[t];
     *int8 = hx_vk_use_int8(d, t);
     int dot = d->int8 == HX_VK_INT8_DOT;
     enum hx_shader_id id;
-    if (d->lane) {
+    int k = hx__vk_mm_kernel(d->lane, d->gemm.variant, t == HX_DTYPE_F32, mm);
+    if ((k == HX_VK_MM_COOPMAT_NV || k == HX_VK_MM_COOPMAT_EMU) && hx_vk_coop_ready(dev, t)) {
+        id = (enum hx_shader_id)hx_vk_coop_shader(d, t);
+        *int8 = false;
+        *tile_n = 64;
+        *tile_m = 64;
+    } else if (k == HX_VK_MM_LANE) {
         id = *int8 ? hx_vk_qshaders[s->q][1][dot] : s->mmvl;
         *tile_n = d->spec[id][0];
         *tile_m = d->spec[id][1];
-    } else if (mm <= HX_VK_MMV_MR) {
+    } else if (k == HX_VK_MM_MMV) {
         id = *int8 ? hx_vk_qshaders[s->q][0][dot] : s->mmv;
         *tile_n = d->spec[id][2];
         *tile_m = d->spec[id][1];
@@ -393,7 +527,7 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
         int64_t mm = HX_MIN(mc, n_rows - m0);
         uint32_t tn, tm, qa_stride = 0;
         bool int8;
-        enum hx_shader_id sid = hx_vk_mm_pick(d, op->weight->type, mm, &tn, &tm, &int8);
+        enum hx_shader_id sid = hx_vk_mm_pick(dev, op->weight->type, mm, &tn, &tm, &int8);
         bool staged = int8 || (d->lane && !hx_dtype_is_quantized(op->weight->type));
         if (staged && (st = hx_vk_stage(dev, op, m0, mm, &qa_stride))) return st;
         int64_t ci = 0;

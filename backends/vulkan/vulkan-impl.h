@@ -20,6 +20,7 @@
 
 #include "hx-impl.h"
 #include "shaders.h"
+#include "vulkan-pick.h"
 
 #define HX_VK_INSTANCE_FUNCS(X)                                                              \
     X(vkDestroyInstance)                                                                     \
@@ -114,6 +115,8 @@ struct hx_vk_phys {
     bool int_dot;                  /* shaderIntegerDotProduct (Vulkan 1.3 or the KHR extension) */
     bool int_dot_ext;              /* ... through VK_KHR_shader_integer_dot_product (< 1.3) */
     bool int_dot_fast;             /* 4×8-bit packed signed dot product is accelerated */
+    bool coopmat_nv_ext;           /* VK_NV_cooperative_matrix is offered (enabled when caps say) */
+    struct hx_vk_caps caps;        /* what the GEMM choice reads (vulkan-pick.h) */
 };
 
 /* The process-wide instance (vulkan.c); NULL when unavailable. */
@@ -183,6 +186,9 @@ struct hx_vk_dev {
     uint32_t spec[HX_SHADER_COUNT][5];
     bool lane;            /* lane-layout GEMVs (CPU-type device) instead of subgroup + GEMM */
     int int8;             /* HX_VK_INT8_*: quantized weights × int8 activations */
+    struct hx_vk_gemm_state gemm; /* GEMM variant for m ≥ 16 (vulkan-pick.h) */
+    int8_t coop_ok[HX_DTYPE_COUNT]; /* coopmat pipeline per type: 0 untried, 1 ok, -1 failed */
+    char fail_pipeline[32]; /* HX_VK_FAIL_PIPELINE (tests): optional pipelines named so fail */
 
     VkCommandPool cmd_pool;
     struct hx_vk_rec base;                 /* one-time recordings */
@@ -253,6 +259,9 @@ struct hx_vk_bind {
 /* Bind [off, off + nbytes) of b; *rem gets off minus the aligned binding start (bytes). */
 struct hx_vk_bind hx__vk_bind(struct hx_vk_dev *d, VkBuffer b, size_t off, size_t nbytes,
                               uint32_t *rem);
+/* Create the pipeline of shader id now without failing the device: a VkResult error is
+ * written to why (n bytes) and returned as false (optional variants fall back on it). */
+bool hx__vk_pipeline_try(struct hx_device *dev, enum hx_shader_id id, char *why, size_t n);
 int hx__vk_dispatch(struct hx_device *dev, enum hx_shader_id id, const struct hx_vk_bind *binds,
                     int n_binds, const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
                     uint32_t gz);
@@ -300,5 +309,7 @@ int hx__vk_kernels_init(struct hx_device *dev);
 /* Scratch bytes the matmul op needs for its int8 activations (0: none). */
 size_t hx__vk_matmul_scratch(struct hx_device *dev, const struct hx_op *op, int64_t n_rows);
 const char *hx__vk_int8_name(int mode);
+/* The pure kernel-choice functions (vulkan-pick.h), for get_extension "hx.vk.pick". */
+extern const struct hx_vk_pick_api hx__vk_pick_api;
 int hx__vk_op_embed(struct hx_device *dev, const struct hx_op *op, int64_t n_rows);
 int hx__vk_estimate_cost(struct hx_device *dev, const struct hx_op_desc *op, double *us);

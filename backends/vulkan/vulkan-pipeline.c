@@ -76,13 +76,13 @@ uint32_t hx__vk_wg(struct hx_device *dev, enum hx_shader_id id)
     return wg;
 }
 
-static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, int alt, VkPipeline *out)
+/* Create pipeline (id, alt) if it is not there; a failure's VkResult and the call that failed
+ * are returned, the device's error is left alone. */
+static VkResult hx_vk_pipeline_make(struct hx_device *dev, enum hx_shader_id id, int alt,
+                                    const char **what)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
-    if (d->pipes[id][alt]) {
-        *out = d->pipes[id][alt];
-        return HX_OK;
-    }
+    if (d->pipes[id][alt]) return VK_SUCCESS;
     const struct hx_shader *sh = &hx__shaders[id];
     VkShaderModuleCreateInfo mci = {
         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
@@ -91,7 +91,10 @@ static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, int a
     };
     VkShaderModule mod;
     VkResult r = hx__vk_fn.vkCreateShaderModule(d->dev, &mci, NULL, &mod);
-    if (r != VK_SUCCESS) return hx__vk_fail(dev, r, "vkCreateShaderModule");
+    if (r != VK_SUCCESS) {
+        *what = "vkCreateShaderModule";
+        return r;
+    }
     uint32_t wg = hx__vk_wg(dev, id), vals[5];
     memcpy(vals, d->spec[id], sizeof vals);
     vals[0] = wg;
@@ -121,13 +124,45 @@ static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, int a
     hx__vk_fn.vkDestroyShaderModule(d->dev, mod, NULL);
     if (r != VK_SUCCESS) {
         d->pipes[id][alt] = VK_NULL_HANDLE;
-        char what[96];
-        snprintf(what, sizeof what, "vkCreateComputePipelines(%s)", sh->name);
-        return hx__vk_fail(dev, r, what);
+        *what = "vkCreateComputePipelines";
+        return r;
     }
     d->wg[id] = wg;
     HX_LOG_DEBUG("[%s] pipeline %s%s created (workgroup %u)", dev->id, sh->name,
                  alt ? " (1 row)" : "", wg);
+    return VK_SUCCESS;
+}
+
+bool hx__vk_pipeline_try(struct hx_device *dev, enum hx_shader_id id, char *why, size_t n)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    const char *what = "";
+    VkResult r;
+    /* tests: a driver that offers the feature but fails the pipeline */
+    bool inject = d->fail_pipeline[0] &&
+                  !strncmp(hx__shaders[id].name, d->fail_pipeline, strlen(d->fail_pipeline));
+    if (inject) {
+        what = "vkCreateComputePipelines";
+        r = VK_ERROR_INITIALIZATION_FAILED;
+    } else {
+        r = hx_vk_pipeline_make(dev, id, 0, &what);
+    }
+    if (r == VK_SUCCESS) return true;
+    snprintf(why, n, "%s(%s) failed: %s%s", what, hx__shaders[id].name, hx__vk_result_name(r),
+             inject ? " (injected: HX_VK_FAIL_PIPELINE)" : "");
+    return false;
+}
+
+static int hx_vk_pipeline_get(struct hx_device *dev, enum hx_shader_id id, int alt, VkPipeline *out)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    const char *what = "";
+    VkResult r = hx_vk_pipeline_make(dev, id, alt, &what);
+    if (r != VK_SUCCESS) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s(%s)", what, hx__shaders[id].name);
+        return hx__vk_fail(dev, r, msg);
+    }
     *out = d->pipes[id][alt];
     return HX_OK;
 }

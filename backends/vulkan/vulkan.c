@@ -241,6 +241,33 @@ static enum hx_device_kind hx_vk_kind(VkPhysicalDeviceType t)
     }
 }
 
+/* Does pd list a 16 × 16 × 16 cooperative-matrix configuration with f16 A and B, f32 C and
+ * D at subgroup scope (what gemm_coopmat.comp multiplies)? */
+static bool hx_vk_coopmat_nv_16(VkPhysicalDevice pd)
+{
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)hx__vk_fn.vkGetInstanceProcAddr(
+            hx_vk_g.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    uint32_t n = 0;
+    if (!get || get(pd, &n, NULL) != VK_SUCCESS || !n) return false;
+    VkCooperativeMatrixPropertiesNV *cp = hx__calloc(n, sizeof *cp);
+    if (!cp) return false;
+    for (uint32_t i = 0; i < n; i++)
+        cp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    bool found = false;
+    if (get(pd, &n, cp) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++) {
+            const VkCooperativeMatrixPropertiesNV *c = &cp[i];
+            found |= c->MSize == 16 && c->NSize == 16 && c->KSize == 16 &&
+                     c->AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                     c->BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                     c->CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                     c->DType == VK_COMPONENT_TYPE_FLOAT32_NV && c->scope == VK_SCOPE_SUBGROUP_NV;
+        }
+    hx__free(cp);
+    return found;
+}
+
 /* Fill p from pd; returns NULL when usable, else the reason. */
 static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char *buf, size_t n)
 {
@@ -279,6 +306,12 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     VkPhysicalDeviceShaderIntegerDotProductFeatures fdot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
     if (dot_core || p->int_dot_ext) f12.pNext = &fdot;
+    /* cooperative matrices (NV): the feature bit where the extension is offered */
+    p->coopmat_nv_ext = hx_vk_dev_has_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+        .pNext = f12.pNext};
+    if (p->coopmat_nv_ext) f12.pNext = &fcm;
     hx__vk_fn.vkGetPhysicalDeviceFeatures2(pd, &f);
     p->int8 = f12.shaderInt8;
     p->fp16 = f12.shaderFloat16;
@@ -292,6 +325,15 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
         p->int_dot_fast = pdot.integerDotProduct4x8BitPackedSignedAccelerated;
     }
     p->max_wg_invocations = pr->limits.maxComputeWorkGroupInvocations;
+    p->caps = (struct hx_vk_caps){
+        .coopmat_nv = p->coopmat_nv_ext && fcm.cooperativeMatrix,
+        .coopmat_nv_16 = p->coopmat_nv_ext && fcm.cooperativeMatrix && hx_vk_coopmat_nv_16(pd),
+        .fp16 = p->fp16,
+        .memory_model = f12.vulkanMemoryModel,
+        .subgroup_size = sg.subgroupSize,
+        .max_wg_invocations = pr->limits.maxComputeWorkGroupInvocations,
+        .max_shared_bytes = pr->limits.maxComputeSharedMemorySize,
+    };
     VkFormatProperties fp;
     hx__vk_fn.vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_UINT, &fp);
     p->texel_align = HX_MAX(pr->limits.minTexelBufferOffsetAlignment, 16);
@@ -347,12 +389,15 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     info->weight_types = hx__vk_weight_types();
     snprintf(info->description, sizeof info->description,
              "%s, Vulkan %u.%u.%u, driver 0x%x, heaps %s, subgroup %u, int8 %s, fp16 %s, "
-             "int-dot %s, max binding %zu MiB",
+             "int-dot %s, coopmat %s, max binding %zu MiB",
              hx_vk_type_name(pr->deviceType), VK_API_VERSION_MAJOR(pr->apiVersion),
              VK_API_VERSION_MINOR(pr->apiVersion), VK_API_VERSION_PATCH(pr->apiVersion),
              pr->driverVersion, heaps, sg.subgroupSize, p->int8 ? "yes" : "no",
              p->fp16 ? "yes" : "no",
              p->int_dot ? (p->int_dot_fast ? "yes (accelerated)" : "yes (not accelerated)") : "no",
+             p->caps.coopmat_nv_16 ? "NV 16x16x16 f16->f32"
+             : p->caps.coopmat_nv  ? "NV (no 16x16x16 f16->f32)"
+                                   : "no",
              (size_t)(p->max_range >> 20));
 
     if (!f11.storageBuffer16BitAccess) return "lacks storageBuffer16BitAccess";
@@ -500,25 +545,38 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
         .shaderIntegerDotProduct = VK_TRUE,
     };
+    /* cooperative matrices and the Vulkan memory model (gemm_coopmat.comp) where the device
+     * has what that shader needs */
+    const bool coop = p->caps.coopmat_nv && p->caps.memory_model;
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV fcm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+        .pNext = p->int_dot ? &fdot : NULL,
+        .cooperativeMatrix = VK_TRUE,
+    };
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-        .pNext = p->int_dot ? &fdot : NULL,
+        .pNext = coop ? (void *)&fcm : p->int_dot ? (void *)&fdot : NULL,
         .storageBuffer8BitAccess = VK_TRUE,
         .shaderInt8 = p->int8 ? VK_TRUE : VK_FALSE,
         .shaderFloat16 = p->fp16 ? VK_TRUE : VK_FALSE,
+        .vulkanMemoryModel = coop ? VK_TRUE : VK_FALSE,
     };
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
         .pNext = &f12,
         .storageBuffer16BitAccess = VK_TRUE,
     };
-    const char *exts[1] = {VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME};
+    const char *exts[2];
+    uint32_t n_exts = 0;
+    if (p->int_dot && p->int_dot_ext)
+        exts[n_exts++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    if (coop) exts[n_exts++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
         .pNext = &f11,
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &qci,
-        .enabledExtensionCount = p->int_dot && p->int_dot_ext ? 1u : 0u,
+        .enabledExtensionCount = n_exts,
         .ppEnabledExtensionNames = exts,
     };
     VkResult r = hx__vk_fn.vkCreateDevice(p->pd, &dci, NULL, &d->dev);
@@ -619,6 +677,9 @@ static void *hx_vk_get_extension(struct hx_device *dev, const char *name)
     if (strcmp(name, "hx.vk.validation_errors") == 0) return hx__vk_validation_errors();
     /* uint64_t[2]: splits recorded, splits re-submitted from a kept recording */
     if (strcmp(name, "hx.vk.replay") == 0) return hx_vk_ctx(dev)->n_splits;
+    /* the GEMM choice: its pure functions (tests), and this device's (vulkan-pick.h) */
+    if (strcmp(name, "hx.vk.pick") == 0) return (void *)&hx__vk_pick_api;
+    if (strcmp(name, "hx.vk.gemm") == 0) return &hx_vk_ctx(dev)->gemm;
     return NULL;
 }
 
@@ -628,7 +689,10 @@ static void hx_vk_describe(struct hx_device *dev, char *out, size_t len)
     snprintf(out, len, "%s memory, %d shaders embedded, matmul: %s, activations %s%s%s",
              d->uma ? "unified (host-visible, no staging copy)" : "device-local (staged uploads)",
              (int)HX_SHADER_COUNT,
-             d->lane ? "lane-layout GEMV" : "subgroup GEMV (m <= 4) + tiled GEMM",
+             d->lane ? "lane-layout GEMV"
+             : d->gemm.variant == HX_VK_GEMM_COOPMAT_NV
+                 ? "subgroup GEMV (m <= 4) + tiled GEMM (m < 16) + cooperative-matrix GEMM (NV)"
+                 : "subgroup GEMV (m <= 4) + tiled GEMM",
              hx__vk_int8_name(d->int8), hx_vk_g.why[0] ? "; not used: " : "", hx_vk_g.why);
 }
 

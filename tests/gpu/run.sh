@@ -3,8 +3,9 @@
 # backends: build for the GPU found (NVIDIA: nvcc for its compute capability; AMD: hipcc
 # for its gfx target; Vulkan whenever its SDK is there), `engine devices`, test-backend-ops
 # on each GPU backend, `engine diff` on the test models, the kernel benchmark (decode GEMV
-# bandwidth per weight type against the GPU's peak, prefill GEMM), and `engine bench` tg on
-# a Qwen3-0.6B-shaped TQ2_0 model. Every result lands in OUT; the summary ends with
+# bandwidth per weight type against the GPU's peak, prefill GEMM; for Vulkan also which
+# prefill GEMM variant ran and its m = 512 figures against the tiled GEMM forced), and
+# `engine bench` pp512/tg128 on a Qwen3-0.6B-shaped TQ2_0 model. Every result lands in OUT; the summary ends with
 # "N passed, N failed, N skipped". Benchmarks never fail the run; tests do.
 #
 # usage: tests/gpu/run.sh [--backend hip|vulkan|all] [--build-only] [--prebuilt DIR]
@@ -156,12 +157,21 @@ done
 [ ${#GPUB[@]} -eq 0 ] && { say "no GPU backend is usable here"; finish; }
 
 # ---- correctness -------------------------------------------------------------------------------
+# Vulkan's prefill GEMM for m >= 16 (docs/vulkan.md): what the device offers, and (the info
+# log of test-backend-ops, whose matmul cases run m = 64 and 512 for every weight type) which
+# variant each type ran, or why it fell back
+vk_gemm_report() {
+    say "vulkan prefill GEMM: device offers $(grep -o 'coopmat [^,]*' "$OUT/devices.txt" | head -1)"
+    grep -hoE '\] ([A-Z0-9_]+ matmuls with m >= 16 rows: .*|cooperative-matrix GEMM not used: .*|.*use the tiled GEMM)' "$1" \
+        | sed 's/^\] //' | sort -u | head -14 | sed 's/^/    /' | tee -a "$SUMMARY"
+}
 for b in "${GPUB[@]}"; do
     args=(--backend "$b"); [ $FULL = 1 ] && args+=(--full)
     if [ -x "$TBO" ]; then
-        step test-backend-ops-$b 240 "$TBO" "${args[@]}"; rc=$?
+        step test-backend-ops-$b 240 env HX_LOG_LEVEL=info "$TBO" "${args[@]}"; rc=$?
         last=$(tail -1 "$OUT/test-backend-ops-$b.txt")
         [ $rc -eq 0 ] && ok "test-backend-ops --backend $b: $last" || { bad "test-backend-ops --backend $b (exit $rc): $last"; grep '^FAIL' "$OUT/test-backend-ops-$b.txt" | head -10 | tee -a "$SUMMARY"; }
+        [ $b = vulkan ] && vk_gemm_report "$OUT/test-backend-ops-$b.txt"
     else
         skipped "no $TBO"
     fi
@@ -214,6 +224,37 @@ for b in "${GPUB[@]}"; do
         tee -a "$SUMMARY" < "$OUT/bench-kernels-$b.md"
     else
         skipped "kernel benchmark $b did not finish (see $OUT/bench-kernels-$b.txt)"
+    fi
+done
+# Vulkan m = 512: the device's GEMM (cooperative-matrix where offered) against the tiled one
+# forced (HX_VK_GEMM=tiled), same types and shapes, device time
+report_gemm_pair() { # default json, tiled json → markdown
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+def load(f):
+    r = {}
+    for x in json.load(open(f))['results']:
+        if x['m'] >= 16:
+            t = x.get('device_us') or x['median_us']
+            r[(x['type'], x['k'], x['n'], x['m'])] = 2.0 * x['m'] * x['n'] * x['k'] / (t * 1e3)
+    return r
+a, b = load(sys.argv[1]), load(sys.argv[2])
+print('| type | K×N | m | default GFLOP/s | tiled GFLOP/s | ratio |')
+print('|---|---|---|---|---|---|')
+for k in sorted(a):
+    if k in b:
+        print('| %s | %d×%d | %d | %.0f | %.0f | %.2f× |' % (k[0], k[1], k[2], k[3], a[k], b[k], a[k] / b[k]))
+EOF
+}
+for b in "${GPUB[@]}"; do
+    [ $b = vulkan ] && [ $QUICK = 0 ] && [ -f "$OUT/bench-kernels-vulkan.json" ] || continue
+    if STEP_OUT=1 step bench-gemm-tiled-vulkan 120 env HX_VK_GEMM=tiled "$E" bench --kernels --backend vulkan --types $types --shapes $shapes -m 512 -r 5 -o json; then
+        mv "$OUT/bench-gemm-tiled-vulkan.out" "$OUT/bench-gemm-tiled-vulkan.json"
+        report_gemm_pair "$OUT/bench-kernels-vulkan.json" "$OUT/bench-gemm-tiled-vulkan.json" > "$OUT/bench-gemm-vulkan.md" 2>&1
+        ok "vulkan prefill GEMM m = 512, the device's variant against the tiled one (device time):"
+        tee -a "$SUMMARY" < "$OUT/bench-gemm-vulkan.md"
+    else
+        skipped "vulkan tiled GEMM benchmark did not finish (see $OUT/bench-gemm-tiled-vulkan.txt)"
     fi
 done
 VOCAB=${DATA:+$DATA/vocab/ggml-vocab-qwen2.gguf}

@@ -1,0 +1,69 @@
+/*
+ * vulkan-pick.h — the Vulkan backend's choice of matmul kernel as pure functions of plain
+ * capability structs (no Vulkan types), so that tests/test-vulkan.c can drive every branch
+ * with synthetic devices. The backend hands the functions out through get_extension
+ * "hx.vk.pick" (struct hx_vk_pick_api) and what it chose for its device through
+ * "hx.vk.gemm" (struct hx_vk_gemm_state). Implemented in vulkan-gemm.c.
+ *
+ * Prefill GEMM variants, best first (docs/vulkan.md):
+ *   HX_VK_GEMM_COOPMAT_NV  gemm_coopmat.comp on VK_NV_cooperative_matrix, m ≥ 16 rows
+ *   HX_VK_GEMM_TILED       gemm.comp, f32 shared-memory tiles, everywhere else
+ *   HX_VK_GEMM_COOPMAT_EMU the same shader with the fragment operations emulated: tests only
+ *                          (HX_VK_GEMM=coopmat-emu), so lavapipe runs the rest of its code
+ * A VK_KHR_cooperative_matrix variant (RADV on RDNA3+, Intel) would slot in above the NV
+ * one: a caps flag, a shader, an enum value and a branch in hx__vk_gemm_choose.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum hx_vk_gemm { HX_VK_GEMM_TILED, HX_VK_GEMM_COOPMAT_NV, HX_VK_GEMM_COOPMAT_EMU };
+
+/* What one m-row matmul runs (hx__vk_mm_kernel). */
+enum hx_vk_mm_kernel {
+    HX_VK_MM_LANE,
+    HX_VK_MM_MMV,
+    HX_VK_MM_TILED,
+    HX_VK_MM_COOPMAT_NV,
+    HX_VK_MM_COOPMAT_EMU
+};
+
+#define HX_VK_COOPMAT_MIN_M 16      /* rows from which a cooperative-matrix GEMM is used */
+#define HX_VK_COOPMAT_SHARED 22528u /* bytes of shared memory gemm_coopmat.comp declares */
+
+/* The device facts the GEMM choice depends on. */
+struct hx_vk_caps {
+    bool coopmat_nv;    /* VK_NV_cooperative_matrix with its cooperativeMatrix feature */
+    bool coopmat_nv_16; /* ... lists 16 × 16 × 16, f16 A, B, f32 C, D, subgroup scope */
+    bool fp16;          /* shaderFloat16 (f16 arithmetic in shaders) */
+    bool memory_model;  /* vulkanMemoryModel (the NV shader is in the Vulkan memory model) */
+    uint32_t subgroup_size;
+    uint32_t max_wg_invocations;
+    uint32_t max_shared_bytes; /* maxComputeSharedMemorySize */
+};
+
+/* The GEMM variant for m ≥ HX_VK_COOPMAT_MIN_M on a device with caps c under the knob
+ * HX_VK_GEMM (auto, coopmat, tiled, or coopmat-emu for tests). Returns the variant, or -1
+ * for a bad knob. When a cooperative-matrix variant is asked for (coopmat, coopmat-emu) or
+ * offered by the device (auto) but not taken, why (n bytes) gets the reason; else "". */
+int hx__vk_gemm_choose(const struct hx_vk_caps *c, const char *knob, char *why, size_t n);
+
+/* The kernel for a matmul of m activation rows: the lane-layout GEMV on CPU-type devices,
+ * the subgroup GEMV for m ≤ 4, else the device's GEMM variant (tiled below
+ * HX_VK_COOPMAT_MIN_M rows or for F32 weights, whose f32 activations the float numerics
+ * model promises unrounded; f32_weights says the weight is F32). */
+int hx__vk_mm_kernel(bool lane, int gemm, bool f32_weights, int64_t m);
+
+struct hx_vk_pick_api {
+    int (*gemm_choose)(const struct hx_vk_caps *c, const char *knob, char *why, size_t n);
+    int (*mm_kernel)(bool lane, int gemm, bool f32_weights, int64_t m);
+};
+
+/* The device's choice ("hx.vk.gemm"): the variant in use and, when a cooperative-matrix
+ * variant was wanted but not taken (or its pipeline failed for a weight type), why. */
+struct hx_vk_gemm_state {
+    int variant; /* enum hx_vk_gemm */
+    char why[192];
+};
