@@ -175,6 +175,18 @@ static int check_matmul(enum hx_dtype t, int64_t m, int64_t k, int64_t n, int th
     return bad;
 }
 
+/* Select a kernel path through the environment (HX_CPU_ISA, HX_CPU_REPACK); false when this
+ * CPU lacks the ISA (the path is not run). */
+static bool use_path(const char *isa, const char *repack)
+{
+    if (!strcmp(isa, "avx512") ? !__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")
+        : !strcmp(isa, "avx2") ? !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") : false)
+        return false;
+    setenv("HX_CPU_ISA", isa, 1);
+    setenv("HX_CPU_REPACK", repack, 1);
+    return true;
+}
+
 static void matmul_all_types(const char *isa)
 {
     setenv("HX_CPU_ISA", isa, 1);
@@ -221,12 +233,8 @@ TEST(i2_s_equals_tq2_0)
     w_ternary = 1;
     for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
         const char *isa = paths[pi].isa;
-        if (!strcmp(isa, "avx512") ? !__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")
-            : !strcmp(isa, "avx2") ? !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") : false)
-            continue;
+        if (!use_path(isa, paths[pi].repack)) continue;
         ran++;
-        setenv("HX_CPU_ISA", isa, 1);
-        setenv("HX_CPU_REPACK", paths[pi].repack, 1);
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
                 const int64_t k = shapes[si][0], n = shapes[si][1], m = ms[mi];
@@ -341,12 +349,8 @@ TEST(i2_s_fused_parts)
     int ran = 0;
     for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
         const char *isa = paths[pi].isa;
-        if (!strcmp(isa, "avx512") ? !__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512bw")
-            : !strcmp(isa, "avx2") ? !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") : false)
-            continue;
+        if (!use_path(isa, paths[pi].repack)) continue;
         ran++;
-        setenv("HX_CPU_ISA", isa, 1);
-        setenv("HX_CPU_REPACK", paths[pi].repack, 1);
         for (size_t li = 0; li < 2; li++) {
             const int64_t *rows = layouts[li], n = rows[0] + rows[1] + rows[2];
             if (li == 1 && !strcmp(isa, "avx512") && !strcmp(paths[pi].repack, "1")) continue;
