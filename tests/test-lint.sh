@@ -59,6 +59,8 @@ cat >"$tmp/backends/x/bad.c" <<'EOF'
 int hx__bad(void)
 {
     char *p = malloc(4);
+    free(p); /* lint: allow (a library's own allocation) */
+    free(p); /* lint: allow () */
     return p != NULL;
 }
 EOF
@@ -67,6 +69,8 @@ out=$(bash "$tmp/scripts/lint.sh" --no-build 2>&1)
 rc=$?
 check "banned call fails the run" '[ $rc -ne 0 ]'
 check "banned call named with file and line" 'grep -q "backends/x/bad.c:5: char \*p = malloc(4);" <<<"$out"'
+check "a line saying why with lint: allow is exempt" '! grep -q "backends/x/bad.c:6:" <<<"$out"'
+check "  but not without a reason" 'grep -q "backends/x/bad.c:7:" <<<"$out"'
 check "comments and strings are not calls" '! grep -q "core/good.c" <<<"$out"'
 check "core/alloc.c is exempt" '! grep -q "core/alloc.c" <<<"$out"'
 check "app/ may print" '! grep -q "app/main.c" <<<"$out"'

@@ -160,7 +160,7 @@ static bool hx_hip_rtc_expr(const char *mangled, char *out, size_t len)
         depth += s[n] == '<' ? 1 : s[n] == '>' ? -1 : 0;
     const bool ok = n > 0 && n < len;
     if (ok) snprintf(out, len, "%.*s", (int)n, s);
-    free(d); /* __cxa_demangle's own allocation */
+    free(d); /* lint: allow (__cxa_demangle's own malloc: given back with free) */
     return ok;
 }
 
@@ -253,7 +253,7 @@ static int hx_hip_rtc_compile(const char *target, const char *out, char *err, si
                      hx_hiprtc.error_string(r));
             st = HX_E_DEVICE;
         } else {
-            fprintf(m, "%s %s\n", hx_hip_rtc_k[i].name, low);
+            fputs(hx_hip_rtc_k[i].name, m), fputc(' ', m), fputs(low, m), fputc('\n', m);
         }
     }
     if (m && fclose(m) != 0 && st == HX_OK) {
