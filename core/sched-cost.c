@@ -7,7 +7,8 @@
  * device's profile, sched-auto.c); the nearest measured batch size of the same op scaled by
  * rows and output columns; the backend's estimate_cost; else unknown (-1, costed as 0). A
  * split costs one launch plus each node's time net of its launch; a group, its slowest
- * device's parts plus the worker hand-off when more than one synchronous device takes part; a
+ * device's parts (the devices on the host's cores counted as one, the sum of theirs) plus the
+ * worker hand-off when more than one synchronous device takes part; a
  * move, each non-host end's latency plus bytes × per-byte cost. Only auto measures profiles
  * (s->have_costs); without them `engine plan` shows no predictions.
  */
@@ -69,10 +70,18 @@ double hx__split_us(const struct hx_sched *s, const struct hx_graph *g, int64_t 
     return t;
 }
 
+/* Does device d compute on the host's own cores (the host, a CPU-type device such as ref or
+ * lavapipe, a simulator such as npu-sim)? Each was profiled with the cores to itself. */
+static bool hx__host_cores(const struct hx_sched *s, int d)
+{
+    const struct hx_device_info *in = &s->dev[d].dev->info;
+    return d == s->host || in->kind == HX_DEVICE_CPU || in->simulated;
+}
+
 double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, int64_t i, const int *devs,
                     int n_dev)
 {
-    double t = 0;
+    double t = 0, t_host = 0;
     int n_sync = 0;
     for (int u = 0; u < n_dev; u++) n_sync += !hx__dev_async(s->dev[devs[u]].dev);
     for (int u = 0; u < n_dev; u++) {
@@ -80,7 +89,13 @@ double hx__group_us(const struct hx_sched *s, const struct hx_graph *g, int64_t 
         for (int64_t k = i; k < i + g->nodes[i].n_parts; k++)
             if (s->assign[k] == devs[u])
                 tu += HX_MAX(hx__node_us(s, devs[u], &g->nodes[k]) - launch, 0.0);
-        t = HX_MAX(t, tu);
+        /* devices on the host's cores share them: their parts take about the sum of their
+         * times, not the slowest one's (a tensor-split of cpu and npu-sim on 2 cores ran at
+         * half cpu_only's prefill where the slowest part predicted 1.7x faster) */
+        if (hx__host_cores(s, devs[u]))
+            t_host += tu;
+        else
+            t = HX_MAX(t, tu);
     }
-    return t + (n_sync > 1 ? s->handoff_us : 0);
+    return HX_MAX(t, t_host) + (n_sync > 1 ? s->handoff_us : 0);
 }

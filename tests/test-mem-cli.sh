@@ -134,6 +134,18 @@ out=$(HX_PROFILE_DIR=$P "$E" plan -m "$S" --policy auto:cpu,ref --mem host=$hc 2
   && [ "$(echo "$out" | grep -c '^phase .*rule single:cpu;')" -eq 2 ] \
   && ok "  under --mem host=$hc they do not fit together: decode's single:cpu for both" \
   || bad "auto's phases under a host cap (exit $rc): $out"
+# auto's cost model: devices on the host's cores (cpu, ref) share them, so a tensor-split of
+# the two is predicted no faster than one of them alone (each op 1000 us on both, one 1 us:
+# the launch cost is the fastest op's)
+for f in "$P"/profile-ref-*.txt "$P"/profile-cpu-*.txt; do
+  awk '$1 == "op" { $8 = n++ ? 1000 : 1 } { print }' "$f" > "$f.new" && mv "$f.new" "$f"
+done
+out=$(HX_PROFILE_DIR=$P "$E" plan -m "$S" --policy auto:cpu,ref 2>&1)
+one=$(echo "$out" | sed -n 's/^  auto (prefill at .*): chose single:[a-z]*, predicted \([0-9.]*\) us.*/\1/p')
+ts=$(echo "$out" | sed -n 's/^    rejected tensor-split:[^ ]* *predicted \([0-9.]*\) us.*/\1/p' | head -1)
+[ -n "$one" ] && [ -n "$ts" ] && awk -v a="$ts" -v b="$one" 'BEGIN { exit !(a >= b) }' \
+  && ok "  cpu and ref share the host's cores: tensor-split predicted $ts us >= single's $one us" \
+  || bad "tensor-split of host-core devices predicted faster than one alone ($ts vs $one): $out"
 expect "--mem host alone caps the host device too" 1 "share host memory|does not fit" \
   "$E" run -m "$S" -p hi -n 1 --mem host=64K
 finish
