@@ -39,11 +39,17 @@ else
   skip "no Vulkan device (lavapipe): its plans are not checked"
 fi
 have npu-sim && plans+=("--backend npu-sim" "--policy gemm-offload:npu-sim")
+# Under the sanitizers (CI's second run) each plan runs only engine diff on the padded model,
+# which reads every part on the plan's devices and on ref: the tokens against the unpadded
+# model are the Release run's (151936-token heads make each run slow under ASan).
+sanitized && na "padded vs unpadded tokens: left to the Release run under the sanitizers"
 for p in "${plans[@]}"; do
-  # shellcheck disable=SC2086
-  a=$(ids "$T/a.gguf" $p) b=$(ids "$T/p.gguf" $p)
-  [ -n "$a" ] && [ "$a" = "$b" ] && ok "$p: the padded model generates the unpadded one's tokens" ||
-    bad "$p: ids '$b' (padded) vs '$a'"
+  if ! sanitized; then
+    # shellcheck disable=SC2086
+    a=$(ids "$T/a.gguf" $p) b=$(ids "$T/p.gguf" $p)
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok "$p: the padded model generates the unpadded one's tokens" ||
+      bad "$p: ids '$b' (padded) vs '$a'"
+  fi
   # shellcheck disable=SC2086
   "$E" diff -m "$T/p.gguf" $p -n 8 "${C[@]}" > "$T/diff" 2>&1; rc=$?
   [ $rc -eq 0 ] && ok "  engine diff passes on the padded model" ||
