@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-
 #define HX_G_INF 0x3fffffffu
 #define HX_G_MAX_STACKS 1024 /* stacks kept per state (more: the rest dropped, see below) */
 #define HX_G_MAX_ELEMS (1u << 22)

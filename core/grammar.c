@@ -169,7 +169,6 @@ static int hx_g_table(const struct hx_model *m, const struct hx__tok_table **out
 
 /* ---- stack sets --------------------------------------------------------------------------- */
 
-
 static void hx_g_set_clear(struct hx_g_set *s)
 {
     s->n = s->n_data = 0;
