@@ -137,10 +137,10 @@ struct env_cfg {
         if ((s = getenv("HX_HIP_EMU_FAIL_MALLOC")) && *s) fail_malloc = atol(s);
         if ((s = getenv("HX_HIP_EMU_FAIL_LAUNCH")) && *s) fail_launch = atol(s);
         if ((s = getenv("HX_HIP_EMU_FAIL_GRAPH")) && *s)
-            fail_graph = !strcmp(s, "capture")                     ? GRAPH_FAIL_CAPTURE
+            fail_graph = !strcmp(s, "capture")                    ? GRAPH_FAIL_CAPTURE
                          : !strcmp(s, "instantiate") || *s == '1' ? GRAPH_FAIL_INSTANTIATE
-                         : !strcmp(s, "launch")                    ? GRAPH_FAIL_LAUNCH
-                                                                   : GRAPH_OK;
+                         : !strcmp(s, "launch")                   ? GRAPH_FAIL_LAUNCH
+                                                                  : GRAPH_OK;
     }
 };
 std::mutex g_cfg_mu;
@@ -769,8 +769,10 @@ const char *hipGetErrorString(hipError_t e)
     case hipErrorLaunchFailure: return g_msg[0] ? g_msg : "unspecified launch failure";
     case hipErrorNotSupported:
         return "operation not supported (HX_HIP_EMU_FAIL_GRAPH injects this for graphs)";
-    case hipErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
-    case hipErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case hipErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case hipErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
     }
     return "unknown error";
 }

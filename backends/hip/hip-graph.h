@@ -111,7 +111,9 @@ static void hx_hip_graphs_free(struct hx_hip_dev *d)
                    d->idx, (unsigned long long)g->n.splits, (unsigned long long)g->n.graph_splits,
                    (unsigned long long)g->n.kernels, (unsigned long long)g->n.graph_launches,
                    (unsigned long long)g->n.copies, (unsigned long long)g->n.captures,
-                   g->mode == 2 ? "eager" : g->mode ? "on" : "off");
+                   g->mode == 2 ? "eager"
+                   : g->mode    ? "on"
+                                : "off");
     if (g->kbuf) hx_hip_h.free_fn(g->kbuf);
     hx_hip_h.free_fn(g);
     d->graphs = NULL;
@@ -124,8 +126,10 @@ static void hx_hip_graphs_off(struct hx_hip_dev *d, const char *why)
     hx_hip_graphs_clear(d);
     g->mode = 0;
     if (!g->warned)
-        hx_hip_log(HX_LOG_LEVEL_WARN, "hip: device %d: graph launch failed, direct launches from "
-                   "now on: %s", d->idx, why);
+        hx_hip_log(HX_LOG_LEVEL_WARN,
+                   "hip: device %d: graph launch failed, direct launches from "
+                   "now on: %s",
+                   d->idx, why);
     g->warned = true;
 }
 
@@ -197,7 +201,7 @@ static bool hx_hip_graph_key(struct hx_hip_dev *d, const struct hx_split *sp,
             break;
         default: break;
         }
-        const struct hx_tensor_ref *t[6] = {&op->src[0], &op->src[1], &op->src[2],
+        const struct hx_tensor_ref *t[6] = {&op->src[0], &op->src[1],  &op->src[2],
                                             &op->dst,    &op->k_cache, &op->v_cache};
         for (int j = 0; j < 6; j++) {
             const bool has = t[j]->buf && t[j]->buf->ctx;

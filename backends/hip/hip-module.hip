@@ -47,7 +47,7 @@ struct hx_hip_dev {
     bool timing_open; /* ev_start recorded, not yet read by synchronize */
     void *scratch;    /* row metadata + int8 activations */
     size_t scratch_bytes;
-    int32_t *meta;    /* host: the row metadata, written to scratch with one copy */
+    int32_t *meta; /* host: the row metadata, written to scratch with one copy */
     size_t meta_bytes;
     struct hx_hip_graphs *graphs; /* hip-graph.h: captured decode splits, host-call counters */
     void *stage[2]; /* pinned upload buffers (NULL: upload from pageable memory) */
@@ -1181,8 +1181,7 @@ static int hx_hip_run(void *mdev, const struct hx_split *sp, char *err, size_t l
     hx_hip_rtc_cur = d->rtc; /* hx_hip_launch's code object on this thread */
 #endif
     struct hx_hip_ctx c = {d, NULL, NULL, NULL, NULL, NULL, 0, -1, 0};
-    for (int64_t r = 0; sp->pos && r < sp->n_rows; r++)
-        c.pos_max = HX_MAX(c.pos_max, sp->pos[r]);
+    for (int64_t r = 0; sp->pos && r < sp->n_rows; r++) c.pos_max = HX_MAX(c.pos_max, sp->pos[r]);
     const bool graph = hx_hip_graph_wanted(d, sp);
     /* (the batch-size limit of the split attention is per op: hx_hip_op_chunks) */
     c.attn_chunks = graph ? hx_hip_graph_chunks(c.pos_max) : hx_hip_attn_chunks(1, c.pos_max);
