@@ -1261,9 +1261,13 @@ static void hx_hip_describe(void *mdev, char *out, size_t len)
     HX_HIP_IGNORE(hipSetDevice(d->idx));
     hx_hip_version(ver, sizeof ver);
     if (hipMemGetInfo(&fr, &tot) != hipSuccess) HX_HIP_IGNORE(hipGetLastError());
-    snprintf(out, len, "%s, %s, %.1f of %.1f GiB free, %s uploads", ver, d->code,
+    const int gm = d->graphs ? d->graphs->mode : 0;
+    snprintf(out, len, "%s, %s, %.1f of %.1f GiB free, %s uploads, decode graphs %s", ver, d->code,
              (double)fr / 1073741824.0, (double)tot / 1073741824.0,
-             d->stage[0] ? "pinned double-buffered" : "pageable");
+             d->stage[0] ? "pinned double-buffered" : "pageable",
+             gm == 2 ? "eager"
+             : gm    ? "on"
+                     : "off (HX_HIP_GRAPH=0 or a graph failure)");
 }
 
 static const struct hx_hip_module_ops hx_hip_module = {
