@@ -219,7 +219,7 @@ if [ -n "$D" ] && [ -d "$D" ]; then
         grun() { # n, env...: prints "TOKENS|kernels graph_launches copies|warnings"
             local n=$1 out; shift
             out=$(env HX_LOG_LEVEL=info "$@" "$E" run -m "$M" -p "Once upon a time" -n "$n" --temp 0 --ids --backend hip 2>&1)
-            echo "$(echo "$out" | grep -E '^[0-9 ]+$' | xargs)|$(echo "$out" | sed -n 's/.*host calls: \([0-9]*\) kernel launches, \([0-9]*\) graph launches, \([0-9]*\) copies.*/\1 \2 \3/p')|$(echo "$out" | grep -c 'graph launch failed, direct launches from now on')"
+            echo "$(echo "$out" | grep -E '^[0-9 ]+$' | xargs)|$(echo "$out" | sed -n 's/.*host calls: \([0-9]*\) kernel launches, \([0-9]*\) graph launches, \([0-9]*\) copies.*/\1 \2 \3/p')|$(echo "$out" | grep -c 'decode graph failed, direct launches from now on')"
         }
         pertok() { # the grun lines at -n 12 and -n 4 → "kernels graph_launches copies" per token
             local a=($(echo "$1" | cut -d'|' -f2)) b=($(echo "$2" | cut -d'|' -f2))

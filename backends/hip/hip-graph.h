@@ -127,9 +127,8 @@ static void hx_hip_graphs_off(struct hx_hip_dev *d, const char *why)
     g->mode = 0;
     if (!g->warned)
         hx_hip_log(HX_LOG_LEVEL_WARN,
-                   "hip: device %d: graph launch failed, direct launches from "
-                   "now on: %s",
-                   d->idx, why);
+                   "hip: device %d: decode graph failed, direct launches from now on: %s", d->idx,
+                   why);
     g->warned = true;
 }
 

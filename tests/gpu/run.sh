@@ -301,7 +301,7 @@ for b in "${GPUB[@]}"; do
     else
         bad "hip graphs: tokens with graphs '$(tok graph-on-12)', HX_HIP_GRAPH=0 '$(tok graph-off-12)'"
     fi
-    grep -h 'graph launch failed' "$OUT"/graph-on-*.txt | head -1 | sed 's/^/    /' | tee -a "$SUMMARY"
+    grep -h 'decode graph failed' "$OUT"/graph-on-*.txt | head -1 | sed 's/^/    /' | tee -a "$SUMMARY"
     for mode in on off; do
         a=($(graph_calls graph-$mode-12)) c=($(graph_calls graph-$mode-4))
         if [ ${#a[@]} -eq 3 ] && [ ${#c[@]} -eq 3 ]; then
