@@ -213,6 +213,42 @@ if [ -n "$D" ] && [ -d "$D" ]; then
         got=$(HX_HIP_EMU_FAIL_LAUNCH=40 "$E" run -m "$M" -p Once -n 4 --temp 0 --ids --backend hip --fallback cpu 2>/dev/null | xargs)
         [ -n "$got" ] && [ "$got" = "$want" ] && ok "kernel launch failure with --fallback cpu: the cpu's tokens ($got)" \
             || bad "launch failure with --fallback cpu: '$got', cpu '$want'"
+        # decode as one graph launch (hip-graph.h): the same tokens as direct launches, one graph
+        # launch and one copy per token once captured, and a failing graph falls back to direct
+        # launches with one warning. Host calls per token: the counters of -n 12 minus -n 4.
+        grun() { # n, env...: prints "TOKENS|kernels graph_launches copies|warnings"
+            local n=$1 out; shift
+            out=$(env HX_LOG_LEVEL=info "$@" "$E" run -m "$M" -p "Once upon a time" -n "$n" --temp 0 --ids --backend hip 2>&1)
+            echo "$(echo "$out" | grep -E '^[0-9 ]+$' | xargs)|$(echo "$out" | sed -n 's/.*host calls: \([0-9]*\) kernel launches, \([0-9]*\) graph launches, \([0-9]*\) copies.*/\1 \2 \3/p')|$(echo "$out" | grep -c 'decode graph failed, direct launches from now on')"
+        }
+        pertok() { # the grun lines at -n 12 and -n 4 → "kernels graph_launches copies" per token
+            local a=($(echo "$1" | cut -d'|' -f2)) b=($(echo "$2" | cut -d'|' -f2))
+            [ ${#a[@]} -eq 3 ] && [ ${#b[@]} -eq 3 ] || { echo "? ? ?"; return; }
+            echo "$(( (a[0] - b[0]) / 8 )) $(( (a[1] - b[1]) / 8 )) $(( (a[2] - b[2]) / 8 ))"
+        }
+        g12=$(grun 12) g4=$(grun 4) d12=$(grun 12 HX_HIP_GRAPH=0) d4=$(grun 4 HX_HIP_GRAPH=0)
+        IFS='|' read -r gt gc gw <<< "$g12"; IFS='|' read -r dt dc dw <<< "$d12"
+        gp=$(pertok "$g12" "$g4") dp=$(pertok "$d12" "$d4")
+        read -r gk gg gcp <<< "$gp"; read -r dk dg dcp <<< "$dp"
+        if [ -n "$gt" ] && [ "$gt" = "$dt" ] && [ "$gw" = 0 ]; then ok "graphs: greedy tokens with graphs = HX_HIP_GRAPH=0 ($gt)"
+        else bad "graphs: tokens with graphs '$gt' (warnings $gw), HX_HIP_GRAPH=0 '$dt'"; fi
+        if [ "$gk" = 0 ] && [ "$gg" = 1 ] && [ "$gcp" = 1 ] && [ "$dg" = 0 ] && [ "$dcp" = 1 ] && [ "${dk:-0}" -gt 10 ] 2>/dev/null; then
+            ok "graphs: host calls per decode token: $((dk + dcp)) direct ($dk kernel launches + $dcp copy) -> $((gg + gcp)) ($gg graph launch + $gcp copy)"
+        else bad "graphs: host calls per token: graphs '$gp', HX_HIP_GRAPH=0 '$dp' (kernels, graph launches, copies)"; fi
+        for f in instantiate launch; do
+            IFS='|' read -r ft fc fw <<< "$(grun 12 HX_HIP_EMU_FAIL_GRAPH=$f)"
+            set -- $fc
+            if [ "$ft" = "$dt" ] && [ "$fw" = 1 ] && [ "${2:-x}" = 0 ]; then ok "graphs: HX_HIP_EMU_FAIL_GRAPH=$f: one warning, direct launches, the same tokens"
+            else bad "graphs: HX_HIP_EMU_FAIL_GRAPH=$f: tokens '$ft' (want '$dt'), warnings $fw, counters '$fc'"; fi
+        done
+        # every graph-sized attention and RoPE case captured at first sight and replayed
+        if [ -x "$tbo" ]; then
+            out=$(HX_HIP_GRAPH=eager HX_LOG_LEVEL=info "$tbo" --backend hip --op attn,rope --m 1,7 -q 2>&1); rc=$?
+            n=$(echo "$out" | sed -n 's/.*(\([0-9]*\) as graphs).*/\1/p')
+            last=$(echo "$out" | tail -1)
+            if [ $rc -eq 0 ] && [ "${n:-0}" -gt 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed'; then ok "test-backend-ops --op attn,rope --m 1,7 with HX_HIP_GRAPH=eager: $last, $n splits as graphs"
+            else bad "test-backend-ops with HX_HIP_GRAPH=eager, exit $rc, $n graphs: $last"; fi
+        fi
         # the emulated GPU has its own memory (not "unified"): no share of the host's probe
         share() { "$E" bench -m "$M" -b "$1" -p 0 -n 4 -r 5 --bw-gbs 20 2>/dev/null | awk -F'|' '/ tg4 /{gsub(/ /, "", $15); print $15}'; }
         sh=$(share hip) sc=$(share cpu)

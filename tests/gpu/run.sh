@@ -5,7 +5,8 @@
 # on each GPU backend, `engine diff` on the test models, the kernel benchmark (decode GEMV
 # bandwidth per weight type against the GPU's peak, prefill GEMM; for Vulkan also which
 # prefill GEMM variant ran and its m = 512 figures against the tiled GEMM forced), and
-# `engine bench` pp512/tg128 on a Qwen3-0.6B-shaped TQ2_0 model. Every result lands in OUT; the summary ends with
+# `engine bench` pp512/tg128 on a Qwen3-0.6B-shaped TQ2_0 model, and for HIP the host calls
+# per decode token and tg128 with and without graphs. Every result lands in OUT; the summary ends with
 # "N passed, N failed, N skipped". Benchmarks never fail the run; tests do.
 #
 # usage: tests/gpu/run.sh [--backend hip|vulkan|all] [--build-only] [--prebuilt DIR]
@@ -275,4 +276,47 @@ elif [ -n "$VOCAB" ] && [ -f "$VOCAB" ]; then
 else
     skipped "bench tg: no vocabulary file for mkmodel (--data DIR with vocab/ggml-vocab-qwen2.gguf)"
 fi
+# HIP decode as one graph (docs/hip.md "Graphs"): the same greedy tokens with and without
+# graphs, host calls per decode token from the module's counters (-n 12 minus -n 4, over 8
+# tokens), and tg128 with graphs off (HX_HIP_GRAPH=0) next to the tg above (graphs on)
+graph_run() { # NAME MODEL N ENV...: engine run, its counters in OUT/NAME.txt
+    local name=$1 m=$2 n=$3; shift 3
+    step "$name" 60 env HX_LOG_LEVEL=info "$@" "$E" run -m "$m" -p "Once upon a time" -n "$n" --temp 0 --ids --backend hip
+}
+graph_calls() { # NAME → "kernels graph_launches copies"
+    sed -n 's/.*host calls: \([0-9]*\) kernel launches, \([0-9]*\) graph launches, \([0-9]*\) copies.*/\1 \2 \3/p' "$OUT/$1.txt" | tail -1
+}
+for b in "${GPUB[@]}"; do
+    [ $b = hip ] || continue
+    GM=$QM
+    [ -f "$GM" ] || GM=${DATA:+$DATA/qwen3/qwen3-tern-tq2_0.gguf}
+    if [ -z "$GM" ] || [ ! -f "$GM" ]; then skipped "hip graphs: no model"; continue; fi
+    for mode in on off; do
+        env=(HX_HIP_GRAPH=1); [ $mode = off ] && env=(HX_HIP_GRAPH=0)
+        graph_run graph-$mode-12 "$GM" 12 "${env[@]}"; graph_run graph-$mode-4 "$GM" 4 "${env[@]}"
+    done
+    tok() { grep -E '^[0-9 ]+$' "$OUT/$1.txt" | xargs; }
+    if [ -n "$(tok graph-on-12)" ] && [ "$(tok graph-on-12)" = "$(tok graph-off-12)" ]; then
+        ok "hip graphs: greedy tokens with graphs = HX_HIP_GRAPH=0 on $(basename "$GM") ($(tok graph-on-12))"
+    else
+        bad "hip graphs: tokens with graphs '$(tok graph-on-12)', HX_HIP_GRAPH=0 '$(tok graph-off-12)'"
+    fi
+    grep -h 'decode graph failed' "$OUT"/graph-on-*.txt | head -1 | sed 's/^/    /' | tee -a "$SUMMARY"
+    for mode in on off; do
+        a=($(graph_calls graph-$mode-12)) c=($(graph_calls graph-$mode-4))
+        if [ ${#a[@]} -eq 3 ] && [ ${#c[@]} -eq 3 ]; then
+            say "info hip host calls per decode token, graphs $mode: $(( (a[0] - c[0]) / 8 )) kernel launches, $(( (a[1] - c[1]) / 8 )) graph launches, $(( (a[2] - c[2]) / 8 )) copies"
+        else
+            skipped "hip host calls, graphs $mode: no counters (see $OUT/graph-$mode-12.txt)"
+        fi
+    done
+    if [ $QUICK = 0 ] && [ -f "$QM" ]; then
+        if step bench-tg-hip-nograph 120 env HX_HIP_GRAPH=0 "$E" bench -m "$QM" -b hip -p 0 -n 128 -r 3; then
+            ok "engine bench -b hip with HX_HIP_GRAPH=0 (graphs off; the tg above has them on):"
+            grep -E '^\|' "$OUT/bench-tg-hip-nograph.txt" | tee -a "$SUMMARY"
+        else
+            skipped "engine bench with HX_HIP_GRAPH=0 did not finish (see $OUT/bench-tg-hip-nograph.txt)"
+        fi
+    fi
+done
 finish
