@@ -172,7 +172,7 @@ if [ -x "$tbo" ]; then
     else bad "test-backend-ops --backend hip (emulated), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
     # the GEMVs cut K into slices when the grid is small for the GPU (hip-gemv.h); the
     # emulator has one multiprocessor, so few shapes are cut: plan for an H100's 132
-    out=$(HX_HIP_GEMV_SM=132 "$tbo" --backend hip --op matmul --m 1 --type TQ2_0,I2_S,Q4_K,BF16 -q 2>&1); rc=$?
+    out=$(HX_HIP_GEMV_SM=132 "$tbo" --backend hip --op matmul --m 1 --type TQ2_0,I2_S,TQ1_0,Q4_K,BF16 -q 2>&1); rc=$?
     last=$(echo "$out" | tail -1)
     if [ $rc -eq 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed'; then ok "test-backend-ops matmul, split K planned for 132 SMs (emulated): $last"
     else bad "test-backend-ops matmul, split K planned for 132 SMs (emulated), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi

@@ -74,13 +74,20 @@ struct hx_hip_act {
     int n;
 };
 
+/* Activation row c of a (rows past a.n read the last one: hx_hip_vdot computes every row of
+ * its template NC without a branch, so the loads of one part are the same for all weight rows
+ * a GEMV computes together and the compiler merges them; those rows' sums are not written). */
+static __device__ __forceinline__ const int8_t *hx_hip_aq(const hx_hip_act &a, int c)
+{
+    return a.q + HX_MIN(c, a.n - 1) * a.K;
+}
 static __device__ __forceinline__ int2 hx_hip_a8(const hx_hip_act &a, int c, int64_t el)
 {
-    return *(const int2 *)(a.q + c * a.K + el);
+    return *(const int2 *)(hx_hip_aq(a, c) + el);
 }
 static __device__ __forceinline__ float2 hx_hip_ad(const hx_hip_act &a, int c, int64_t ab)
 {
-    return a.d[c * (a.K / 32) + ab];
+    return a.d[HX_MIN(c, a.n - 1) * (a.K / 32) + ab];
 }
 static __device__ __forceinline__ int hx_hip_dot8(int w0, int w1, int2 a)
 {
@@ -112,9 +119,8 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         const float dw = hx_hip_ldh(b);
         const int w0 = hx_hip_ld32(b + 2 + 8 * p), w1 = hx_hip_ld32(b + 6 + 8 * p);
         for (int c = 0; c < NC; c++)
-            if (c < a.n)
-                acc[c] += dw * hx_hip_ad(a, c, ab0).x *
-                          (float)hx_hip_dot8(w0, w1, hx_hip_a8(a, c, e0 + 8 * p));
+            acc[c] += dw * hx_hip_ad(a, c, ab0).x *
+                      (float)hx_hip_dot8(w0, w1, hx_hip_a8(a, c, e0 + 8 * p));
     } else if constexpr (T == HX_DTYPE_Q4_0) {
         /* part p: bytes 8p .. 8p+7, low nibbles = elements 8p.., high nibbles = 16 + 8p.. */
         const float dw = hx_hip_ldh(b);
@@ -122,7 +128,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         const int l0 = w0 & 0x0F0F0F0F, l1 = w1 & 0x0F0F0F0F;
         const int h0 = (w0 >> 4) & 0x0F0F0F0F, h1 = (w1 >> 4) & 0x0F0F0F0F;
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             const float2 ds = hx_hip_ad(a, c, ab0);
             const int s = hx_hip_dot8(l0, l1, hx_hip_a8(a, c, e0 + 8 * p)) +
                           hx_hip_dot8(h0, h1, hx_hip_a8(a, c, e0 + 16 + 8 * p));
@@ -137,7 +142,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         for (int i = 0; i < 8; i++)
             e[i] = (int)((((w >> 4 * i) & 0xFu) * 0x00204081u) & 0x01010101u);
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             const int64_t el = e0 + 32 * p;
             int s = 0;
             for (int i = 0; i < 4; i++)
@@ -152,7 +156,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         const int cc = p / 4, q = p % 4;
         const int w0 = hx_hip_ld32(b + 32 * cc + 8 * q), w1 = hx_hip_ld32(b + 32 * cc + 8 * q + 4);
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             float f = 0.0f;
             HX_HIP_UNROLL
             for (int n = 0; n < 4; n++) {
@@ -170,7 +173,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
          * with ts = d give TQ2_0's bits. */
         const int w0 = hx_hip_ld32(b + 8 * p), w1 = hx_hip_ld32(b + 8 * p + 4);
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             float f = 0.0f;
             HX_HIP_UNROLL
             for (int n = 0; n < 4; n++) {
@@ -194,7 +196,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
             q[4 + i] = hx_hip_crumbs4((w1 >> 8 * i) & 0xFFu);
         }
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             const int64_t el = e0 + 32 * p;
             int s = 0;
             for (int i = 0; i < 4; i++)
@@ -214,8 +215,7 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
             const int off = p < 4 ? 8 * p : 32 + 8 * (p - 4);
             const int w0 = hx_hip_ld32(b + off), w1 = hx_hip_ld32(b + off + 4);
             for (int c = 0; c < NC; c++) {
-                if (c >= a.n) continue;
-                float f = 0.0f;
+                    float f = 0.0f;
                 HX_HIP_UNROLL
                 for (int n = 0; n < 5; n++) {
                     const int e = p < 4 ? 32 * n + 8 * p : 160 + 16 * n + 8 * (p - 4);
@@ -234,12 +234,11 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         } else {
             const int w = hx_hip_ld32(b + 48);
             for (int c = 0; c < NC; c++) {
-                if (c >= a.n) continue;
-                int s = 0;
+                    int s = 0;
                 HX_HIP_UNROLL
                 for (int n = 0; n < 4; n++)
                     s = hx_hip_dp4a(hx_hip_trit4(w, p3[n]),
-                                    *(const int *)(a.q + c * a.K + e0 + 240 + 4 * n), s);
+                                    *(const int *)(hx_hip_aq(a, c) + e0 + 240 + 4 * n), s);
                 acc[c] += dw * hx_hip_ad(a, c, ab0 + 7).x * (float)s;
             }
         }
@@ -254,8 +253,7 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         hx_hip_q4k_scale(b + 4, j + 1, &sc1, &m1);
         const int4 wl = hx_hip_nib4(w, 0), wh = hx_hip_nib4(w, 4);
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
-            const int8_t *q0 = a.q + c * a.K + e0 + 64 * cc + 16 * h;
+            const int8_t *q0 = hx_hip_aq(a, c) + e0 + 64 * cc + 16 * h;
             const int slo = hx_hip_dot16(wl, *(const int4 *)q0),
                       shi = hx_hip_dot16(wh, *(const int4 *)(q0 + 32));
             const float2 dlo = hx_hip_ad(a, c, ab0 + j), dhi = hx_hip_ad(a, c, ab0 + j + 1);
@@ -272,7 +270,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         const int H0 = hx_hip_ld32(b + 128 + 32 * hh + l0),
                   H1 = hx_hip_ld32(b + 128 + 32 * hh + l0 + 4);
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             float f = 0.0f;
             HX_HIP_UNROLL
             for (int k4 = 0; k4 < 4; k4++) {
