@@ -418,7 +418,8 @@ static int hx_hip_init(int idx, void **mdev, char *err, size_t len)
     /* tests: the multiprocessor count the GEMVs' split-K plan assumes (the emulator has one,
      * so few shapes would be cut without it) */
     const char *sm = getenv("HX_HIP_GEMV_SM");
-    if (sm && atoi(sm) > 0) d->n_sm = atoi(sm);
+    const long smv = sm ? strtol(sm, NULL, 10) : 0;
+    if (smv > 0 && smv <= 1000000) d->n_sm = (int)smv;
     if (e != hipSuccess) {
         int st = hx_hip_fail(e, what, err, len);
         hx_hip_release(d);
