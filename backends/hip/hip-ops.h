@@ -8,11 +8,10 @@
  */
 #pragma once
 
-#include "hip-kernels.h"
+#include "hip-gemv.h"
 
 #define HX_HIP_ATTN_WARPS 4
 #define HX_HIP_HD_MAX 256
-#define HX_HIP_ROWS_MAX 65535u
 #define HX_HIP_ATTN_CHUNK 128 /* positions per block of the split decode attention */
 
 /* dst[r] = row tokens[r] of W, decoded 8 elements per thread and step. */
