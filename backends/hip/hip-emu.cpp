@@ -399,7 +399,9 @@ namespace
 bool config_ok(dim3 grid, dim3 block)
 {
     const unsigned long n = (unsigned long)block.x * block.y * block.z;
-    if (!grid.x || !grid.y || !grid.z || !n || n > (unsigned long)kMaxThreads) {
+    /* the limits of the GPUs the module targets: gridDim.x < 2^31, gridDim.y and z <= 65535 */
+    if (!grid.x || !grid.y || !grid.z || grid.x > 2147483647u || grid.y > 65535u ||
+        grid.z > 65535u || !n || n > (unsigned long)kMaxThreads) {
         snprintf(g_msg, sizeof g_msg, "bad launch configuration: grid (%u,%u,%u), block (%u,%u,%u)",
                  grid.x, grid.y, grid.z, block.x, block.y, block.z);
         return false;

@@ -119,10 +119,18 @@ static void hx_hip_graphs_free(struct hx_hip_dev *d)
     d->graphs = NULL;
 }
 
+/* Waits for the graphs launched so far before one is destroyed: CUDA frees an executable graph
+ * destroyed in flight when it completes, HIP's hipGraphExecDestroy makes no such promise. */
+static void hx_hip_graphs_idle(struct hx_hip_dev *d)
+{
+    if (hipStreamSynchronize(d->stream) != hipSuccess) HX_HIP_IGNORE(hipGetLastError());
+}
+
 /* Graphs off for this device from now on, with the reason logged once. */
 static void hx_hip_graphs_off(struct hx_hip_dev *d, const char *why)
 {
     struct hx_hip_graphs *g = d->graphs;
+    hx_hip_graphs_idle(d); /* earlier replays of the graphs dropped here may still run */
     hx_hip_graphs_clear(d);
     g->mode = 0;
     if (!g->warned)
@@ -276,6 +284,7 @@ static void hx_hip_graph_run(struct hx_hip_dev *d, const struct hx_split *sp, st
     }
     g->tick++;
     if (!ent) { /* a new shape: remember it */
+        if (victim->exec) hx_hip_graphs_idle(d); /* the replaced graph may still run */
         hx_hip_graph_ent_drop(victim);
         victim->key = (uint64_t *)hx_hip_h.malloc_fn(g->klen * sizeof *g->kbuf);
         if (!victim->key) return;
