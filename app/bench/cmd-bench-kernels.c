@@ -37,11 +37,37 @@ struct hx_bk_opts {
     const char *bad_opt, *bad_val; /* the option (and value) a parse error is about */
     double bw_gbs;  /* --bw-gbs: skip the probe */
     size_t set_bytes; /* --working-set MIB: weight copies per case (default 2x the LLC) */
+    size_t copy_bytes; /* --device-copy MIB: time a device-to-device copy of this many bytes */
     /* --compare VAR=V1,V2,..: the weights prepared and each call run under each value of an
      * HX_* environment variable, call by call in turn (HX_BK_MAX_CMP values at most) */
     char cmp_var[64], cmp_vals[HX_BK_MAX_CMP][32];
     int n_cmp;
 };
+
+/* Bytes moved (read + written) per second by a copy of nbytes between two buffers of dev,
+ * the median of 7 timed copies after one untimed; 0 when the buffers cannot be had. A copy
+ * is one submission on a discrete GPU (so wall time includes its submit and wait). */
+static double hx_bk_device_copy(struct hx_device *dev, size_t nbytes)
+{
+    struct hx_buffer *a = NULL, *b = NULL;
+    double gbs[7] = {0}, r = 0.0;
+    if (hx__dev_buffer_alloc(dev, nbytes, &a) != HX_OK ||
+        hx__dev_buffer_alloc(dev, nbytes, &b) != HX_OK)
+        goto out;
+    for (int i = -1; i < 7; i++) {
+        const double t0 = hx_app_now_us();
+        if (hx__dev_copy(b, 0, a, 0, nbytes) != HX_OK || hx__dev_synchronize(dev) != HX_OK)
+            goto out;
+        const double us = hx_app_now_us() - t0;
+        if (i >= 0) gbs[i] = 2.0 * (double)nbytes / (us > 0 ? us : 1e-3) / 1e3;
+    }
+    r = hx_app_median(gbs, 7);
+out:
+    if (a) hx__dev_buffer_free(a);
+    if (b) hx__dev_buffer_free(b);
+    if (r <= 0) fprintf(stderr, "bench: device copy not measured: %s\n", hx_last_error());
+    return r;
+}
 
 static void hx_bk_usage(void)
 {
@@ -49,13 +75,16 @@ static void hx_bk_usage(void)
             "usage: engine bench --kernels [--backend B] [--types LIST] [--shapes qwen3|KxN,...]\n"
             "                    [-m 1,512] [-t THREADS] [-r REPS] [-o md|json|csv] [--bw-gbs X]\n"
             "                    [--working-set MIB]  (default: 2x the last-level cache, at least 256;\n"
-            "                    1 = in cache)\n"
+            "                    1 = in cache) [--device-copy MIB]\n"
             "  --types: weight type names (default all); -m: rows per call, 1..65536 (default 1,512);\n"
             "  -t: 1..1024 threads (default 2); -r: 5..100000 timed samples per case (default 5);\n"
             "  --bw-gbs: skip the bandwidth probe and use X GB/s; --working-set: 1..65536 MiB\n"
             "  --compare HX_VAR=V1,V2,..: run each case under each value of an HX_* environment\n"
             "      variable (e.g. HX_CPU_PREFETCH=0,8,16), call by call in turn, with a plain read\n"
-            "      of the same bytes between them; prints each value's µs and its ratio to the read\n");
+            "      of the same bytes between them; prints each value's µs and its ratio to the read\n"
+            "  --device-copy MIB: also time a copy of MIB between two buffers on the device (GPUs:\n"
+            "      the roofline a GEMV's bandwidth is a share of; json device_copy_gbs = bytes moved,\n"
+            "      read + written, per second, median of 7)\n");
 }
 
 /* VAR=V1,V2,..: an HX_* variable and 2..HX_BK_MAX_CMP values of up to 31 characters. */
@@ -111,6 +140,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
             if (!end || *end || !(o->bw_gbs > 0 && o->bw_gbs < 1e5)) return -1;
         }
         else if (!strcmp(a, "--working-set")) { if (!hx_app_parse_i64(v, 1, 65536, &x)) return -1; o->set_bytes = (size_t)x << 20; }
+        else if (!strcmp(a, "--device-copy")) { if (!hx_app_parse_i64(v, 1, 16384, &x)) return -1; o->copy_bytes = (size_t)x << 20; }
         else if (!strcmp(a, "-t")) { if (!hx_app_parse_i64(v, 1, 1024, &x)) return -1; o->threads = (int)x; }
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 5, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--compare")) { if (!hx_bk_parse_compare(v, o)) return -1; }
@@ -451,9 +481,13 @@ int hx_cmd_bench_kernels(int argc, char **argv)
         hx_app_bw_measure(pb, 9, &probe, NULL) == 0)
         bw = probe.median_gbs;
     bool md = !strcmp(o.fmt, "md"), js = !strcmp(o.fmt, "json");
+    double copy_gbs = o.copy_bytes ? hx_bk_device_copy(dev, o.copy_bytes) : 0.0;
     if (md) {
         printf("# kernel benchmark: backend %s (%s)%s%s\n\n", dev->id, dev->info.name,
                desc[0] ? ", " : "", desc);
+        if (copy_gbs > 0)
+            printf("device copy: %.1f GB/s moved (read + written), %zu MiB buffers, median of 7\n\n",
+                   copy_gbs, o.copy_bytes >> 20);
         if (o.bw_gbs > 0)
             printf("read bandwidth: %.1f GB/s (given with --bw-gbs)\n\n", bw);
         else
@@ -472,8 +506,9 @@ int hx_cmd_bench_kernels(int argc, char **argv)
         printf("| type | K×N | m | µs/call median (mean ± sd) | GB/s | GFLOP/s | %% of read BW | plain read µs (GEMV %%) | host µs | device µs |\n");
         printf("|---|---|---|---|---|---|---|---|---|---|\n");
     } else if (js) {
-        printf("{\"backend\":\"%s\",\"threads\":%d,\"read_bw_gbs\":%.2f,\"results\":[", dev->id,
-               o.threads, bw);
+        printf("{\"backend\":\"%s\",\"threads\":%d,\"read_bw_gbs\":%.2f,\"device_copy_gbs\":%.2f,"
+               "\"results\":[",
+               dev->id, o.threads, bw, copy_gbs);
     } else {
         printf("backend,type,k,n,m,threads,median_us,mean_us,sd_us,gbs,gflops,bw_pct,host_us,device_us,modelled,bw_gbs,read_us,read_pct\n");
     }

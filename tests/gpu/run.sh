@@ -4,7 +4,8 @@
 # for its gfx target; Vulkan whenever its SDK is there), `engine devices`, test-backend-ops
 # on each GPU backend, `engine diff` on the test models, the kernel benchmark (decode GEMV
 # bandwidth per weight type against the GPU's peak, prefill GEMM; for Vulkan also which
-# prefill GEMM variant ran and its m = 512 figures against the tiled GEMM forced), and
+# prefill GEMM variant ran and its m = 512 figures against the tiled GEMM forced, and the decode
+# GEMV, the wide-load kernel, against the older mmv forced at m = 1), and
 # `engine bench` pp512/tg128 on a Qwen3-0.6B-shaped TQ2_0 model. Every result lands in OUT; the summary ends with
 # "N passed, N failed, N skipped". Benchmarks never fail the run; tests do.
 #
@@ -200,24 +201,26 @@ done
 report_kernels() { # json file → markdown with device-time bandwidth and share of the peak
     python3 - "$1" "$PEAK" <<'EOF'
 import json, sys
-r = json.load(open(sys.argv[1])); peak = float(sys.argv[2])
-print('| type | K×N | m | µs/call (host) | device µs | weight GB/s (device time) | % of peak | GFLOP/s |')
-print('|---|---|---|---|---|---|---|---|')
+r = json.load(open(sys.argv[1])); peak = float(sys.argv[2] or 0); copy = r.get('device_copy_gbs') or 0
+if copy: print('device copy (read + written): %.0f GB/s' % copy)
+print('| type | K×N | m | µs/call (host) | device µs | weight GB/s (device time) | % of peak | % of copy | GFLOP/s |')
+print('|---|---|---|---|---|---|---|---|---|')
 for x in r['results']:
     wbytes = x['gbs'] * x['median_us'] * 1e3            # bytes of the weight per call
     dev = x.get('device_us') or 0
     gbs = wbytes / (dev * 1e3) if dev > 0 else 0
     pct = '%.0f%%' % (100 * gbs / peak) if peak > 0 and x['m'] == 1 and gbs else '—'
+    cpct = '%.0f%%' % (100 * gbs / copy) if copy > 0 and x['m'] == 1 and gbs else '—'
     gfl = 2.0 * x['m'] * x['n'] * x['k'] / ((dev or x['median_us']) * 1e3)
-    print('| %s | %d×%d | %d | %.1f | %.1f%s | %.1f | %s | %.1f |' % (x['type'], x['k'], x['n'], x['m'],
-          x['median_us'], dev, ' (modelled)' if x.get('modelled') else '', gbs, pct, gfl))
+    print('| %s | %d×%d | %d | %.1f | %.1f%s | %.1f | %s | %s | %.1f |' % (x['type'], x['k'], x['n'], x['m'],
+          x['median_us'], dev, ' (modelled)' if x.get('modelled') else '', gbs, pct, cpct, gfl))
 EOF
 }
 types=TQ2_0,I2_S,TQ1_0,Q1_0,Q2_0,Q8_0,Q4_K,F16 shapes=qwen3 ms=1,512
 [ $FULL = 1 ] && types=F32,F16,BF16,Q8_0,Q4_0,Q4_K,Q6_K,TQ1_0,TQ2_0,Q1_0,Q2_0,I2_S
 [ $QUICK = 1 ] && types=TQ2_0 shapes=1024x4096 ms=1
 for b in "${GPUB[@]}"; do
-    if STEP_OUT=1 step bench-kernels-$b 200 "$E" bench --kernels --backend "$b" --types $types --shapes $shapes -m $ms -r 5 -o json; then
+    if STEP_OUT=1 step bench-kernels-$b 200 "$E" bench --kernels --backend "$b" --types $types --shapes $shapes -m $ms -r 5 --device-copy 1024 -o json; then
         mv "$OUT/bench-kernels-$b.out" "$OUT/bench-kernels-$b.json"
         report_kernels "$OUT/bench-kernels-$b.json" > "$OUT/bench-kernels-$b.md" 2>&1
         ok "kernel benchmark $b (device-time bandwidth, peak $PEAK GB/s):"
@@ -228,24 +231,45 @@ for b in "${GPUB[@]}"; do
 done
 # Vulkan m = 512: the device's GEMM (cooperative-matrix where offered) against the tiled one
 # forced (HX_VK_GEMM=tiled), same types and shapes, device time
-report_gemm_pair() { # default json, tiled json → markdown
-    python3 - "$1" "$2" <<'EOF'
+report_gemm_pair() { # default json, other json [m=1: GEMV GB/s, else GEMM GFLOP/s] [name] → markdown
+    python3 - "$1" "$2" "${3:-16}" "${4:-tiled}" "$PEAK" <<'EOF'
 import json, sys
+gemv = sys.argv[3] == '1'; peak = float(sys.argv[5] or 0)
+copy = json.load(open(sys.argv[1])).get('device_copy_gbs') or 0
 def load(f):
     r = {}
     for x in json.load(open(f))['results']:
-        if x['m'] >= 16:
+        if (x['m'] == 1) if gemv else (x['m'] >= 16):
             t = x.get('device_us') or x['median_us']
-            r[(x['type'], x['k'], x['n'], x['m'])] = 2.0 * x['m'] * x['n'] * x['k'] / (t * 1e3)
+            r[(x['type'], x['k'], x['n'], x['m'])] = (x['gbs'] * x['median_us'] / t if gemv else
+                                                      2.0 * x['m'] * x['n'] * x['k'] / (t * 1e3))
     return r
 a, b = load(sys.argv[1]), load(sys.argv[2])
-print('| type | K×N | m | default GFLOP/s | tiled GFLOP/s | ratio |')
-print('|---|---|---|---|---|---|')
+u = 'GB/s' if gemv else 'GFLOP/s'
+print('| type | K×N | m | default %s | %s %s | ratio |%s' % (u, sys.argv[4], u, ' default % of copy | % of peak |' if gemv else ''))
+print('|---|---|---|---|---|---|%s' % ('---|---|' if gemv else ''))
 for k in sorted(a):
     if k in b:
-        print('| %s | %d×%d | %d | %.0f | %.0f | %.2f× |' % (k[0], k[1], k[2], k[3], a[k], b[k], a[k] / b[k]))
+        pct = ((' %.0f%% |' % (100 * a[k] / copy) if copy > 0 else ' — |') +
+               (' %.0f%% |' % (100 * a[k] / peak) if peak > 0 else ' — |')) if gemv else ''
+        print('| %s | %d×%d | %d | %.0f | %.0f | %.2f× |%s' % (k[0], k[1], k[2], k[3], a[k], b[k], a[k] / b[k], pct))
 EOF
 }
+# Vulkan decode GEMV: the default (the wide-load kernel, split K on few rows) against the older
+# 4-byte-load kernel forced (HX_VK_GEMV=mmv), m = 1, device time; and which kernel the info
+# log says the device took
+for b in "${GPUB[@]}"; do
+    [ $b = vulkan ] && [ $QUICK = 0 ] && [ -f "$OUT/bench-kernels-vulkan.json" ] || continue
+    grep -hoE 'vulkan matmul: [^,]*' "$OUT/test-backend-ops-vulkan.txt" 2>/dev/null | sort -u | head -2 | sed 's/^/    /' | tee -a "$SUMMARY"
+    if STEP_OUT=1 step bench-gemv-mmv-vulkan 90 env HX_VK_GEMV=mmv "$E" bench --kernels --backend vulkan --types $types --shapes $shapes -m 1 -r 5 -o json; then
+        mv "$OUT/bench-gemv-mmv-vulkan.out" "$OUT/bench-gemv-mmv-vulkan.json"
+        report_gemm_pair "$OUT/bench-kernels-vulkan.json" "$OUT/bench-gemv-mmv-vulkan.json" 1 mmv > "$OUT/bench-gemv-vulkan.md" 2>&1
+        ok "vulkan decode GEMV m = 1, the wide-load kernel against mmv (weight GB/s, device time; peak $PEAK GB/s):"
+        tee -a "$SUMMARY" < "$OUT/bench-gemv-vulkan.md"
+    else
+        skipped "vulkan mmv GEMV benchmark did not finish (see $OUT/bench-gemv-mmv-vulkan.txt)"
+    fi
+done
 for b in "${GPUB[@]}"; do
     [ $b = vulkan ] && [ $QUICK = 0 ] && [ -f "$OUT/bench-kernels-vulkan.json" ] || continue
     if STEP_OUT=1 step bench-gemm-tiled-vulkan 120 env HX_VK_GEMM=tiled "$E" bench --kernels --backend vulkan --types $types --shapes $shapes -m 512 -r 5 -o json; then
