@@ -257,9 +257,10 @@ void hx__vk_gemv_plan(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64
      * a whole subgroup of 32 or 64, reduced by one subgroupAdd; a larger block fewer, so that
      * K = 1024 still gives each invocation a unit (TQ2_0: 4 per row, 32 rows a workgroup). */
     uint32_t lpr = ue <= 32u ? (sg > 32u ? 64u : 32u) : HX_MAX(1024u / ue, 4u);
-    uint32_t wg = HX_MAX(128u, lpr), lim = max_wg ? max_wg : 128u;
-    while (wg > lim && wg > lpr) wg /= 2u;
+    uint32_t lim = max_wg ? max_wg : 128u;
     while (lpr > lim) lpr /= 2u;
+    uint32_t wg = HX_MAX(128u, lpr);
+    while (wg > lim && wg > lpr) wg /= 2u;
     *out = (struct hx_vk_gemv_plan){.kernel = HX_VK_GEMV_WIDE, .lpr = lpr,
                                     .nr = HX_MAX(wg / lpr, 1u), .ks = 1};
     int64_t units = K / (int64_t)(ue ? ue : 32u);
@@ -326,7 +327,7 @@ int hx__vk_kernels_init(struct hx_device *dev)
         if (strcmp(gsg, "32") && strcmp(gsg, "64"))
             return hx_device_set_error(dev, HX_E_INVAL, "HX_VK_GEMV_SG=%s: expected 32 or 64",
                                        gsg);
-        d->gemv_sg = (uint32_t)atoi(gsg);
+        d->gemv_sg = strcmp(gsg, "64") ? 32u : 64u;
     }
     memset(d->n_gemv, 0, sizeof d->n_gemv);
     const char *fp = getenv("HX_VK_FAIL_PIPELINE");
