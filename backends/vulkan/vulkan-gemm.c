@@ -114,7 +114,10 @@ static const enum hx_shader_id hx_vk_qshaders[9][2][2] = {
 };
 #undef HX_VK_Q
 /* the wide GEMV with int8 activations: [q][dot] */
-#define HX_VK_QW(T) {HX_SHADER_MMVWQ_##T, HX_SHADER_MMVWQD_##T}
+#define HX_VK_QW(T)                                                                                \
+    {                                                                                              \
+        HX_SHADER_MMVWQ_##T, HX_SHADER_MMVWQD_##T                                                  \
+    }
 static const enum hx_shader_id hx_vk_qwshaders[9][2] = {
     HX_VK_QW(Q8_0),  HX_VK_QW(Q4_0), HX_VK_QW(Q4_K), HX_VK_QW(Q6_K), HX_VK_QW(TQ1_0),
     HX_VK_QW(TQ2_0), HX_VK_QW(Q1_0), HX_VK_QW(Q2_0), HX_VK_QW(I2_S),
@@ -261,8 +264,8 @@ void hx__vk_gemv_plan(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64
     while (lpr > lim) lpr /= 2u;
     uint32_t wg = HX_MAX(128u, lpr);
     while (wg > lim && wg > lpr) wg /= 2u;
-    *out = (struct hx_vk_gemv_plan){.kernel = HX_VK_GEMV_WIDE, .lpr = lpr,
-                                    .nr = HX_MAX(wg / lpr, 1u), .ks = 1};
+    *out = (struct hx_vk_gemv_plan){
+        .kernel = HX_VK_GEMV_WIDE, .lpr = lpr, .nr = HX_MAX(wg / lpr, 1u), .ks = 1};
     int64_t units = K / (int64_t)(ue ? ue : 32u);
     out->ku = (uint32_t)units;
     if (mode == HX_VK_GEMV_MMV || K % 256 != 0 || units <= 0) {
@@ -325,8 +328,7 @@ int hx__vk_kernels_init(struct hx_device *dev)
     d->gemv_sg = p->subgroup_size ? p->subgroup_size : 32u;
     if (gsg && *gsg) {
         if (strcmp(gsg, "32") && strcmp(gsg, "64"))
-            return hx_device_set_error(dev, HX_E_INVAL, "HX_VK_GEMV_SG=%s: expected 32 or 64",
-                                       gsg);
+            return hx_device_set_error(dev, HX_E_INVAL, "HX_VK_GEMV_SG=%s: expected 32 or 64", gsg);
         d->gemv_sg = strcmp(gsg, "64") ? 32u : 64u;
     }
     memset(d->n_gemv, 0, sizeof d->n_gemv);
@@ -462,8 +464,8 @@ size_t hx__vk_matmul_scratch(struct hx_device *dev, const struct hx_op *op, int6
         size_t rb = hx_dtype_row_bytes(op->weight->type, op->weight->n_cols);
         int64_t mc =
             rb ? hx_vk_mm_rows(d, op, hx_vk_mm_wrows(d, rb, op->weight->n_rows), n_rows) : 0;
-        need = (size_t)HX_MAX(mc, 1) * hx_vk_stage_stride(d, op->weight->type, op->weight->n_cols) *
-               4;
+        need =
+            (size_t)HX_MAX(mc, 1) * hx_vk_stage_stride(d, op->weight->type, op->weight->n_cols) * 4;
     }
     /* the split-K GEMV's partial sums, after the staged rows (hx__vk_op_matmul) */
     if (!d->lane && n_rows <= HX_VK_MMV_MR && d->gemv != HX_VK_GEMV_MMV)
