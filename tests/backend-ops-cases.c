@@ -362,6 +362,8 @@ static void hx_t_batch_make(struct hx_t_batch *b, int kind, int64_t m)
     case 2: b->name = "decode", start = 1000, b->n_ctx = 1100; break;
     case 3: b->name = "decode", start = 4000, b->n_ctx = 4096; break;
     case 4: b->name = "first token", start = 0, b->n_ctx = 16; break;
+    /* 5 live chunks of 128 in a context of 9: a HIP graph launches 8, 3 of them past pos */
+    case 6: b->name = "decode", start = 600, b->n_ctx = 1100; break;
     default: break;
     }
     for (int64_t r = 0; r < m; r++) b->pos[r] = (int32_t)(start + r), b->seq[r] = 0;
@@ -446,6 +448,7 @@ void hx_t_attn_ops(void)
     hx_t_attn_case(&qwen, 1, 7, true, false);
     hx_t_attn_case(&qwen, 2, 1, false, false);
     hx_t_attn_case(&qwen, 3, 1, true, false);
+    hx_t_attn_case(&qwen, 6, 1, false, false);
     hx_t_attn_case(&qwen, 5, 5, false, false);
     hx_t_attn_case(&qwen, 5, 10, true, false);
     hx_t_attn_case(&bitnet, 1, 7, false, false);

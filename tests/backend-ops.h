@@ -140,6 +140,7 @@ extern struct hx_t_dut hx_t_ref; /* the oracle */
 extern struct hx_t_dut hx_t_duts[HX_T_MAX_DUTS];
 extern int hx_t_n_duts;
 extern int hx_t_passed, hx_t_failed, hx_t_skipped; /* over every device */
+extern int hx_t_sanitized_left; /* big matmuls a simulated device left to the Release build */
 
 /* Open every device --backend selects (and the cpu variants) as a device under test. */
 void hx_t_open_devices(const struct hx_device_config *cfg);

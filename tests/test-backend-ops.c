@@ -176,6 +176,12 @@ int main(int argc, char **argv)
         unsetenv("HX_CPU_PREFETCH");
     printf("test-backend-ops: %d device(s)%s, %.1f s\n", hx_t_n_duts,
            hx_t_opt.full ? ", --full" : "", hx_t_now() - t0);
+    if (hx_t_sanitized_left)
+        printf(
+            "sanitizer build: %d matmul(s) at m > 64 or over 2^27 MACs on simulated devices left to "
+            "the Release run "
+            "(--full runs them)\n",
+            hx_t_sanitized_left);
     printf("%d passed, %d failed, %d skipped\n", hx_t_passed, hx_t_failed, hx_t_skipped);
     return hx_t_failed ? 1 : 0;
 }

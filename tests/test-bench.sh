@@ -253,15 +253,6 @@ for c in r["results"]:
     ru, rp, mu = c["read_us"], c["read_pct"], c["median_us"]
     assert ru > 0 and abs(rp - 100 * ru / mu) <= 5e-3 + 100 * 5e-3 / mu * (1 + ru / mu), c
 EOF
-# --device-copy: a copy between two buffers of the device (here cpu's), bytes moved per second;
-# 0 without it
-"$E" bench --kernels --types q8_0 --shapes 256x64 -m 1 -r 5 --working-set 1 --bw-gbs 20 --device-copy 8 -o json > "$T/kd" 2>/dev/null
-python3 - "$T/kj" "$T/kd" <<'EOF' && ok "--kernels --device-copy: the device's copy bandwidth in the json" || bad "--device-copy: $(cat "$T/kd")"
-import json, sys
-assert json.load(open(sys.argv[1]))["device_copy_gbs"] == 0
-r = json.load(open(sys.argv[2]))
-assert r["device_copy_gbs"] > 0 and len(r["results"]) == 1, r
-EOF
 "$E" bench --kernels --types q8_0 --shapes 256x64 -m 1,2 -r 5 --working-set 1 -o csv > "$T/kc" 2>/dev/null
 python3 - "$T/kc" <<'EOF' && ok "--kernels csv: read_us, read_pct for m = 1 only" || bad "--kernels csv read columns: $(cat "$T/kc")"
 import csv, sys

@@ -2,8 +2,9 @@
 # test-hip-build.sh — the HIP backend builds, loads and computes, on a machine without a GPU:
 #  1. every GPU toolchain CMake found is built into its module for the configured targets
 #     (cmake --build, so a stale module is really recompiled), and every target's device code
-#     holds all 91 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
-#     per gfx target; the module exports only its entry point;
+#     holds all 92 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
+#     per gfx target, whose quantized GEMVs all use v_dot4 (llvm-objdump); the module exports
+#     only its entry point;
 #  2. `engine devices` exits 0 and says why HIP is unavailable: no module, no runtime library,
 #     no device, a driver error (the emulator module and a copy of the AMD module whose
 #     runtime dependency is renamed stand in for the machines that have those problems);
@@ -71,11 +72,11 @@ def funcs(blob):
             st_name, st_info = struct.unpack_from('<IB', blob, s[5] + i * 24)
             if st_info & 0xf == 2: out.add(blob[so + st_name:blob.index(b'\0', so + st_name)].decode())
     return out
-# the 91 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
+# the 92 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
 need = ['hx_hip_gemv_qILi%dELi%dE' % (t, c) for t in range(3, 12) for c in (1, 2, 4, 8)]
 need += ['hx_hip_gemv_fILi%dELi%dELb%dE' % (t, c, v) for t in range(3) for c in (1, 2, 4, 8) for v in (0, 1)]
 need += ['hx_hip_%sILi%dE' % (k, t) for k in ('gemm', 'embed') for t in range(12)]
-need += ['hx_hip_' + k for k in ('quantize_q8', 'rms_norm', 'copy_rows', 'rope', 'kv_store', 'attn', 'eltwise')]
+need += ['hx_hip_' + k for k in ('quantize_q8', 'gemv_combine', 'rms_norm', 'copy_rows', 'rope', 'kv_store', 'attn', 'eltwise')]
 d = open(path, 'rb').read()
 secs, _ = sections(d)
 fat = [s for s in secs if s[0] in ('.nv_fatbin', '.hip_fatbin')]
@@ -116,11 +117,52 @@ print('device code for %s, %d kernels each%s' % (','.join(sorted(found)), len(ne
 if errors: sys.exit('; '.join(errors))
 EOF
 }
+# The AMD code's quantized GEMVs use the packed int8 dot product (v_dot4*: hx_hip_dp4a on
+# gfx1030/1036), not its scalar fallback: every hx_hip_gemv_q in each code object, disassembled
+dot4() { # module
+    python3 - "$1" "$2" <<'EOF'
+import re, struct, subprocess, sys, tempfile, os
+path, objdump = sys.argv[1], sys.argv[2]
+d = open(path, 'rb').read()
+shoff, = struct.unpack_from('<Q', d, 0x28)
+shentsize, shnum, shstrndx = struct.unpack_from('<HHH', d, 0x3A)
+secs = [struct.unpack_from('<IIQQQQIIQQ', d, shoff + i * shentsize) for i in range(shnum)]
+so = secs[shstrndx][4]
+fat = [s for s in secs if d[so + s[0]:d.index(b'\0', so + s[0])] == b'.hip_fatbin']
+if not fat: sys.exit('no .hip_fatbin')
+sec = d[fat[0][4]:fat[0][4] + fat[0][5]]
+starts = [m.start() for m in re.finditer(rb'\x7fELF\x02\x01', sec)] + [len(sec)]
+out, bad = [], []
+for a, b in zip(starts, starts[1:]):
+    with tempfile.NamedTemporaryFile(suffix='.co', delete=False) as f:
+        f.write(sec[a:b])
+    asm = subprocess.run([objdump, '-d', f.name], capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    arch = re.search(r'amdgcn-amd-amdhsa--(gfx[0-9a-f]+)', sec[a:b].decode('latin1'))
+    fn, cnt = None, {}
+    for line in asm.splitlines():
+        m = re.match(r'^[0-9a-f]+ <(.*)>:$', line)
+        if m: fn = m.group(1) if 'hx_hip_gemv_q' in m.group(1) else None; cnt.setdefault(fn, 0) if fn else None
+        elif fn and 'v_dot4' in line: cnt[fn] += 1
+    arch = arch.group(1) if arch else '?'
+    without = [f for f, c in cnt.items() if c == 0]
+    if not cnt or without: bad.append('%s: %d of %d GEMVs without v_dot4 (%s)' % (arch, len(without), len(cnt), (without or ['none found'])[0]))
+    else: out.append('%s: %d GEMVs, %d v_dot4' % (arch, len(cnt), sum(cnt.values())))
+if bad: sys.exit('; '.join(bad))
+print('; '.join(out))
+EOF
+}
 for kind in amd nv; do
     so=$(get ${kind}_module) tg=$(get ${kind}_targets)
     [ -n "$so" ] || continue
     if [ ! -f "$so" ]; then bad "$so was not built"; continue; fi
     if out=$(inspect "$so" "$tg" 2>&1); then ok "$(basename "$so"): $out"; else bad "$(basename "$so"): $out"; fi
+    if [ $kind = amd ]; then
+        od=$(command -v llvm-objdump-15 || command -v llvm-objdump || ls /opt/rocm/llvm/bin/llvm-objdump 2>/dev/null || true)
+        if [ -z "$od" ]; then skip "no llvm-objdump: the AMD GEMVs' v_dot4 not checked"
+        elif out=$(dot4 "$so" "$od" 2>&1); then ok "$(basename "$so") GEMVs use v_dot4: $out"
+        else bad "$(basename "$so") GEMVs: $out"; fi
+    fi
     exports=$(nm -D --defined-only "$so" 2>/dev/null | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^_' | tr '\n' ' ')
     [ "$exports" = "hx_hip_module_get_ops " ] && ok "$(basename "$so") exports only hx_hip_module_get_ops" \
         || bad "$(basename "$so") exports: $exports"
@@ -170,6 +212,12 @@ if [ -x "$tbo" ]; then
     last=$(echo "$out" | tail -1)
     if [ $rc -eq 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed'; then ok "test-backend-ops --backend hip (emulated): $last"
     else bad "test-backend-ops --backend hip (emulated), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
+    # the GEMVs cut K into slices when the grid is small for the GPU (hip-gemv.h); the
+    # emulator has one multiprocessor, so few shapes are cut: plan for an H100's 132
+    out=$(HX_HIP_GEMV_SM=132 "$tbo" --backend hip --op matmul --m 1 --type TQ2_0,I2_S,TQ1_0,Q4_K,BF16 -q 2>&1); rc=$?
+    last=$(echo "$out" | tail -1)
+    if [ $rc -eq 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed'; then ok "test-backend-ops matmul, split K planned for 132 SMs (emulated): $last"
+    else bad "test-backend-ops matmul, split K planned for 132 SMs (emulated), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
 else
     skip "no $tbo"
 fi
@@ -192,11 +240,13 @@ if [ -n "$D" ] && [ -d "$D" ]; then
     # the same ternary weights as I2_S and as TQ2_0: bit-identical logits; Q2_0 against llama.cpp
     tq=$B/tests/test-qwen3
     if [ -x "$tq" ]; then
-        for t in tern_i2_s_equals_tq2_0_hip tern_q2_0_hip; do
-            out=$("$tq" "$t" 2>&1); rc=$?
+        # again with the GEMVs planned for 132 SMs: ffn_down (512 -> 256) is cut in two slices
+        for t in tern_i2_s_equals_tq2_0_hip tern_q2_0_hip sm132:tern_i2_s_equals_tq2_0_hip; do
+            sm=; case $t in sm132:*) sm=132 t=${t#sm132:} ;; esac
+            out=$(HX_HIP_GEMV_SM=$sm "$tq" "$t" 2>&1); rc=$?
             if [ $rc -eq 0 ] && echo "$out" | grep -q "^\[  OK  \] $t"; then
-                ok "test-qwen3 $t (emulated): $(echo "$out" | grep -E 'logits differ|greedy ids' | tail -1 | xargs)"
-            else bad "test-qwen3 $t (emulated), exit $rc: $(echo "$out" | tail -3)"; fi
+                ok "test-qwen3 $t (emulated${sm:+, split K for $sm SMs}): $(echo "$out" | grep -E 'logits differ|greedy ids' | tail -1 | xargs)"
+            else bad "test-qwen3 $t (emulated${sm:+, split K for $sm SMs}), exit $rc: $(echo "$out" | tail -3)"; fi
         done
     else
         skip "no $tq"
@@ -213,6 +263,42 @@ if [ -n "$D" ] && [ -d "$D" ]; then
         got=$(HX_HIP_EMU_FAIL_LAUNCH=40 "$E" run -m "$M" -p Once -n 4 --temp 0 --ids --backend hip --fallback cpu 2>/dev/null | xargs)
         [ -n "$got" ] && [ "$got" = "$want" ] && ok "kernel launch failure with --fallback cpu: the cpu's tokens ($got)" \
             || bad "launch failure with --fallback cpu: '$got', cpu '$want'"
+        # decode as one graph launch (hip-graph.h): the same tokens as direct launches, one graph
+        # launch and one copy per token once captured, and a failing graph falls back to direct
+        # launches with one warning. Host calls per token: the counters of -n 12 minus -n 4.
+        grun() { # n, env...: prints "TOKENS|kernels graph_launches copies|warnings"
+            local n=$1 out; shift
+            out=$(env HX_LOG_LEVEL=info "$@" "$E" run -m "$M" -p "Once upon a time" -n "$n" --temp 0 --ids --backend hip 2>&1)
+            echo "$(echo "$out" | grep -E '^[0-9 ]+$' | xargs)|$(echo "$out" | sed -n 's/.*host calls: \([0-9]*\) kernel launches, \([0-9]*\) graph launches, \([0-9]*\) copies.*/\1 \2 \3/p')|$(echo "$out" | grep -c 'decode graph failed, direct launches from now on')"
+        }
+        pertok() { # the grun lines at -n 12 and -n 4 → "kernels graph_launches copies" per token
+            local a=($(echo "$1" | cut -d'|' -f2)) b=($(echo "$2" | cut -d'|' -f2))
+            [ ${#a[@]} -eq 3 ] && [ ${#b[@]} -eq 3 ] || { echo "? ? ?"; return; }
+            echo "$(( (a[0] - b[0]) / 8 )) $(( (a[1] - b[1]) / 8 )) $(( (a[2] - b[2]) / 8 ))"
+        }
+        g12=$(grun 12) g4=$(grun 4) d12=$(grun 12 HX_HIP_GRAPH=0) d4=$(grun 4 HX_HIP_GRAPH=0)
+        IFS='|' read -r gt gc gw <<< "$g12"; IFS='|' read -r dt dc dw <<< "$d12"
+        gp=$(pertok "$g12" "$g4") dp=$(pertok "$d12" "$d4")
+        read -r gk gg gcp <<< "$gp"; read -r dk dg dcp <<< "$dp"
+        if [ -n "$gt" ] && [ "$gt" = "$dt" ] && [ "$gw" = 0 ]; then ok "graphs: greedy tokens with graphs = HX_HIP_GRAPH=0 ($gt)"
+        else bad "graphs: tokens with graphs '$gt' (warnings $gw), HX_HIP_GRAPH=0 '$dt'"; fi
+        if [ "$gk" = 0 ] && [ "$gg" = 1 ] && [ "$gcp" = 1 ] && [ "$dg" = 0 ] && [ "$dcp" = 1 ] && [ "${dk:-0}" -gt 10 ] 2>/dev/null; then
+            ok "graphs: host calls per decode token: $((dk + dcp)) direct ($dk kernel launches + $dcp copy) -> $((gg + gcp)) ($gg graph launch + $gcp copy)"
+        else bad "graphs: host calls per token: graphs '$gp', HX_HIP_GRAPH=0 '$dp' (kernels, graph launches, copies)"; fi
+        for f in instantiate launch; do
+            IFS='|' read -r ft fc fw <<< "$(grun 12 HX_HIP_EMU_FAIL_GRAPH=$f)"
+            set -- $fc
+            if [ "$ft" = "$dt" ] && [ "$fw" = 1 ] && [ "${2:-x}" = 0 ]; then ok "graphs: HX_HIP_EMU_FAIL_GRAPH=$f: one warning, direct launches, the same tokens"
+            else bad "graphs: HX_HIP_EMU_FAIL_GRAPH=$f: tokens '$ft' (want '$dt'), warnings $fw, counters '$fc'"; fi
+        done
+        # every graph-sized attention and RoPE case captured at first sight and replayed
+        if [ -x "$tbo" ]; then
+            out=$(HX_HIP_GRAPH=eager HX_LOG_LEVEL=info "$tbo" --backend hip --op attn,rope --m 1,7 -q 2>&1); rc=$?
+            n=$(echo "$out" | sed -n 's/.*(\([0-9]*\) as graphs).*/\1/p')
+            last=$(echo "$out" | tail -1)
+            if [ $rc -eq 0 ] && [ "${n:-0}" -gt 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed'; then ok "test-backend-ops --op attn,rope --m 1,7 with HX_HIP_GRAPH=eager: $last, $n splits as graphs"
+            else bad "test-backend-ops with HX_HIP_GRAPH=eager, exit $rc, $n graphs: $last"; fi
+        fi
         # the emulated GPU has its own memory (not "unified"): no share of the host's probe
         share() { "$E" bench -m "$M" -b "$1" -p 0 -n 4 -r 5 --bw-gbs 20 2>/dev/null | awk -F'|' '/ tg4 /{gsub(/ /, "", $15); print $15}'; }
         sh=$(share hip) sc=$(share cpu)

@@ -5,7 +5,9 @@
  * pool of distinct rows tiled over the matrix) and copied into enough distinct matrices that
  * the working set exceeds the last-level cache; calls rotate through them, as a model's layers
  * would. Reports mean ± stddev µs per call, weight GB/s, GFLOP/s (2·m·n·k), and for m = 1 the
- * share of the measured read bandwidth printed at the top.
+ * share of the measured read bandwidth printed at the top. For a device with memory of its own
+ * (a discrete GPU), also its device-to-device copy bandwidth, the roofline of its GEMVs
+ * (tests/gpu/run.sh reports each GEMV's device-time bandwidth as a share of it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,37 +39,12 @@ struct hx_bk_opts {
     const char *bad_opt, *bad_val; /* the option (and value) a parse error is about */
     double bw_gbs;  /* --bw-gbs: skip the probe */
     size_t set_bytes; /* --working-set MIB: weight copies per case (default 2x the LLC) */
-    size_t copy_bytes; /* --device-copy MIB: time a device-to-device copy of this many bytes */
+    int64_t d2d_mib;  /* --d2d-mib: device copy size; -1 = default, 0 = not measured */
     /* --compare VAR=V1,V2,..: the weights prepared and each call run under each value of an
      * HX_* environment variable, call by call in turn (HX_BK_MAX_CMP values at most) */
     char cmp_var[64], cmp_vals[HX_BK_MAX_CMP][32];
     int n_cmp;
 };
-
-/* Bytes moved (read + written) per second by a copy of nbytes between two buffers of dev,
- * the median of 7 timed copies after one untimed; 0 when the buffers cannot be had. A copy
- * is one submission on a discrete GPU (so wall time includes its submit and wait). */
-static double hx_bk_device_copy(struct hx_device *dev, size_t nbytes)
-{
-    struct hx_buffer *a = NULL, *b = NULL;
-    double gbs[7] = {0}, r = 0.0;
-    if (hx__dev_buffer_alloc(dev, nbytes, &a) != HX_OK ||
-        hx__dev_buffer_alloc(dev, nbytes, &b) != HX_OK)
-        goto out;
-    for (int i = -1; i < 7; i++) {
-        const double t0 = hx_app_now_us();
-        if (hx__dev_copy(b, 0, a, 0, nbytes) != HX_OK || hx__dev_synchronize(dev) != HX_OK)
-            goto out;
-        const double us = hx_app_now_us() - t0;
-        if (i >= 0) gbs[i] = 2.0 * (double)nbytes / (us > 0 ? us : 1e-3) / 1e3;
-    }
-    r = hx_app_median(gbs, 7);
-out:
-    if (a) hx__dev_buffer_free(a);
-    if (b) hx__dev_buffer_free(b);
-    if (r <= 0) fprintf(stderr, "bench: device copy not measured: %s\n", hx_last_error());
-    return r;
-}
 
 static void hx_bk_usage(void)
 {
@@ -75,16 +52,15 @@ static void hx_bk_usage(void)
             "usage: engine bench --kernels [--backend B] [--types LIST] [--shapes qwen3|KxN,...]\n"
             "                    [-m 1,512] [-t THREADS] [-r REPS] [-o md|json|csv] [--bw-gbs X]\n"
             "                    [--working-set MIB]  (default: 2x the last-level cache, at least 256;\n"
-            "                    1 = in cache) [--device-copy MIB]\n"
+            "                    1 = in cache)\n"
             "  --types: weight type names (default all); -m: rows per call, 1..65536 (default 1,512);\n"
             "  -t: 1..1024 threads (default 2); -r: 5..100000 timed samples per case (default 5);\n"
             "  --bw-gbs: skip the bandwidth probe and use X GB/s; --working-set: 1..65536 MiB\n"
+            "  --d2d-mib N: device-to-device copy bandwidth measured with N MiB buffers, 0 = not\n"
+            "      (default: 1024 on a device with its own memory, 16 on an emulated one)\n"
             "  --compare HX_VAR=V1,V2,..: run each case under each value of an HX_* environment\n"
             "      variable (e.g. HX_CPU_PREFETCH=0,8,16), call by call in turn, with a plain read\n"
-            "      of the same bytes between them; prints each value's µs and its ratio to the read\n"
-            "  --device-copy MIB: also time a copy of MIB between two buffers on the device (GPUs:\n"
-            "      the roofline a GEMV's bandwidth is a share of; json device_copy_gbs = bytes moved,\n"
-            "      read + written, per second, median of 7)\n");
+            "      of the same bytes between them; prints each value's µs and its ratio to the read\n");
 }
 
 /* VAR=V1,V2,..: an HX_* variable and 2..HX_BK_MAX_CMP values of up to 31 characters. */
@@ -114,6 +90,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
     o->threads = 2;
     o->reps = 5;
     o->set_bytes = hx_app_bytes_past_llc(HX_BK_LLC_TIMES);
+    o->d2d_mib = -1;
     for (int t = 0; t < HX_DTYPE_COUNT; t++) o->types[o->n_types++] = (enum hx_dtype)t;
     o->n_shapes = hx_app_shape_list("qwen3", 1, 1, o->shapes, HX_BK_MAX);
     o->ms[0] = 1, o->ms[1] = 512, o->n_ms = 2;
@@ -139,8 +116,8 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
             o->bw_gbs = strtod(v, &end);
             if (!end || *end || !(o->bw_gbs > 0 && o->bw_gbs < 1e5)) return -1;
         }
+        else if (!strcmp(a, "--d2d-mib")) { if (!hx_app_parse_i64(v, 0, 16384, &o->d2d_mib)) return -1; }
         else if (!strcmp(a, "--working-set")) { if (!hx_app_parse_i64(v, 1, 65536, &x)) return -1; o->set_bytes = (size_t)x << 20; }
-        else if (!strcmp(a, "--device-copy")) { if (!hx_app_parse_i64(v, 1, 16384, &x)) return -1; o->copy_bytes = (size_t)x << 20; }
         else if (!strcmp(a, "-t")) { if (!hx_app_parse_i64(v, 1, 1024, &x)) return -1; o->threads = (int)x; }
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 5, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--compare")) { if (!hx_bk_parse_compare(v, o)) return -1; }
@@ -441,6 +418,35 @@ static int hx_bk_run_compare(struct hx_device *dev, const struct hx_bk_opts *o, 
     return rc;
 }
 
+/* Device-to-device copy bandwidth: two buffers of *bytes on dev, one untimed and 9 timed
+ * copies through the backend's copy (hx__dev_copy returns when the copy is done), (read +
+ * write bytes) / host time, median. A failed allocation halves the size, down to 16 MiB;
+ * *bytes gets the size used. 0: not measured. */
+static double hx_bk_d2d_gbs(struct hx_device *dev, size_t *bytes)
+{
+    for (size_t n = *bytes; n >= ((size_t)16 << 20); n /= 2) {
+        struct hx_buffer *a = NULL, *b = NULL;
+        if (hx__dev_buffer_alloc(dev, n, &a) || hx__dev_buffer_alloc(dev, n, &b)) {
+            hx__dev_buffer_free(a);
+            continue;
+        }
+        double us[9];
+        int st = hx__dev_copy(b, 0, a, 0, n);
+        for (int i = 0; i < 9 && st == HX_OK; i++) {
+            const double t = hx_app_now_us();
+            st = hx__dev_copy(i % 2 ? a : b, 0, i % 2 ? b : a, 0, n);
+            us[i] = hx_app_now_us() - t;
+        }
+        hx__dev_buffer_free(a);
+        hx__dev_buffer_free(b);
+        if (st != HX_OK) return 0.0;
+        *bytes = n;
+        const double med = hx_app_median(us, 9);
+        return med > 0 ? 2.0 * (double)n / (med * 1e-6) / 1e9 : 0.0;
+    }
+    return 0.0;
+}
+
 int hx_cmd_bench_kernels(int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i++)
@@ -480,14 +486,17 @@ int hx_cmd_bench_kernels(int argc, char **argv)
     if (bw <= 0 && (pb = hx_app_bw_open(o.threads, o.set_bytes)) &&
         hx_app_bw_measure(pb, 9, &probe, NULL) == 0)
         bw = probe.median_gbs;
+    /* a device with memory of its own: its copy bandwidth (the host probe above is not its) */
+    size_t d2d_bytes = o.d2d_mib >= 0            ? (size_t)o.d2d_mib
+                       : dev->info.unified_memory ? 0
+                       : dev->info.simulated      ? 16
+                                                  : 1024;
+    d2d_bytes <<= 20;
+    const double d2d = d2d_bytes ? hx_bk_d2d_gbs(dev, &d2d_bytes) : 0.0;
     bool md = !strcmp(o.fmt, "md"), js = !strcmp(o.fmt, "json");
-    double copy_gbs = o.copy_bytes ? hx_bk_device_copy(dev, o.copy_bytes) : 0.0;
     if (md) {
         printf("# kernel benchmark: backend %s (%s)%s%s\n\n", dev->id, dev->info.name,
                desc[0] ? ", " : "", desc);
-        if (copy_gbs > 0)
-            printf("device copy: %.1f GB/s moved (read + written), %zu MiB buffers, median of 7\n\n",
-                   copy_gbs, o.copy_bytes >> 20);
         if (o.bw_gbs > 0)
             printf("read bandwidth: %.1f GB/s (given with --bw-gbs)\n\n", bw);
         else
@@ -496,6 +505,10 @@ int hx_cmd_bench_kernels(int argc, char **argv)
                    bw, probe.best_gbs, probe.n_threads, probe.kernel ? probe.kernel : "?",
                    probe.prefetch ? probe.prefetch : "?",
                    probe.working_set_bytes >> 20, probe.n_passes, probe.llc_bytes >> 20);
+        if (d2d > 0)
+            printf("device-to-device copy: %.1f GB/s (read + write bytes of a %zu MiB copy over its "
+                   "host time, median of 9)%s\n\n",
+                   d2d, d2d_bytes >> 20, dev->info.simulated ? "; an emulated device: not a GPU's" : "");
         if (pb)
             printf("Each GEMV's share is of the probe run again around it (3 passes just before, 3 "
                    "just after, median; its GB/s after the share): on a shared machine the read "
@@ -506,9 +519,9 @@ int hx_cmd_bench_kernels(int argc, char **argv)
         printf("| type | K×N | m | µs/call median (mean ± sd) | GB/s | GFLOP/s | %% of read BW | plain read µs (GEMV %%) | host µs | device µs |\n");
         printf("|---|---|---|---|---|---|---|---|---|---|\n");
     } else if (js) {
-        printf("{\"backend\":\"%s\",\"threads\":%d,\"read_bw_gbs\":%.2f,\"device_copy_gbs\":%.2f,"
-               "\"results\":[",
-               dev->id, o.threads, bw, copy_gbs);
+        printf("{\"backend\":\"%s\",\"threads\":%d,\"read_bw_gbs\":%.2f,", dev->id, o.threads, bw);
+        if (d2d > 0) printf("\"d2d_gbs\":%.2f,\"d2d_mib\":%zu,", d2d, d2d_bytes >> 20);
+        printf("\"simulated\":%s,\"results\":[", dev->info.simulated ? "true" : "false");
     } else {
         printf("backend,type,k,n,m,threads,median_us,mean_us,sd_us,gbs,gflops,bw_pct,host_us,device_us,modelled,bw_gbs,read_us,read_pct\n");
     }

@@ -23,60 +23,7 @@
 
 #include <jansson.h>
 
-#include "server.h"
-
-#define HX_JS_MAX_NEST 128    /* sub-schema and $ref nesting while compiling */
-#define HX_JS_MAX_BOUND 10000 /* minLength/maxLength/minItems/maxItems: the engine's limit */
-#define HX_JS_MAX_PREFIX 96
-#define HX_JS_NAME 160
-
-/* JSON types, as a mask */
-enum {
-    HX_JS_NULL = 1,
-    HX_JS_BOOL = 2,
-    HX_JS_OBJ = 4,
-    HX_JS_ARR = 8,
-    HX_JS_STR = 16,
-    HX_JS_NUM = 32,
-    HX_JS_INT = 64,
-    HX_JS_ALL = HX_JS_NULL | HX_JS_BOOL | HX_JS_OBJ | HX_JS_ARR | HX_JS_STR | HX_JS_NUM,
-};
-
-/* shared rules written at the end when used */
-enum {
-    HX_JS_U_WS = 1,
-    HX_JS_U_CHAR = 2,
-    HX_JS_U_STR = 4,
-    HX_JS_U_INT = 8,
-    HX_JS_U_NUM = 16,
-    HX_JS_U_VAL = 32, /* any value: val, obj, arr and everything they use */
-};
-
-struct hx_js_ref {
-    const json_t *target;
-    char name[HX_JS_NAME];
-    char *path; /* the target's JSON pointer, for messages */
-    int depth;  /* c->depth when its compilation began */
-    bool done, prod;
-};
-
-struct hx_js {
-    json_t *root;
-    const char *prefix;
-    struct hx_srv_buf *out;
-    char *err;
-    size_t err_cap;
-    bool failed;
-    unsigned used;
-    int n_names;
-    int depth; /* "{" and "[" entered on the way from the current $ref target */
-    int nest;
-    struct hx_srv_buf path; /* JSON pointer of the schema being compiled */
-    struct hx_js_ref *refs;
-    size_t n_refs, cap_refs;
-    size_t *slots; /* open addressing over refs by target pointer: index + 1, 0 empty */
-    size_t n_slots;
-};
+#include "json-schema-impl.h"
 
 static const char *const hx_js_annotations[] = {"title",      "description", "default",  "examples",
                                                 "$schema",    "$id",         "$comment", "strict",
@@ -104,8 +51,7 @@ static bool hx_js_annotation(const char *k)
 
 /* ---- errors and locations ------------------------------------------------------------------- */
 
-static bool hx_js_fail(struct hx_js *c, const char *fmt, ...) HX_PRINTF(2, 3);
-static bool hx_js_fail(struct hx_js *c, const char *fmt, ...)
+bool hx__js_fail(struct hx_js *c, const char *fmt, ...)
 {
     if (c->failed) return false;
     c->failed = true;
@@ -189,7 +135,7 @@ static void hx_js_literal(struct hx_srv_buf *b, const char *s, size_t n)
 static bool hx_js_value_literal(struct hx_js *c, struct hx_srv_buf *b, const json_t *v)
 {
     char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!t) return hx_js_fail(c, "cannot write a value of the schema as JSON");
+    if (!t) return hx__js_fail(c, "cannot write a value of the schema as JSON");
     hx_js_literal(b, t, strlen(t));
     free(t);
     return true;
@@ -271,115 +217,6 @@ static void hx_js_write_shared(struct hx_js *c)
     }
 }
 
-/* ---- $ref targets --------------------------------------------------------------------------- */
-
-static size_t hx_js_hash(const void *p, size_t n_slots)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return (size_t)(x & (n_slots - 1));
-}
-
-static struct hx_js_ref *hx_js_find(struct hx_js *c, const json_t *t)
-{
-    if (!c->n_slots) return NULL;
-    for (size_t h = hx_js_hash(t, c->n_slots);; h = (h + 1) & (c->n_slots - 1)) {
-        if (!c->slots[h]) return NULL;
-        if (c->refs[c->slots[h] - 1].target == t) return &c->refs[c->slots[h] - 1];
-    }
-}
-
-static struct hx_js_ref *hx_js_add(struct hx_js *c, const json_t *t)
-{
-    if (c->n_refs == c->cap_refs) {
-        size_t cap = c->cap_refs ? c->cap_refs * 2 : 16;
-        struct hx_js_ref *r = realloc(c->refs, cap * sizeof *r);
-        if (!r) return NULL;
-        c->refs = r;
-        c->cap_refs = cap;
-    }
-    if ((c->n_refs + 1) * 2 > c->n_slots) { /* keep the table at most half full */
-        size_t n = c->n_slots ? c->n_slots * 2 : 64;
-        size_t *s = calloc(n, sizeof *s);
-        if (!s) return NULL;
-        for (size_t i = 0; i < c->n_refs; i++) {
-            size_t h = hx_js_hash(c->refs[i].target, n);
-            while (s[h]) h = (h + 1) & (n - 1);
-            s[h] = i + 1;
-        }
-        free(c->slots);
-        c->slots = s;
-        c->n_slots = n;
-    }
-    struct hx_js_ref *r = &c->refs[c->n_refs];
-    memset(r, 0, sizeof *r);
-    r->target = t;
-    size_t h = hx_js_hash(t, c->n_slots);
-    while (c->slots[h]) h = (h + 1) & (c->n_slots - 1);
-    c->slots[h] = ++c->n_refs;
-    return r;
-}
-
-/* The value a local reference ("#", "#/$defs/A", "#/items/0") points at, or NULL. */
-static json_t *hx_js_resolve(json_t *root, const char *ref)
-{
-    if (ref[0] != '#') return NULL;
-    const char *p = ref + 1;
-    json_t *v = root;
-    if (!*p) return v;
-    if (*p != '/') return NULL;
-    size_t n = strlen(p);
-    char *tok = malloc(n + 1);
-    if (!tok) return NULL;
-    while (v && *p == '/') {
-        p++;
-        size_t k = 0;
-        for (; *p && *p != '/'; p++) { /* percent-decoding (a URI fragment), then ~1 ~0 */
-            char ch = *p;
-            if (ch == '%' && p[1] && p[2]) {
-                char hex[3] = {p[1], p[2], 0}, *end;
-                long x = strtol(hex, &end, 16);
-                if (*end || x <= 0) {
-                    v = NULL;
-                    break;
-                }
-                ch = (char)x;
-                p += 2;
-            }
-            tok[k++] = ch;
-        }
-        tok[k] = '\0';
-        size_t o = 0;
-        for (size_t i = 0; i < k; i++) {
-            if (tok[i] == '~' && tok[i + 1] == '1')
-                tok[o++] = '/', i++;
-            else if (tok[i] == '~' && tok[i + 1] == '0')
-                tok[o++] = '~', i++;
-            else if (tok[i] == '~')
-                v = NULL;
-            else
-                tok[o++] = tok[i];
-        }
-        tok[o] = '\0';
-        if (!v) break;
-        if (json_is_object(v)) {
-            v = json_object_getn(v, tok, o);
-        } else if (json_is_array(v)) {
-            char *end;
-            unsigned long long i = strtoull(tok, &end, 10);
-            bool digits = o > 0 && !*end && (tok[0] != '0' || o == 1) && tok[0] != '-' &&
-                          tok[0] != '+' && tok[0] != ' ';
-            v = digits && i < json_array_size(v) ? json_array_get(v, (size_t)i) : NULL;
-        } else {
-            v = NULL;
-        }
-    }
-    free(tok);
-    return v;
-}
-
 /* ---- schemas ---------------------------------------------------------------------------------- */
 
 static bool hx_js_schema(struct hx_js *c, json_t *s, char *name);
@@ -393,11 +230,11 @@ static int hx_js_count(struct hx_js *c, json_t *s, const char *kw, int64_t *out)
                : json_is_real(v)  ? json_real_value(v)
                                   : -1;
     if (d > HX_JS_MAX_BOUND) {
-        hx_js_fail(c, "'%s' above %d is not supported", kw, HX_JS_MAX_BOUND);
+        hx__js_fail(c, "'%s' above %d is not supported", kw, HX_JS_MAX_BOUND);
         return -1;
     }
     if (d < 0 || d != (double)(int64_t)d) {
-        hx_js_fail(c, "'%s' must be a non-negative integer", kw);
+        hx__js_fail(c, "'%s' must be a non-negative integer", kw);
         return -1;
     }
     *out = (int64_t)d;
@@ -431,7 +268,7 @@ static int hx_js_type_bit(const char *t)
 
 /* The types s allows: its `type`, or else those its type-specific keywords imply (a subset of
  * what it validates, and what its author meant), or else all. -1 on a bad `type`. */
-static int hx_js_types(struct hx_js *c, json_t *s)
+int hx__js_types(struct hx_js *c, json_t *s)
 {
     json_t *t = json_object_get(s, "type");
     int mask = 0;
@@ -452,8 +289,8 @@ static int hx_js_types(struct hx_js *c, json_t *s)
             }
         }
         if (!mask) {
-            hx_js_fail(c, "'type' must be one of null, boolean, object, array, string, number, "
-                          "integer, or a non-empty array of them");
+            hx__js_fail(c, "'type' must be one of null, boolean, object, array, string, number, "
+                           "integer, or a non-empty array of them");
             return -1;
         }
     } else {
@@ -496,12 +333,12 @@ static bool hx_js_enum(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
     static const char *const allowed[] = {"enum", "const", "type"};
     const char *other = hx_js_other(s, allowed, HX_JS_COUNT(allowed));
     if (other)
-        return hx_js_fail(c, "'%s' next to '%s' is not supported", other,
-                          json_object_get(s, "enum") ? "enum" : "const");
+        return hx__js_fail(c, "'%s' next to '%s' is not supported", other,
+                           json_object_get(s, "enum") ? "enum" : "const");
     json_t *e = json_object_get(s, "enum"), *k = json_object_get(s, "const");
     if (e && (!json_is_array(e) || json_array_size(e) == 0))
-        return hx_js_fail(c, "'enum' must be a non-empty array");
-    int mask = json_object_get(s, "type") ? hx_js_types(c, s) : HX_JS_ALL | HX_JS_INT;
+        return hx__js_fail(c, "'enum' must be a non-empty array");
+    int mask = json_object_get(s, "type") ? hx__js_types(c, s) : HX_JS_ALL | HX_JS_INT;
     if (mask < 0) return false;
     size_t n = e ? json_array_size(e) : 1, kept = 0;
     for (size_t i = 0; i < n; i++) {
@@ -515,10 +352,10 @@ static bool hx_js_enum(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
         if (!hx_js_value_literal(c, body, v)) return false;
     }
     if (!kept)
-        return hx_js_fail(c, "%s",
-                          e && k ? "'enum' and 'const' have no value in common"
-                          : e    ? "no value of 'enum' has the 'type' given"
-                                 : "the value of 'const' does not have the 'type' given");
+        return hx__js_fail(c, "%s",
+                           e && k ? "'enum' and 'const' have no value in common"
+                           : e    ? "no value of 'enum' has the 'type' given"
+                                  : "the value of 'const' does not have the 'type' given");
     return true;
 }
 
@@ -526,10 +363,10 @@ static bool hx_js_anyof(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
 {
     static const char *const allowed[] = {"anyOf"};
     const char *other = hx_js_other(s, allowed, 1);
-    if (other) return hx_js_fail(c, "'%s' next to 'anyOf' is not supported", other);
+    if (other) return hx__js_fail(c, "'%s' next to 'anyOf' is not supported", other);
     json_t *a = json_object_get(s, "anyOf");
     if (!json_is_array(a) || json_array_size(a) == 0)
-        return hx_js_fail(c, "'anyOf' must be a non-empty array of schemas");
+        return hx__js_fail(c, "'anyOf' must be a non-empty array of schemas");
     size_t i;
     json_t *sub;
     json_array_foreach(a, i, sub)
@@ -548,19 +385,19 @@ static bool hx_js_anyof(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
 /* The rule of a $ref target: compiled the first time it is met. */
 static bool hx_js_ref_rule(struct hx_js *c, json_t *target, const char *pointer, char *name)
 {
-    struct hx_js_ref *r = hx_js_find(c, target);
+    struct hx_js_ref *r = hx__js_find(c, target);
     if (r) {
         if (!r->done && r->depth == c->depth)
-            return hx_js_fail(c, "'$ref' to '#%s' comes back to it without any value in between",
-                              r->path);
+            return hx__js_fail(c, "'$ref' to '#%s' comes back to it without any value in between",
+                               r->path);
         snprintf(name, HX_JS_NAME, "%s", r->name);
         return true;
     }
-    r = hx_js_add(c, target);
+    r = hx__js_add(c, target);
     char *path = strdup(pointer);
     if (!r || !path) {
         free(path);
-        return hx_js_fail(c, "out of memory");
+        return hx__js_fail(c, "out of memory");
     }
     size_t idx = (size_t)(r - c->refs); /* c->refs may move while the target compiles */
     r->path = path;
@@ -589,17 +426,17 @@ static bool hx_js_ref(struct hx_js *c, json_t *s, char *name)
 {
     static const char *const allowed[] = {"$ref"};
     const char *other = hx_js_other(s, allowed, 1);
-    if (other) return hx_js_fail(c, "'%s' next to '$ref' is not supported", other);
+    if (other) return hx__js_fail(c, "'%s' next to '$ref' is not supported", other);
     json_t *ref = json_object_get(s, "$ref");
-    if (!json_is_string(ref)) return hx_js_fail(c, "'$ref' must be a string");
+    if (!json_is_string(ref)) return hx__js_fail(c, "'$ref' must be a string");
     const char *r = json_string_value(ref);
     if (r[0] != '#')
-        return hx_js_fail(c,
-                          "'$ref' '%s': only local references (\"#\", \"#/$defs/...\") are "
-                          "supported",
-                          r);
-    json_t *target = hx_js_resolve(c->root, r);
-    if (!target) return hx_js_fail(c, "'$ref' '%s' does not resolve", r);
+        return hx__js_fail(c,
+                           "'$ref' '%s': only local references (\"#\", \"#/$defs/...\") are "
+                           "supported",
+                           r);
+    json_t *target = hx__js_resolve(c->root, r);
+    if (!target) return hx__js_fail(c, "'$ref' '%s' does not resolve", r);
     return hx_js_ref_rule(c, target, r + 1, name);
 }
 
@@ -608,7 +445,7 @@ static bool hx_js_string(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
     int64_t lo = 0, hi = -1;
     if (hx_js_count(c, s, "minLength", &lo) < 0 || hx_js_count(c, s, "maxLength", &hi) < 0)
         return false;
-    if (hi >= 0 && lo > hi) return hx_js_fail(c, "'minLength' is greater than 'maxLength'");
+    if (hi >= 0 && lo > hi) return hx__js_fail(c, "'minLength' is greater than 'maxLength'");
     char buf[HX_JS_NAME];
     if (lo == 0 && hi < 0) {
         hx__srv_buf_puts(body, hx_js_shared(c, HX_JS_U_STR, "str", buf));
@@ -659,18 +496,18 @@ static bool hx_js_object(struct hx_js *c, json_t *s, const char *name, struct hx
     json_t *add = json_object_get(s, "additionalProperties");
     char ws[HX_JS_NAME], buf[HX_JS_NAME];
     hx_js_shared(c, HX_JS_U_WS, "ws", ws);
-    if (props && !json_is_object(props)) return hx_js_fail(c, "'properties' must be an object");
-    if (req && !json_is_array(req)) return hx_js_fail(c, "'required' must be an array of strings");
+    if (props && !json_is_object(props)) return hx__js_fail(c, "'properties' must be an object");
+    if (req && !json_is_array(req)) return hx__js_fail(c, "'required' must be an array of strings");
     if (add && !json_is_boolean(add) && !json_is_object(add))
-        return hx_js_fail(c, "'additionalProperties' must be a schema");
+        return hx__js_fail(c, "'additionalProperties' must be a schema");
     size_t i;
     json_t *e;
     json_array_foreach(req, i, e)
     {
-        if (!json_is_string(e)) return hx_js_fail(c, "'required' must be an array of strings");
+        if (!json_is_string(e)) return hx__js_fail(c, "'required' must be an array of strings");
         if (!props || !json_object_getn(props, json_string_value(e), json_string_length(e)))
-            return hx_js_fail(c, "'required' names '%s', which 'properties' does not declare",
-                              json_string_value(e));
+            return hx__js_fail(c, "'required' names '%s', which 'properties' does not declare",
+                               json_string_value(e));
     }
     size_t np = props ? json_object_size(props) : 0;
     if (np == 0) { /* free-form: keys are any strings */
@@ -697,7 +534,7 @@ static bool hx_js_object(struct hx_js *c, json_t *s, const char *name, struct hx
         return true;
     }
     struct hx_js_member *m = calloc(np, sizeof *m);
-    if (!m) return hx_js_fail(c, "out of memory");
+    if (!m) return hx__js_fail(c, "out of memory");
     size_t n = 0, first_req = np;
     bool ok = true;
     const char *key;
@@ -710,7 +547,7 @@ static bool hx_js_object(struct hx_js *c, json_t *s, const char *name, struct hx
         hx_js_push(c, key);
         char v[HX_JS_NAME];
         if (json_is_false(sub)) { /* may not be present: never generated */
-            if (required) ok = hx_js_fail(c, "a required property has a 'false' schema");
+            if (required) ok = hx__js_fail(c, "a required property has a 'false' schema");
             hx_js_pop(c, old);
             if (!ok) break;
             continue;
@@ -724,7 +561,7 @@ static bool hx_js_object(struct hx_js *c, json_t *s, const char *name, struct hx
         char *kt = k ? json_dumps(k, JSON_ENCODE_ANY) : NULL;
         json_decref(k);
         if (!kt) {
-            ok = hx_js_fail(c, "out of memory");
+            ok = hx__js_fail(c, "out of memory");
             break;
         }
         hx_js_literal(&m[n].kv, kt, strlen(kt));
@@ -791,26 +628,26 @@ static bool hx_js_array(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
     int64_t lo = 0, hi = -1;
     if (hx_js_count(c, s, "minItems", &lo) < 0 || hx_js_count(c, s, "maxItems", &hi) < 0)
         return false;
-    if (hi >= 0 && lo > hi) return hx_js_fail(c, "'minItems' is greater than 'maxItems'");
+    if (hi >= 0 && lo > hi) return hx__js_fail(c, "'minItems' is greater than 'maxItems'");
     if (prefix && !json_is_array(prefix))
-        return hx_js_fail(c, "'prefixItems' must be an array of schemas");
+        return hx__js_fail(c, "'prefixItems' must be an array of schemas");
     const char *pkw = "prefixItems";
     if (json_is_array(items)) { /* draft-07's tuple form */
-        if (prefix) return hx_js_fail(c, "'items' must be a schema next to 'prefixItems'");
+        if (prefix) return hx__js_fail(c, "'items' must be a schema next to 'prefixItems'");
         prefix = items;
         pkw = "items";
         items = NULL;
     }
     if (items && !json_is_boolean(items) && !json_is_object(items))
-        return hx_js_fail(c, "'items' must be a schema");
+        return hx__js_fail(c, "'items' must be a schema");
     size_t k = prefix ? json_array_size(prefix) : 0;
     for (size_t j = 0; j < k; j++) /* a `false` position ends the array before it */
         if (json_is_false(json_array_get(prefix, j))) k = j;
-    if (k > HX_JS_MAX_BOUND) return hx_js_fail(c, "more than %d '%s'", HX_JS_MAX_BOUND, pkw);
+    if (k > HX_JS_MAX_BOUND) return hx__js_fail(c, "more than %d '%s'", HX_JS_MAX_BOUND, pkw);
     if (json_is_false(items) || (prefix && k < json_array_size(prefix)))
         hi = hi < 0 || hi > (int64_t)k ? (int64_t)k : hi;
     if (hi >= 0 && lo > hi)
-        return hx_js_fail(c, "'minItems' asks for more elements than '%s' allows", pkw);
+        return hx__js_fail(c, "'minItems' asks for more elements than '%s' allows", pkw);
     char ws[HX_JS_NAME];
     if ((!items || json_is_true(items)) && !prefix && lo == 0 && hi < 0) {
         hx__srv_buf_puts(body, hx_js_shared(c, HX_JS_U_VAL, "arr", ws));
@@ -823,7 +660,7 @@ static bool hx_js_array(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
     }
     size_t used_k = hi >= 0 && (int64_t)k > hi ? (size_t)hi : k;
     char(*pre)[HX_JS_NAME] = used_k ? calloc(used_k, HX_JS_NAME) : NULL;
-    if (used_k && !pre) return hx_js_fail(c, "out of memory");
+    if (used_k && !pre) return hx__js_fail(c, "out of memory");
     char it[HX_JS_NAME];
     bool ok = true;
     c->depth++;
@@ -860,7 +697,7 @@ static bool hx_js_array(struct hx_js *c, json_t *s, struct hx_srv_buf *body)
 /* A schema's value by its types: alternatives, one per type. */
 static bool hx_js_typed(struct hx_js *c, json_t *s, const char *name, struct hx_srv_buf *body)
 {
-    int mask = hx_js_types(c, s);
+    int mask = hx__js_types(c, s);
     if (mask < 0) return false;
     char buf[HX_JS_NAME];
     bool any = false;
@@ -905,21 +742,21 @@ static bool hx_js_schema(struct hx_js *c, json_t *s, char *name)
         hx_js_shared(c, HX_JS_U_VAL, "val", name);
         return true;
     }
-    if (json_is_false(s)) return hx_js_fail(c, "a 'false' schema admits no value");
-    if (!json_is_object(s)) return hx_js_fail(c, "a schema must be an object or a boolean");
+    if (json_is_false(s)) return hx__js_fail(c, "a 'false' schema admits no value");
+    if (!json_is_object(s)) return hx__js_fail(c, "a schema must be an object or a boolean");
     if (c->nest >= HX_JS_MAX_NEST)
-        return hx_js_fail(c, "the schema nests deeper than %d levels", HX_JS_MAX_NEST);
+        return hx__js_fail(c, "the schema nests deeper than %d levels", HX_JS_MAX_NEST);
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v)
     {
         if (!hx_js_annotation(k) && !hx_js_in(k, hx_js_keywords, HX_JS_COUNT(hx_js_keywords)))
-            return hx_js_fail(c, "'%s' is not supported", k);
+            return hx__js_fail(c, "'%s' is not supported", k);
     }
     if ((v = json_object_get(s, "$defs")) && !json_is_object(v))
-        return hx_js_fail(c, "'$defs' must be an object");
+        return hx__js_fail(c, "'$defs' must be an object");
     if ((v = json_object_get(s, "definitions")) && !json_is_object(v))
-        return hx_js_fail(c, "'definitions' must be an object");
+        return hx__js_fail(c, "'definitions' must be an object");
     c->nest++;
     bool ok;
     if (json_object_get(s, "$ref")) {
@@ -940,83 +777,6 @@ static bool hx_js_schema(struct hx_js *c, json_t *s, char *name)
     return ok && !c->failed;
 }
 
-/* ---- every $ref target has a finite value ------------------------------------------------------ */
-
-static bool hx_js_prod(struct hx_js *c, json_t *s);
-
-static bool hx_js_prod_object(struct hx_js *c, json_t *s)
-{
-    json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
-    size_t i;
-    json_t *e;
-    json_array_foreach(req, i, e)
-    {
-        json_t *sub = json_object_getn(props, json_string_value(e), json_string_length(e));
-        if (!hx_js_prod(c, sub)) return false;
-    }
-    return true; /* the optional members can be left out; a free-form object can be {} */
-}
-
-static bool hx_js_prod_array(struct hx_js *c, json_t *s)
-{
-    json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
-    if (json_is_array(items)) prefix = items, items = NULL;
-    json_t *lo_v = json_object_get(s, "minItems");
-    int64_t lo = !lo_v                   ? 0
-                 : json_is_integer(lo_v) ? json_integer_value(lo_v)
-                                         : (int64_t)json_real_value(lo_v);
-    size_t k = prefix ? json_array_size(prefix) : 0;
-    for (int64_t j = 0; j < lo; j++) {
-        json_t *sub = (size_t)j < k ? json_array_get(prefix, (size_t)j) : items;
-        if ((size_t)j >= k && !sub) return true;
-        if (!hx_js_prod(c, sub)) return false;
-        if ((size_t)j >= k) return true; /* the same schema for every later position */
-    }
-    return true;
-}
-
-static bool hx_js_prod(struct hx_js *c, json_t *s)
-{
-    if (json_is_true(s)) return true;
-    if (!json_is_object(s)) return false;
-    json_t *v;
-    if ((v = json_object_get(s, "$ref"))) {
-        struct hx_js_ref *r = hx_js_find(c, hx_js_resolve(c->root, json_string_value(v)));
-        return r && r->prod;
-    }
-    if ((v = json_object_get(s, "anyOf"))) {
-        size_t i;
-        json_t *sub;
-        json_array_foreach(v, i, sub) if (hx_js_prod(c, sub)) return true;
-        return false;
-    }
-    if (json_object_get(s, "enum") || json_object_get(s, "const")) return true;
-    int mask = hx_js_types(c, s);
-    if (mask & (HX_JS_NULL | HX_JS_BOOL | HX_JS_STR | HX_JS_NUM | HX_JS_INT)) return true;
-    return ((mask & HX_JS_OBJ) && hx_js_prod_object(c, s)) ||
-           ((mask & HX_JS_ARR) && hx_js_prod_array(c, s));
-}
-
-static bool hx_js_check_finite(struct hx_js *c)
-{
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t i = 0; i < c->n_refs; i++) {
-            if (c->refs[i].prod) continue;
-            if (hx_js_prod(c, (json_t *)c->refs[i].target)) c->refs[i].prod = changed = true;
-        }
-    }
-    for (size_t i = 0; i < c->n_refs; i++) {
-        if (c->refs[i].prod) continue;
-        c->path.len = 0;
-        hx__srv_buf_puts(&c->path, c->refs[i].path);
-        if (!c->refs[i].path[0]) c->path.len = 0;
-        return hx_js_fail(c, "no finite JSON value matches this schema (its '$ref' recursion "
-                             "never ends)");
-    }
-    return true;
-}
-
 /* ---- entry ------------------------------------------------------------------------------------- */
 
 bool hx__srv_schema_gbnf(const char *schema, size_t len, const char *prefix, struct hx_srv_buf *out,
@@ -1027,19 +787,19 @@ bool hx__srv_schema_gbnf(const char *schema, size_t len, const char *prefix, str
     size_t pl = strlen(c.prefix);
     if (pl > HX_JS_MAX_PREFIX || strspn(c.prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
                                                   "VWXYZ0123456789_-") != pl)
-        return hx_js_fail(&c, "the rule prefix must be at most %d of [a-zA-Z0-9_-]",
-                          HX_JS_MAX_PREFIX);
+        return hx__js_fail(&c, "the rule prefix must be at most %d of [a-zA-Z0-9_-]",
+                           HX_JS_MAX_PREFIX);
     json_error_t jerr;
     c.root = schema ? json_loadb(schema, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr)
                     : json_true();
     if (!c.root)
-        return hx_js_fail(&c, "the schema is not valid JSON: %s (line %d, column %d)", jerr.text,
-                          jerr.line, jerr.column);
+        return hx__js_fail(&c, "the schema is not valid JSON: %s (line %d, column %d)", jerr.text,
+                           jerr.line, jerr.column);
     size_t start = out->len;
     char name[HX_JS_NAME];
-    bool ok = hx_js_ref_rule(&c, c.root, "", name) && hx_js_check_finite(&c);
+    bool ok = hx_js_ref_rule(&c, c.root, "", name) && hx__js_check_finite(&c);
     if (ok) hx_js_write_shared(&c);
-    if (ok && out->failed) ok = hx_js_fail(&c, "out of memory");
+    if (ok && out->failed) ok = hx__js_fail(&c, "out of memory");
     if (!ok && out->data) { /* leave out as it was */
         out->len = start;
         out->data[start] = '\0';

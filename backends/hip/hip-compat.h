@@ -64,6 +64,14 @@
 #define hipEventElapsedTime cudaEventElapsedTime
 #define hipEventDestroy cudaEventDestroy
 #define hipLaunchKernel cudaLaunchKernel
+#define hipGraph_t cudaGraph_t
+#define hipGraphExec_t cudaGraphExec_t
+#define hipStreamBeginCapture cudaStreamBeginCapture
+#define hipStreamEndCapture cudaStreamEndCapture
+#define hipStreamCaptureModeRelaxed cudaStreamCaptureModeRelaxed
+#define hipGraphLaunch cudaGraphLaunch
+#define hipGraphExecDestroy cudaGraphExecDestroy
+#define hipGraphDestroy cudaGraphDestroy
 
 /* Signed 8-bit 4-way dot product with 32-bit accumulate (sm_61+). */
 static __device__ __forceinline__ int hx_hip_dp4a(int a, int b, int c)
@@ -124,6 +132,17 @@ static __device__ __forceinline__ float hx_hip_shfl_xor(float v, int m)
 hipFunction_t hx_hip_rtc_function(const void *kernel);
 #endif
 
+/* A captured graph made executable. The instantiate call differs between the runtimes (CUDA 12
+ * dropped the error-node/log form HIP keeps), so the module calls this one. */
+static inline hipError_t hx_hip_graph_instantiate(hipGraphExec_t *exec, hipGraph_t graph)
+{
+#if defined(__CUDACC__) && !defined(__HIP__)
+    return cudaGraphInstantiateWithFlags(exec, graph, 0);
+#else
+    return hipGraphInstantiate(exec, graph, NULL, NULL, 0);
+#endif
+}
+
 template <typename T> struct hx_hip_same {
     typedef T type;
 };
@@ -135,10 +154,12 @@ static inline hipError_t hx_hip_launch_exact(void (*k)(P...), dim3 g, dim3 b, hi
                                              typename hx_hip_same<P>::type... a)
 {
 #if defined(HX_HIP_EMU)
-    (void)s;
-    auto body = [&]() { k(a...); };
+    /* By value: a stream under capture keeps a copy of these bytes (the argument values) and
+     * runs them again at each replay. */
+    auto body = [=]() { k(a...); };
+    static_assert(std::is_trivially_copyable<decltype(body)>::value, "kernel arguments");
     return hx_emu_launch(
-        g, b, [](void *f) { (*(decltype(body) *)f)(); }, &body);
+        g, b, s, [](void *f) { (*(decltype(body) *)f)(); }, &body, sizeof body);
 #else
     void *args[sizeof...(P) + 1] = {((void *)&a)..., NULL};
 #if defined(HX_HIP_AMD_RTC)

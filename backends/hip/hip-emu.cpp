@@ -17,6 +17,11 @@
  *
  * Fresh allocations are filled with 0xFF bytes (NaN as f32): a kernel that reads memory no
  * one wrote produces NaN, which the tests catch.
+ *
+ * Graphs: a stream under capture appends each launch (grid, block, the closure's bytes), copy
+ * and memset to its list instead of running it; hipStreamEndCapture hands the list over as a
+ * graph, hipGraphInstantiate copies it, hipGraphLaunch runs it in order under one hold of the
+ * launch lock. A synchronize or a failed launch during capture invalidates it, as CUDA does.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +32,8 @@
 #endif
 
 #include <mutex>
+#include <new>
+#include <vector>
 
 #include "hip-emu.h"
 
@@ -114,11 +121,14 @@ fiber *g_fibers;
 
 thread_local hipError_t g_last = hipSuccess;
 
+enum { GRAPH_OK, GRAPH_FAIL_CAPTURE, GRAPH_FAIL_INSTANTIATE, GRAPH_FAIL_LAUNCH };
+
 struct env_cfg {
     int devices = 1;
     bool driver_error = false;
     long fail_malloc = -1, fail_launch = -1;
     long n_malloc = 0, n_launch = 0;
+    int fail_graph = GRAPH_OK;
     env_cfg()
     {
         const char *s = getenv("HX_HIP_EMU_DEVICES");
@@ -126,6 +136,11 @@ struct env_cfg {
         if ((s = getenv("HX_HIP_EMU_DRIVER_ERROR")) && *s == '1') driver_error = true;
         if ((s = getenv("HX_HIP_EMU_FAIL_MALLOC")) && *s) fail_malloc = atol(s);
         if ((s = getenv("HX_HIP_EMU_FAIL_LAUNCH")) && *s) fail_launch = atol(s);
+        if ((s = getenv("HX_HIP_EMU_FAIL_GRAPH")) && *s)
+            fail_graph = !strcmp(s, "capture")                    ? GRAPH_FAIL_CAPTURE
+                         : !strcmp(s, "instantiate") || *s == '1' ? GRAPH_FAIL_INSTANTIATE
+                         : !strcmp(s, "launch")                   ? GRAPH_FAIL_LAUNCH
+                                                                  : GRAPH_OK;
     }
 };
 std::mutex g_cfg_mu;
@@ -294,8 +309,28 @@ extern "C" __attribute__((visibility("hidden"), used)) void hx_emu_fiber_entry(v
 }
 #endif
 
+/* One recorded operation of a captured stream. */
+struct hx_emu_node {
+    enum { KERNEL, COPY, SET } kind;
+    dim3 grid, block;
+    void (*fn)(void *);
+    std::vector<unsigned char> ctx; /* the closure: the kernel and its argument values */
+    void *dst;
+    const void *src;
+    size_t n;
+    int v;
+};
+
 struct hx_emu_stream {
-    int unused;
+    bool capturing, invalidated;
+    std::vector<hx_emu_node> rec;
+};
+struct hx_emu_graph {
+    std::vector<hx_emu_node> nodes;
+};
+struct hx_emu_graph_exec {
+    std::vector<hx_emu_node> nodes;
+    long n_kernels;
 };
 struct hx_emu_event {
     double ms;
@@ -358,23 +393,26 @@ float hx_emu_warp_butterfly(float v, int op)
     return b->red[f->warp][f->lane];
 }
 
-hipError_t hx_emu_launch(dim3 grid, dim3 block, void (*fn)(void *), void *ctx)
+namespace
 {
-    std::lock_guard<std::mutex> lock(g_launch_mu);
+
+bool config_ok(dim3 grid, dim3 block)
+{
     const unsigned long n = (unsigned long)block.x * block.y * block.z;
-    if (!grid.x || !grid.y || !grid.z || !n || n > (unsigned long)kMaxThreads) {
+    /* the limits of the GPUs the module targets: gridDim.x < 2^31, gridDim.y and z <= 65535 */
+    if (!grid.x || !grid.y || !grid.z || grid.x > 2147483647u || grid.y > 65535u ||
+        grid.z > 65535u || !n || n > (unsigned long)kMaxThreads) {
         snprintf(g_msg, sizeof g_msg, "bad launch configuration: grid (%u,%u,%u), block (%u,%u,%u)",
                  grid.x, grid.y, grid.z, block.x, block.y, block.z);
-        return fail(hipErrorInvalidValue);
+        return false;
     }
-    {
-        std::lock_guard<std::mutex> cl(g_cfg_mu);
-        env_cfg &c = cfg();
-        if (c.fail_launch >= 0 && c.n_launch++ >= c.fail_launch) {
-            snprintf(g_msg, sizeof g_msg, "injected launch failure (HX_HIP_EMU_FAIL_LAUNCH)");
-            return fail(hipErrorLaunchFailure);
-        }
-    }
+    return true;
+}
+
+/* Runs the grid; the caller holds g_launch_mu and has checked the configuration. */
+hipError_t run_grid(dim3 grid, dim3 block, void (*fn)(void *), void *ctx)
+{
+    const unsigned long n = (unsigned long)block.x * block.y * block.z;
     if (!reserve((int)n)) return fail(hipErrorOutOfMemory);
     static block_run b; /* large (per-warp arrays); guarded by the lock */
     b.f = g_fibers;
@@ -392,6 +430,45 @@ hipError_t hx_emu_launch(dim3 grid, dim3 block, void (*fn)(void *), void *ctx)
     hx_emu_self = nullptr;
     g_block = nullptr;
     return ok ? hipSuccess : fail(hipErrorLaunchFailure);
+}
+
+/* Takes k launches off HX_HIP_EMU_FAIL_LAUNCH's allowance; false (nothing taken) when one of
+ * them would fail. */
+bool launch_allowed(long k)
+{
+    std::lock_guard<std::mutex> cl(g_cfg_mu);
+    env_cfg &c = cfg();
+    if (c.fail_launch >= 0 && c.n_launch + k > c.fail_launch) {
+        if (k == 1) c.n_launch++;
+        snprintf(g_msg, sizeof g_msg, "injected launch failure (HX_HIP_EMU_FAIL_LAUNCH)");
+        return false;
+    }
+    c.n_launch += k;
+    return true;
+}
+
+} // namespace
+
+hipError_t hx_emu_launch(dim3 grid, dim3 block, hipStream_t s, void (*fn)(void *), const void *ctx,
+                         size_t ctx_bytes)
+{
+    if (s && s->capturing) {
+        std::lock_guard<std::mutex> lock(g_launch_mu); /* g_msg */
+        if (!config_ok(grid, block)) {
+            s->invalidated = true;
+            return fail(hipErrorInvalidValue);
+        }
+        hx_emu_node nd{};
+        nd.kind = hx_emu_node::KERNEL;
+        nd.grid = grid, nd.block = block, nd.fn = fn;
+        nd.ctx.assign((const unsigned char *)ctx, (const unsigned char *)ctx + ctx_bytes);
+        s->rec.push_back(std::move(nd));
+        return hipSuccess;
+    }
+    std::lock_guard<std::mutex> lock(g_launch_mu);
+    if (!config_ok(grid, block)) return fail(hipErrorInvalidValue);
+    if (!launch_allowed(1)) return fail(hipErrorLaunchFailure);
+    return run_grid(grid, block, fn, const_cast<void *>(ctx));
 }
 
 const char *hx_emu_last_message(void)
@@ -492,16 +569,29 @@ hipError_t hipHostFree(void *p)
 
 hipError_t hipMemcpyAsync(void *dst, const void *src, size_t n, hipMemcpyKind kind, hipStream_t s)
 {
-    (void)kind, (void)s;
+    (void)kind;
     if (n && (!dst || !src)) return fail(hipErrorInvalidValue);
+    if (s && s->capturing) {
+        hx_emu_node nd{};
+        nd.kind = hx_emu_node::COPY;
+        nd.dst = dst, nd.src = src, nd.n = n;
+        s->rec.push_back(std::move(nd));
+        return hipSuccess;
+    }
     memmove(dst, src, n);
     return hipSuccess;
 }
 
 hipError_t hipMemsetAsync(void *dst, int v, size_t n, hipStream_t s)
 {
-    (void)s;
     if (n && !dst) return fail(hipErrorInvalidValue);
+    if (s && s->capturing) {
+        hx_emu_node nd{};
+        nd.kind = hx_emu_node::SET;
+        nd.dst = dst, nd.n = n, nd.v = v;
+        s->rec.push_back(std::move(nd));
+        return hipSuccess;
+    }
     memset(dst, v, n);
     return hipSuccess;
 }
@@ -509,19 +599,98 @@ hipError_t hipMemsetAsync(void *dst, int v, size_t n, hipStream_t s)
 hipError_t hipStreamCreateWithFlags(hipStream_t *s, unsigned flags)
 {
     (void)flags;
-    *s = (hipStream_t)calloc(1, sizeof(hx_emu_stream));
+    *s = new (std::nothrow) hx_emu_stream();
     return *s ? hipSuccess : fail(hipErrorOutOfMemory);
 }
 
 hipError_t hipStreamDestroy(hipStream_t s)
 {
-    free(s);
+    delete s;
     return hipSuccess;
 }
 
 hipError_t hipStreamSynchronize(hipStream_t s)
 {
-    (void)s; /* everything ran at enqueue */
+    /* everything ran at enqueue; waiting on a stream under capture is an error */
+    if (s && s->capturing) {
+        s->invalidated = true;
+        return fail(hipErrorStreamCaptureUnsupported);
+    }
+    return hipSuccess;
+}
+
+/* ---- graphs ------------------------------------------------------------------------------- */
+
+hipError_t hipStreamBeginCapture(hipStream_t s, hipStreamCaptureMode mode)
+{
+    (void)mode;
+    if (!s || s->capturing) return fail(hipErrorInvalidValue);
+    if (cfg().fail_graph == GRAPH_FAIL_CAPTURE) return fail(hipErrorNotSupported);
+    s->capturing = true, s->invalidated = false;
+    s->rec.clear();
+    return hipSuccess;
+}
+
+hipError_t hipStreamEndCapture(hipStream_t s, hipGraph_t *graph)
+{
+    *graph = nullptr;
+    if (!s || !s->capturing) return fail(hipErrorInvalidValue);
+    s->capturing = false;
+    if (s->invalidated) {
+        s->rec.clear();
+        return fail(hipErrorStreamCaptureInvalidated);
+    }
+    hx_emu_graph *g = new (std::nothrow) hx_emu_graph();
+    if (!g) return fail(hipErrorOutOfMemory);
+    g->nodes.swap(s->rec);
+    *graph = g;
+    return hipSuccess;
+}
+
+hipError_t hipGraphInstantiate(hipGraphExec_t *exec, hipGraph_t graph, hipGraphNode_t *err_node,
+                               char *log, size_t log_len)
+{
+    (void)err_node, (void)log, (void)log_len;
+    *exec = nullptr;
+    if (!graph) return fail(hipErrorInvalidValue);
+    if (cfg().fail_graph == GRAPH_FAIL_INSTANTIATE) return fail(hipErrorNotSupported);
+    hx_emu_graph_exec *x = new (std::nothrow) hx_emu_graph_exec();
+    if (!x) return fail(hipErrorOutOfMemory);
+    x->nodes = graph->nodes;
+    x->n_kernels = 0;
+    for (const hx_emu_node &nd : x->nodes) x->n_kernels += nd.kind == hx_emu_node::KERNEL;
+    *exec = x;
+    return hipSuccess;
+}
+
+hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t s)
+{
+    if (!exec || (s && s->capturing)) return fail(hipErrorInvalidValue);
+    if (cfg().fail_graph == GRAPH_FAIL_LAUNCH) return fail(hipErrorNotSupported);
+    std::lock_guard<std::mutex> lock(g_launch_mu);
+    /* all or nothing: a graph launch that fails has run none of its nodes */
+    if (!launch_allowed(exec->n_kernels)) return fail(hipErrorLaunchFailure);
+    for (hx_emu_node &nd : exec->nodes) {
+        hipError_t e = hipSuccess;
+        switch (nd.kind) {
+        case hx_emu_node::KERNEL: e = run_grid(nd.grid, nd.block, nd.fn, nd.ctx.data()); break;
+        case hx_emu_node::COPY: memmove(nd.dst, nd.src, nd.n); break;
+        case hx_emu_node::SET: memset(nd.dst, nd.v, nd.n); break;
+        }
+        if (e != hipSuccess) return e; /* a kernel fault: the stream's work is lost, as on a GPU */
+    }
+    return hipSuccess;
+}
+
+hipError_t hipGraphExecDestroy(hipGraphExec_t exec)
+{
+    delete exec;
+    return hipSuccess;
+}
+
+hipError_t hipGraphDestroy(hipGraph_t graph)
+{
+    delete graph;
     return hipSuccess;
 }
 
@@ -581,6 +750,9 @@ const char *hipGetErrorName(hipError_t e)
     case hipErrorNoBinaryForGpu: return "hipErrorNoBinaryForGpu";
     case hipErrorInsufficientDriver: return "hipErrorInsufficientDriver";
     case hipErrorLaunchFailure: return "hipErrorLaunchFailure";
+    case hipErrorNotSupported: return "hipErrorNotSupported";
+    case hipErrorStreamCaptureUnsupported: return "hipErrorStreamCaptureUnsupported";
+    case hipErrorStreamCaptureInvalidated: return "hipErrorStreamCaptureInvalidated";
     }
     return "hipErrorUnknown";
 }
@@ -597,6 +769,12 @@ const char *hipGetErrorString(hipError_t e)
     case hipErrorInsufficientDriver:
         return "driver older than the runtime (HX_HIP_EMU_DRIVER_ERROR=1)";
     case hipErrorLaunchFailure: return g_msg[0] ? g_msg : "unspecified launch failure";
+    case hipErrorNotSupported:
+        return "operation not supported (HX_HIP_EMU_FAIL_GRAPH injects this for graphs)";
+    case hipErrorStreamCaptureUnsupported:
+        return "operation not permitted when stream is capturing";
+    case hipErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
     }
     return "unknown error";
 }

@@ -13,9 +13,16 @@
  * `__shared__` variables are function statics: blocks never run concurrently, and launches
  * are serialized by a process-wide lock. Device memory is host memory.
  *
+ * Graphs: between hipStreamBeginCapture and hipStreamEndCapture a stream runs nothing; each
+ * launch is recorded with a copy of its argument bytes (and each copy or memset with its
+ * pointers), and hipGraphLaunch replays the list in order, as a GPU runs a captured graph.
+ *
  * Faults for tests, read once: HX_HIP_EMU_DEVICES=N devices (default 1; 0 = "no device"),
  * HX_HIP_EMU_FAIL_MALLOC=N and HX_HIP_EMU_FAIL_LAUNCH=N make every hipMalloc / launch after
- * the first N fail (out of memory / launch failure).
+ * the first N fail (out of memory / launch failure; a graph whose kernels would cross N fails
+ * to launch as a whole, before running any); HX_HIP_EMU_FAIL_GRAPH=capture|instantiate|launch
+ * (1 = instantiate) makes every hipStreamBeginCapture / hipGraphInstantiate / hipGraphLaunch
+ * fail (hipErrorNotSupported).
  */
 #pragma once
 
@@ -23,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <type_traits>
 
 #define __global__
 #define __device__
@@ -111,6 +120,9 @@ enum hipError_t {
     hipErrorNoBinaryForGpu = 209,
     hipErrorInsufficientDriver = 35,
     hipErrorLaunchFailure = 719,
+    hipErrorNotSupported = 801,
+    hipErrorStreamCaptureUnsupported = 900,
+    hipErrorStreamCaptureInvalidated = 901,
 };
 enum hipMemcpyKind {
     hipMemcpyHostToDevice = 1,
@@ -121,6 +133,16 @@ struct hx_emu_stream;
 struct hx_emu_event;
 typedef hx_emu_stream *hipStream_t;
 typedef hx_emu_event *hipEvent_t;
+struct hx_emu_graph;
+struct hx_emu_graph_exec;
+typedef hx_emu_graph *hipGraph_t;
+typedef hx_emu_graph_exec *hipGraphExec_t;
+typedef void *hipGraphNode_t;
+enum hipStreamCaptureMode {
+    hipStreamCaptureModeGlobal = 0,
+    hipStreamCaptureModeThreadLocal = 1,
+    hipStreamCaptureModeRelaxed = 2,
+};
 #define hipStreamNonBlocking 1u
 #define hipEventDefault 0u
 #define hipEventDisableTiming 2u
@@ -158,11 +180,20 @@ hipError_t hipEventRecord(hipEvent_t e, hipStream_t s);
 hipError_t hipEventSynchronize(hipEvent_t e);
 hipError_t hipEventElapsedTime(float *ms, hipEvent_t a, hipEvent_t b);
 hipError_t hipEventDestroy(hipEvent_t e);
+hipError_t hipStreamBeginCapture(hipStream_t s, hipStreamCaptureMode mode);
+hipError_t hipStreamEndCapture(hipStream_t s, hipGraph_t *graph);
+hipError_t hipGraphInstantiate(hipGraphExec_t *exec, hipGraph_t graph, hipGraphNode_t *err_node,
+                               char *log, size_t log_len);
+hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t s);
+hipError_t hipGraphExecDestroy(hipGraphExec_t exec);
+hipError_t hipGraphDestroy(hipGraph_t graph);
 hipError_t hipGetLastError(void);
 const char *hipGetErrorName(hipError_t e);
 const char *hipGetErrorString(hipError_t e);
 
-/* Run fn(ctx) as grid x block GPU threads. */
-hipError_t hx_emu_launch(dim3 grid, dim3 block, void (*fn)(void *), void *ctx);
+/* Run fn(ctx) as grid x block GPU threads; on a stream under capture, record it instead, with
+ * a copy of the ctx_bytes bytes at ctx (the closure holding the kernel's arguments). */
+hipError_t hx_emu_launch(dim3 grid, dim3 block, hipStream_t s, void (*fn)(void *), const void *ctx,
+                         size_t ctx_bytes);
 /* Why the last failed launch failed ("threads of block (3,0,0) wait at different barriers"). */
 const char *hx_emu_last_message(void);

@@ -2,18 +2,17 @@
  * hip-kernels.h — the matmul kernels of the HIP module (included once, by hip-module.hip):
  *
  *   hx_hip_quantize_q8  f32 activations → int8 codes per 32 elements, with (scale, sum of codes)
- *   hx_hip_gemv_q       decode (n <= 8 rows per launch): one 32-lane group per weight row,
- *                       integer dot products (dp4a / sdot4) of the weight's codes, read from
- *                       its GGUF blocks as stored, with the int8 activations; every quantized
- *                       type, including native TQ2_0, TQ1_0, Q1_0, Q2_0 and I2_S (whose
- *                       tensor scale is the kernels' `ts`)
- *   hx_hip_gemv_f       the same for F32 / F16 / BF16 weights on f32 activations
+ *   hx_hip_vdot         one part of a weight block against the int8 activations: the integer
+ *                       dot products (dp4a / sdot4) of the weight's codes, read from its GGUF
+ *                       block as stored, for every quantized type, including native TQ2_0,
+ *                       TQ1_0, Q1_0, Q2_0 and I2_S (whose tensor scale is the kernels' `ts`);
+ *                       the decode GEMVs built on it are in hip-gemv.h
  *   hx_hip_gemm         prefill: 64 x 64 output tiles, weight tiles decoded 8 elements at a
  *                       time into shared memory as f32
  *
  * Offsets of the codes (Q4_0: -8, TQ: -1, Q1_0: 2b-1, Q4_K: the min term) are applied once
- * per 32-element activation block with the block's code sum, by the lane that owns the
- * block's first part, instead of one extra dot product per part. Kernels are written for
+ * per 32-element activation block with the block's code sum, by the part that covers the
+ * block's first elements, instead of one extra dot product per part. Kernels are written for
  * 32-lane groups (warpSize is 32 on NVIDIA and RDNA; on wave64 hardware a group is half a
  * wave and the width-32 shuffles stay inside it).
  */
@@ -75,13 +74,20 @@ struct hx_hip_act {
     int n;
 };
 
+/* Activation row c of a (rows past a.n read the last one: hx_hip_vdot computes every row of
+ * its template NC without a branch, so the loads of one part are the same for all weight rows
+ * a GEMV computes together and the compiler merges them; those rows' sums are not written). */
+static __device__ __forceinline__ const int8_t *hx_hip_aq(const hx_hip_act &a, int c)
+{
+    return a.q + HX_MIN(c, a.n - 1) * a.K;
+}
 static __device__ __forceinline__ int2 hx_hip_a8(const hx_hip_act &a, int c, int64_t el)
 {
-    return *(const int2 *)(a.q + c * a.K + el);
+    return *(const int2 *)(hx_hip_aq(a, c) + el);
 }
 static __device__ __forceinline__ float2 hx_hip_ad(const hx_hip_act &a, int c, int64_t ab)
 {
-    return a.d[c * (a.K / 32) + ab];
+    return a.d[HX_MIN(c, a.n - 1) * (a.K / 32) + ab];
 }
 static __device__ __forceinline__ int hx_hip_dot8(int w0, int w1, int2 a)
 {
@@ -100,7 +106,8 @@ static __device__ __forceinline__ int4 hx_hip_nib4(int4 w, int shift)
     return r;
 }
 
-/* Part p of weight block `blk` (bytes at b) against NC activation rows; adds to acc[c]. */
+/* Part p of weight block `blk` (bytes at b, in global or shared memory: 2-byte aligned, Q4_K's
+ * 16-byte aligned) against NC activation rows; adds to acc[c]. */
 template <int T, int NC>
 static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk, int p,
                                                    const hx_hip_act &a, float *acc, float ts)
@@ -112,9 +119,8 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         const float dw = hx_hip_ldh(b);
         const int w0 = hx_hip_ld32(b + 2 + 8 * p), w1 = hx_hip_ld32(b + 6 + 8 * p);
         for (int c = 0; c < NC; c++)
-            if (c < a.n)
-                acc[c] += dw * hx_hip_ad(a, c, ab0).x *
-                          (float)hx_hip_dot8(w0, w1, hx_hip_a8(a, c, e0 + 8 * p));
+            acc[c] += dw * hx_hip_ad(a, c, ab0).x *
+                      (float)hx_hip_dot8(w0, w1, hx_hip_a8(a, c, e0 + 8 * p));
     } else if constexpr (T == HX_DTYPE_Q4_0) {
         /* part p: bytes 8p .. 8p+7, low nibbles = elements 8p.., high nibbles = 16 + 8p.. */
         const float dw = hx_hip_ldh(b);
@@ -122,7 +128,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         const int l0 = w0 & 0x0F0F0F0F, l1 = w1 & 0x0F0F0F0F;
         const int h0 = (w0 >> 4) & 0x0F0F0F0F, h1 = (w1 >> 4) & 0x0F0F0F0F;
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             const float2 ds = hx_hip_ad(a, c, ab0);
             const int s = hx_hip_dot8(l0, l1, hx_hip_a8(a, c, e0 + 8 * p)) +
                           hx_hip_dot8(h0, h1, hx_hip_a8(a, c, e0 + 16 + 8 * p));
@@ -137,7 +142,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         for (int i = 0; i < 8; i++)
             e[i] = (int)((((w >> 4 * i) & 0xFu) * 0x00204081u) & 0x01010101u);
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             const int64_t el = e0 + 32 * p;
             int s = 0;
             for (int i = 0; i < 4; i++)
@@ -152,7 +156,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         const int cc = p / 4, q = p % 4;
         const int w0 = hx_hip_ld32(b + 32 * cc + 8 * q), w1 = hx_hip_ld32(b + 32 * cc + 8 * q + 4);
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             float f = 0.0f;
             HX_HIP_UNROLL
             for (int n = 0; n < 4; n++) {
@@ -170,7 +173,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
          * with ts = d give TQ2_0's bits. */
         const int w0 = hx_hip_ld32(b + 8 * p), w1 = hx_hip_ld32(b + 8 * p + 4);
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             float f = 0.0f;
             HX_HIP_UNROLL
             for (int n = 0; n < 4; n++) {
@@ -194,7 +196,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
             q[4 + i] = hx_hip_crumbs4((w1 >> 8 * i) & 0xFFu);
         }
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             const int64_t el = e0 + 32 * p;
             int s = 0;
             for (int i = 0; i < 4; i++)
@@ -214,8 +215,7 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
             const int off = p < 4 ? 8 * p : 32 + 8 * (p - 4);
             const int w0 = hx_hip_ld32(b + off), w1 = hx_hip_ld32(b + off + 4);
             for (int c = 0; c < NC; c++) {
-                if (c >= a.n) continue;
-                float f = 0.0f;
+                    float f = 0.0f;
                 HX_HIP_UNROLL
                 for (int n = 0; n < 5; n++) {
                     const int e = p < 4 ? 32 * n + 8 * p : 160 + 16 * n + 8 * (p - 4);
@@ -234,12 +234,11 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         } else {
             const int w = hx_hip_ld32(b + 48);
             for (int c = 0; c < NC; c++) {
-                if (c >= a.n) continue;
-                int s = 0;
+                    int s = 0;
                 HX_HIP_UNROLL
                 for (int n = 0; n < 4; n++)
                     s = hx_hip_dp4a(hx_hip_trit4(w, p3[n]),
-                                    *(const int *)(a.q + c * a.K + e0 + 240 + 4 * n), s);
+                                    *(const int *)(hx_hip_aq(a, c) + e0 + 240 + 4 * n), s);
                 acc[c] += dw * hx_hip_ad(a, c, ab0 + 7).x * (float)s;
             }
         }
@@ -254,8 +253,7 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         hx_hip_q4k_scale(b + 4, j + 1, &sc1, &m1);
         const int4 wl = hx_hip_nib4(w, 0), wh = hx_hip_nib4(w, 4);
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
-            const int8_t *q0 = a.q + c * a.K + e0 + 64 * cc + 16 * h;
+            const int8_t *q0 = hx_hip_aq(a, c) + e0 + 64 * cc + 16 * h;
             const int slo = hx_hip_dot16(wl, *(const int4 *)q0),
                       shi = hx_hip_dot16(wh, *(const int4 *)(q0 + 32));
             const float2 dlo = hx_hip_ad(a, c, ab0 + j), dhi = hx_hip_ad(a, c, ab0 + j + 1);
@@ -272,7 +270,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
         const int H0 = hx_hip_ld32(b + 128 + 32 * hh + l0),
                   H1 = hx_hip_ld32(b + 128 + 32 * hh + l0 + 4);
         for (int c = 0; c < NC; c++) {
-            if (c >= a.n) continue;
             float f = 0.0f;
             HX_HIP_UNROLL
             for (int k4 = 0; k4 < 4; k4++) {
@@ -288,83 +285,6 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
             }
             acc[c] += d * f;
         }
-    }
-}
-
-/* One 32-lane group per weight row, HX_HIP_GEMV_WARPS rows per thread block. Consecutive
- * lanes take consecutive parts of the row's blocks, so a group's loads cover contiguous
- * bytes; the weights are read once for all NC activation rows. */
-template <int T, int NC>
-__global__ void __launch_bounds__(32 * HX_HIP_GEMV_WARPS)
-    hx_hip_gemv_q(const uint8_t *W, int64_t row_bytes, int64_t N, hx_hip_act a, float *dst,
-                  int64_t dst_stride, float scale, float ts)
-{
-    const int lane = threadIdx.x % 32;
-    const int64_t row = (int64_t)blockIdx.x * HX_HIP_GEMV_WARPS + threadIdx.x / 32;
-    if (row >= N) return; /* the whole group leaves together */
-    typedef hx_hip_blk<T> G;
-    const uint8_t *wr = W + row * row_bytes;
-    const int64_t tasks = (a.K / G::E) * G::P;
-    float acc[NC];
-    for (int c = 0; c < NC; c++) acc[c] = 0.0f;
-    for (int64_t i = lane; i < tasks; i += 32) {
-        const int64_t blk = i / G::P;
-        hx_hip_vdot<T, NC>(wr + blk * G::B, blk, (int)(i % G::P), a, acc, ts);
-    }
-    for (int c = 0; c < NC; c++) {
-        const float s = hx_hip_warp_sum(acc[c]);
-        if (lane == 0 && c < a.n) dst[c * dst_stride + row] = s * scale;
-    }
-}
-
-/* F32 / F16 / BF16 weights on f32 activations. VEC: 8 elements per lane and step through
- * 16-byte loads; needs K % 8 == 0, 16-byte aligned weight rows and activation rows. */
-template <int T, int NC, bool VEC>
-__global__ void __launch_bounds__(32 * HX_HIP_GEMV_WARPS)
-    hx_hip_gemv_f(const uint8_t *W, int64_t row_bytes, int64_t N, int64_t K, const float *src,
-                  int64_t src_stride, int n, float *dst, int64_t dst_stride, float scale)
-{
-    const int lane = threadIdx.x % 32;
-    const int64_t row = (int64_t)blockIdx.x * HX_HIP_GEMV_WARPS + threadIdx.x / 32;
-    if (row >= N) return;
-    const uint8_t *wr = W + row * row_bytes;
-    float acc[NC];
-    for (int c = 0; c < NC; c++) acc[c] = 0.0f;
-    if (VEC) {
-        for (int64_t k = 8 * lane; k < K; k += 256) {
-            float w[8];
-            if (T == HX_DTYPE_F32) {
-                const float4 u = *(const float4 *)(wr + 4 * k),
-                             v = *(const float4 *)(wr + 4 * k + 16);
-                w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w, w[4] = v.x, w[5] = v.y, w[6] = v.z,
-                w[7] = v.w;
-            } else {
-                const uint4 u = *(const uint4 *)(wr + 2 * k);
-                const uint32_t x[4] = {u.x, u.y, u.z, u.w};
-                for (int i = 0; i < 4; i++) {
-                    const uint16_t lo = (uint16_t)(x[i] & 0xFFFFu), hi = (uint16_t)(x[i] >> 16);
-                    w[2 * i] = T == HX_DTYPE_F16 ? hx_hip_h2f(lo) : hx_hip_bf2f(lo);
-                    w[2 * i + 1] = T == HX_DTYPE_F16 ? hx_hip_h2f(hi) : hx_hip_bf2f(hi);
-                }
-            }
-            for (int c = 0; c < NC; c++) {
-                if (c >= n) continue;
-                const float4 *s = (const float4 *)(src + c * src_stride + k);
-                const float4 s0 = s[0], s1 = s[1];
-                acc[c] += w[0] * s0.x + w[1] * s0.y + w[2] * s0.z + w[3] * s0.w + w[4] * s1.x +
-                          w[5] * s1.y + w[6] * s1.z + w[7] * s1.w;
-            }
-        }
-    } else {
-        for (int64_t k = lane; k < K; k += 32) {
-            const float w = hx_hip_dq1<T>(wr, k);
-            for (int c = 0; c < NC; c++)
-                if (c < n) acc[c] += w * src[c * src_stride + k];
-        }
-    }
-    for (int c = 0; c < NC; c++) {
-        const float s = hx_hip_warp_sum(acc[c]);
-        if (lane == 0 && c < n) dst[c * dst_stride + row] = s * scale;
     }
 }
 

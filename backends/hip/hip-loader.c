@@ -41,10 +41,17 @@ static struct {
     char why[256];
 } hx_hip_g;
 
+static void hx_hip_log_line(int level, const char *msg)
+{
+    if (level >= HX_LOG_LEVEL_ERROR && level < HX_LOG_LEVEL_COUNT)
+        hx_log((enum hx_log_level)level, "%s", msg);
+}
+
 static const struct hx_hip_host hx_hip_host_fns = {
     .struct_size = sizeof(struct hx_hip_host),
     .malloc_fn = hx_malloc,
     .free_fn = hx_free,
+    .log_fn = hx_hip_log_line,
 };
 
 static struct hx_hip_ldev *hx_hip_ld(struct hx_device *dev)

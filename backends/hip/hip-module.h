@@ -31,14 +31,16 @@
 extern "C" {
 #endif
 
-#define HX_HIP_MODULE_ABI 3
+#define HX_HIP_MODULE_ABI 4
 #define HX_HIP_MODULE_SYMBOL "hx_hip_module_get_ops"
 
-/* What the engine lends the module. */
+/* What the engine lends the module. log_fn (ABI 4) logs one line at an enum hx_log_level:
+ * the module's only way to say something that is not an error (a graph fallback, counters). */
 struct hx_hip_host {
     uint32_t struct_size;
     void *(*malloc_fn)(size_t nbytes);
     void (*free_fn)(void *ptr);
+    void (*log_fn)(int level, const char *msg);
 };
 
 /* Sizes of the structs both sides read; a mismatch means different headers. */

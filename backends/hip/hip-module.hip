@@ -8,6 +8,8 @@
  * Streams: `stream` runs splits and activation transfers in order, so buffer reads and
  * writes are ordered after the kernels that touch them; `xfer` uploads weights through two
  * pinned staging buffers, the host copy of one chunk overlapping the DMA of the other.
+ * Decode splits (few rows) are captured once per shape as a graph and replayed with one launch
+ * (hip-graph.h); the row metadata they read is written to the split's scratch first.
  * Timing: events around the splits since the last synchronize give device time
  * (get_extension "hx.timing"). Every runtime failure is returned as HX_E_DEVICE or
  * HX_E_NOMEM with the call and its native error name; nothing here prints or aborts.
@@ -16,6 +18,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,13 +39,19 @@ static struct hx_hip_host hx_hip_h;
 /* Cleanup and best-effort calls whose error has nowhere better to go. */
 #define HX_HIP_IGNORE(call) ((void)(call))
 
+struct hx_hip_graphs;
+
 struct hx_hip_dev {
     int idx; /* runtime device ordinal */
     hipStream_t stream, xfer;
     hipEvent_t ev_start, ev_stop;
     bool timing_open; /* ev_start recorded, not yet read by synchronize */
-    void *scratch;    /* row metadata + int8 activations */
+    int n_sm;         /* multiprocessors (the GEMVs' split-K plan) */
+    void *scratch;    /* row metadata + int8 activations + split-K partial sums */
     size_t scratch_bytes;
+    int32_t *meta; /* host: the row metadata, written to scratch with one copy */
+    size_t meta_bytes;
+    struct hx_hip_graphs *graphs; /* hip-graph.h: captured decode splits, host-call counters */
     void *stage[2]; /* pinned upload buffers (NULL: upload from pageable memory) */
     hipEvent_t staged[2];
     bool stage_busy[2];
@@ -89,6 +98,18 @@ static int hx_hip_inval(char *err, size_t len, const char *fmt, ...)
     vsnprintf(err, len, fmt, ap);
     va_end(ap);
     return HX_E_INVAL;
+}
+
+static void hx_hip_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void hx_hip_log(int level, const char *fmt, ...)
+{
+    if (!hx_hip_h.log_fn) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    hx_hip_h.log_fn(level, msg);
 }
 
 static double hx_hip_now_us(void)
@@ -364,8 +385,14 @@ static int hx_hip_device_info(int idx, struct hx_device_info *out, char *err, si
 
 /* ---- device ---------------------------------------------------------------------------------- */
 
+static void hx_hip_graphs_free(struct hx_hip_dev *d);
+static void hx_hip_graphs_clear(struct hx_hip_dev *d);
+static struct hx_hip_graphs *hx_hip_graphs_new(void);
+
 static void hx_hip_release(struct hx_hip_dev *d)
 {
+    hx_hip_graphs_free(d);
+    if (d->meta) hx_hip_h.free_fn(d->meta);
     for (int i = 0; i < 2; i++) {
         if (d->staged[i]) HX_HIP_IGNORE(hipEventDestroy(d->staged[i]));
         if (d->stage[i]) HX_HIP_IGNORE(hipHostFree(d->stage[i]));
@@ -409,6 +436,15 @@ static int hx_hip_init(int idx, void **mdev, char *err, size_t len)
     if (e == hipSuccess) e = hipEventCreateWithFlags(&d->ev_stop, hipEventDefault);
     for (int i = 0; i < 2 && e == hipSuccess; i++)
         e = hipEventCreateWithFlags(&d->staged[i], hipEventDisableTiming);
+    hipDeviceProp_t prop;
+    if (e == hipSuccess)
+        what = "hipGetDeviceProperties", e = hipGetDeviceProperties(&prop, d->idx);
+    if (e == hipSuccess) d->n_sm = prop.multiProcessorCount;
+    /* tests: the multiprocessor count the GEMVs' split-K plan assumes (the emulator has one,
+     * so few shapes would be cut without it) */
+    const char *sm = getenv("HX_HIP_GEMV_SM");
+    const long smv = sm ? strtol(sm, NULL, 10) : 0;
+    if (smv > 0 && smv <= 1000000) d->n_sm = (int)smv;
     if (e != hipSuccess) {
         int st = hx_hip_fail(e, what, err, len);
         hx_hip_release(d);
@@ -433,6 +469,10 @@ static int hx_hip_init(int idx, void **mdev, char *err, size_t len)
 #if defined(HX_HIP_EMU)
     d->timing.device_modelled = true; /* host time of emulated kernels, not a GPU's */
 #endif
+    if (!(d->graphs = hx_hip_graphs_new())) {
+        hx_hip_release(d);
+        return HX_E_NOMEM;
+    }
     *mdev = d;
     return HX_OK;
 }
@@ -476,6 +516,7 @@ static void hx_hip_buffer_free(void *mdev, void *dptr)
     if (!dptr) return;
     HX_HIP_IGNORE(hipSetDevice(d->idx));
     HX_HIP_IGNORE(hipStreamSynchronize(d->stream));
+    hx_hip_graphs_clear(d); /* they may point into it */
     HX_HIP_IGNORE(hipFree(dptr));
 }
 
@@ -574,7 +615,9 @@ static int hx_hip_weight_prepare(void *mdev, const struct hx_weight *w, void **h
         h->part_row[i + 1] = w->tpart_row[i + 1], h->part_ts[i] = w->tpart_tscale[i];
     char what[96];
     snprintf(what, sizeof what, "weight %.80s", name);
-    int st = hx_hip_alloc(d, total, &h->d, what, err, len);
+    /* rounded to 16 bytes: the GEMVs read a row's bytes as the aligned 16-byte chunks that
+     * hold them (hip-gemv.h) */
+    int st = hx_hip_alloc(d, (total + 15) & ~(size_t)15, &h->d, what, err, len);
     if (st == HX_OK && w->data) st = hx_hip_upload(d, h->d, w->data, total, err, len);
     /* or part by part, each from the mapping to its row offset (no host copy of the whole) */
     for (size_t i = 0, off = 0; st == HX_OK && !w->data && i < (size_t)w->n_parts; i++) {
@@ -597,6 +640,7 @@ static void hx_hip_weight_release(void *mdev, void *handle)
     if (!h) return;
     HX_HIP_IGNORE(hipSetDevice(d->idx));
     HX_HIP_IGNORE(hipStreamSynchronize(d->stream));
+    hx_hip_graphs_clear(d); /* they may point into it (and a new handle may reuse h) */
     HX_HIP_IGNORE(hipFree(h->d));
     hx_hip_h.free_fn(h);
 }
@@ -765,6 +809,10 @@ struct hx_hip_ctx {
     float2 *ad;
     int n_launch;
     int32_t pos_max; /* the split's largest position (host side), -1 without positions */
+    /* chunks of the split decode attention: exactly those up to pos_max for direct launches,
+     * a power of two at least that for a graph (hip-graph.h); 0: not split */
+    int attn_chunks;
+    float *part;     /* the GEMVs' split-K partial sums */
 };
 
 /* Chunks of the split decode attention for a batch of n rows up to position pos_max; 0: one
@@ -775,56 +823,14 @@ static int hx_hip_attn_chunks(int64_t n, int32_t pos_max)
     return (int)(pos_max / HX_HIP_ATTN_CHUNK) + 1;
 }
 
-static unsigned hx_hip_rows_grid(int64_t n)
+/* The chunks an attention op of the split launches: the split's count, at most what its
+ * context holds; 0 for a batch too large for the split kernel. Chunks past a row's position
+ * exit at once, so the grid does not depend on the positions. */
+static int hx_hip_op_chunks(const struct hx_hip_ctx *c, const struct hx_op *op)
 {
-    return (unsigned)HX_MIN((int64_t)HX_HIP_ROWS_MAX, n);
-}
-
-template <int T>
-static hipError_t hx_hip_gemv_q_launch(hipStream_t s, const hx_hip_weight *w, hx_hip_act a,
-                                       float *y, int64_t ys)
-{
-    const dim3 g((unsigned)((w->n_rows + HX_HIP_GEMV_WARPS - 1) / HX_HIP_GEMV_WARPS)),
-        b(32 * HX_HIP_GEMV_WARPS);
-    const uint8_t *W = (const uint8_t *)w->d;
-    const int64_t rb = (int64_t)w->row_bytes, N = w->n_rows;
-    if (a.n <= 1)
-        return hx_hip_launch(hx_hip_gemv_q<T, 1>, g, b, s, W, rb, N, a, y, ys, w->scale, w->ts);
-    if (a.n <= 2)
-        return hx_hip_launch(hx_hip_gemv_q<T, 2>, g, b, s, W, rb, N, a, y, ys, w->scale, w->ts);
-    if (a.n <= 4)
-        return hx_hip_launch(hx_hip_gemv_q<T, 4>, g, b, s, W, rb, N, a, y, ys, w->scale, w->ts);
-    return hx_hip_launch(hx_hip_gemv_q<T, 8>, g, b, s, W, rb, N, a, y, ys, w->scale, w->ts);
-}
-
-template <int T, bool V>
-static hipError_t hx_hip_gemv_f_launch(hipStream_t s, const hx_hip_weight *w, const float *x,
-                                       int64_t xs, int n, float *y, int64_t ys)
-{
-    const dim3 g((unsigned)((w->n_rows + HX_HIP_GEMV_WARPS - 1) / HX_HIP_GEMV_WARPS)),
-        b(32 * HX_HIP_GEMV_WARPS);
-    const uint8_t *W = (const uint8_t *)w->d;
-    const int64_t rb = (int64_t)w->row_bytes, N = w->n_rows, K = w->n_cols;
-    if (n <= 1)
-        return hx_hip_launch(hx_hip_gemv_f<T, 1, V>, g, b, s, W, rb, N, K, x, xs, n, y, ys,
-                             w->scale);
-    if (n <= 2)
-        return hx_hip_launch(hx_hip_gemv_f<T, 2, V>, g, b, s, W, rb, N, K, x, xs, n, y, ys,
-                             w->scale);
-    if (n <= 4)
-        return hx_hip_launch(hx_hip_gemv_f<T, 4, V>, g, b, s, W, rb, N, K, x, xs, n, y, ys,
-                             w->scale);
-    return hx_hip_launch(hx_hip_gemv_f<T, 8, V>, g, b, s, W, rb, N, K, x, xs, n, y, ys, w->scale);
-}
-
-template <int T>
-static hipError_t hx_hip_gemv_f_any(hipStream_t s, const hx_hip_weight *w, const float *x,
-                                    int64_t xs, int n, float *y, int64_t ys)
-{
-    const bool vec =
-        w->n_cols % 8 == 0 && w->row_bytes % 16 == 0 && (uintptr_t)x % 16 == 0 && xs % 4 == 0;
-    return vec ? hx_hip_gemv_f_launch<T, true>(s, w, x, xs, n, y, ys)
-               : hx_hip_gemv_f_launch<T, false>(s, w, x, xs, n, y, ys);
+    if (op->desc.kind != HX_OP_ATTN || op->dst.n_rows > HX_HIP_GEMV_MAX_ROWS) return 0;
+    const int64_t ctx = (op->desc.p.attn.n_ctx + HX_HIP_ATTN_CHUNK - 1) / HX_HIP_ATTN_CHUNK;
+    return (int)HX_MIN((int64_t)c->attn_chunks, ctx);
 }
 
 /* Part i of a fused weight with a tensor scale per part, as a weight of its own. */
@@ -878,15 +884,19 @@ static hipError_t hx_hip_matmul_w(struct hx_hip_ctx *c, const struct hx_op *op,
         c->n_launch++;
         return e;
     }
+    const hx_hip_gemv_w gw = {(const uint8_t *)w->d, (int64_t)w->row_bytes, w->n_rows, K,
+                              w->scale, w->ts};
+    const int n_sm = c->d->n_sm;
     if (hx_hip_is_float(w->type)) {
-        for (int64_t r0 = 0; r0 < n && e == hipSuccess; r0 += HX_HIP_GEMV_MAX_ROWS, c->n_launch++) {
+        for (int64_t r0 = 0; r0 < n && e == hipSuccess; r0 += HX_HIP_GEMV_MAX_ROWS) {
             const int nr = (int)HX_MIN(n - r0, (int64_t)HX_HIP_GEMV_MAX_ROWS);
-            if (w->type == HX_DTYPE_F32)
-                e = hx_hip_gemv_f_any<HX_DTYPE_F32>(s, w, x + r0 * xs, xs, nr, y + r0 * ys, ys);
-            else if (w->type == HX_DTYPE_F16)
-                e = hx_hip_gemv_f_any<HX_DTYPE_F16>(s, w, x + r0 * xs, xs, nr, y + r0 * ys, ys);
-            else
-                e = hx_hip_gemv_f_any<HX_DTYPE_BF16>(s, w, x + r0 * xs, xs, nr, y + r0 * ys, ys);
+            const float *xr = x + r0 * xs;
+            float *yr = y + r0 * ys;
+#define HX_HIP_F(T) hx_hip_gemv_f_any<T>(s, gw, xr, xs, nr, yr, ys, c->part, n_sm, &c->n_launch)
+            if (w->type == HX_DTYPE_F32) e = HX_HIP_F(HX_DTYPE_F32);
+            else if (w->type == HX_DTYPE_F16) e = HX_HIP_F(HX_DTYPE_F16);
+            else e = HX_HIP_F(HX_DTYPE_BF16);
+#undef HX_HIP_F
         }
         return e;
     }
@@ -896,11 +906,11 @@ static hipError_t hx_hip_matmul_w(struct hx_hip_ctx *c, const struct hx_op *op,
         e = hx_hip_launch(hx_hip_quantize_q8, qg, dim3(256), s, x, xs, K, (int)n, c->aq, c->ad);
         c->n_launch++;
     }
-    for (int64_t r0 = 0; r0 < n && e == hipSuccess; r0 += HX_HIP_GEMV_MAX_ROWS, c->n_launch++) {
+    for (int64_t r0 = 0; r0 < n && e == hipSuccess; r0 += HX_HIP_GEMV_MAX_ROWS) {
         const hx_hip_act a = {c->aq + r0 * K, c->ad + r0 * (K / 32), K,
                               (int)HX_MIN(n - r0, (int64_t)HX_HIP_GEMV_MAX_ROWS)};
         float *yr = y + r0 * ys;
-#define HX_HIP_Q(T) e = hx_hip_gemv_q_launch<T>(s, w, a, yr, ys)
+#define HX_HIP_Q(T) e = hx_hip_gemv_q_launch<T>(s, gw, a, yr, ys, c->part, n_sm, &c->n_launch)
         switch (w->type) {
         case HX_DTYPE_Q8_0: HX_HIP_Q(HX_DTYPE_Q8_0); break;
         case HX_DTYPE_Q4_0: HX_HIP_Q(HX_DTYPE_Q4_0); break;
@@ -963,7 +973,7 @@ static hipError_t hx_hip_attn_op(struct hx_hip_ctx *c, const struct hx_op *op)
         c->pos, c->seq, (int64_t)de->p.attn.n_ctx);
     c->n_launch += 2;
     if (e != hipSuccess) return e;
-    const int n_chunk = hx_hip_attn_chunks(n, c->pos_max);
+    const int n_chunk = hx_hip_op_chunks(c, op);
     if (n_chunk) {
         /* the parts reuse the int8 activation scratch: the stream orders the two uses */
         float *part = (float *)c->aq;
@@ -1049,34 +1059,37 @@ static size_t hx_hip_align(size_t n)
 }
 
 /* Scratch: tokens, positions, sequences, then the largest int8 activation set of the split or
- * the largest set of split-attention parts (the stream runs their users one after the other). */
+ * the largest set of split-attention parts (the stream runs their users one after the other),
+ * then the largest set of the GEMVs' split-K partial sums (hip-gemv.h). The row metadata goes
+ * up in one copy; c->pos_max and c->attn_chunks are set by the caller. */
 static int hx_hip_scratch(struct hx_hip_dev *d, const struct hx_split *sp, struct hx_hip_ctx *c,
                           char *err, size_t len)
 {
     const size_t meta = hx_hip_align((size_t)sp->n_rows * sizeof(int32_t));
-    c->pos_max = -1;
-    for (int64_t r = 0; sp->pos && r < sp->n_rows; r++)
-        c->pos_max = HX_MAX(c->pos_max, sp->pos[r]);
-    size_t q8 = 0;
+    size_t q8 = 0, part = 0;
     for (int64_t i = 0; i < sp->n_ops; i++) {
         const struct hx_op *op = &sp->ops[i];
         const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
-        const int n_chunk = op->desc.kind == HX_OP_ATTN
-                                ? hx_hip_attn_chunks(op->dst.n_rows, c->pos_max)
-                                : 0;
+        const int n_chunk = hx_hip_op_chunks(c, op);
         if (n_chunk)
             q8 = HX_MAX(q8, hx_hip_align((size_t)op->dst.n_rows * (size_t)op->desc.p.attn.n_head *
                                          (size_t)n_chunk *
                                          (size_t)(op->desc.p.attn.head_dim + 2) * sizeof(float)));
-        if (op->desc.kind != HX_OP_MATMUL || hx_hip_is_float(w->type) ||
-            op->dst.n_rows > HX_HIP_GEMV_ROWS_MAX)
-            continue;
+        if (op->desc.kind != HX_OP_MATMUL || op->dst.n_rows > HX_HIP_GEMV_ROWS_MAX) continue;
+        for (int j = 0; j < HX_MAX(w->n_parts, 1); j++) {
+            const int64_t N = w->n_parts > 0 ? w->part_row[j + 1] - w->part_row[j] : w->n_rows;
+            part = HX_MAX(part, hx_hip_align(sizeof(float) *
+                                             hx_hip_gemv_part_floats(w->type, w->n_cols, N,
+                                                                     op->dst.n_rows, d->n_sm)));
+        }
+        if (hx_hip_is_float(w->type)) continue;
         const size_t rows = (size_t)op->dst.n_rows, K = (size_t)w->n_cols;
         q8 = HX_MAX(q8, hx_hip_align(rows * K) + hx_hip_align(rows * (K / 32) * sizeof(float2)));
     }
-    const size_t need = 3 * meta + q8;
+    const size_t need = 3 * meta + q8 + part;
     if (need > d->scratch_bytes) {
         HX_HIP_TRY(hipStreamSynchronize(d->stream), "hipStreamSynchronize (scratch)");
+        hx_hip_graphs_clear(d); /* they point into the old scratch */
         if (d->scratch) HX_HIP_IGNORE(hipFree(d->scratch));
         d->scratch = NULL, d->scratch_bytes = 0;
         int st = hx_hip_alloc(d, need, &d->scratch, "split scratch", err, len);
@@ -1087,21 +1100,33 @@ static int hx_hip_scratch(struct hx_hip_dev *d, const struct hx_split *sp, struc
     int32_t *tok = (int32_t *)base, *pos = (int32_t *)(base + meta),
             *seq = (int32_t *)(base + 2 * meta);
     const size_t nb = (size_t)sp->n_rows * sizeof(int32_t);
-    /* pageable sources: the copy has left the host array when the call returns */
-    if (sp->tokens && nb)
-        HX_HIP_TRY(hipMemcpyAsync(tok, sp->tokens, nb, hipMemcpyHostToDevice, d->stream),
-                   "hipMemcpyAsync (tokens)");
-    if (sp->pos && nb)
-        HX_HIP_TRY(hipMemcpyAsync(pos, sp->pos, nb, hipMemcpyHostToDevice, d->stream),
-                   "hipMemcpyAsync (positions)");
-    if (sp->seq && nb)
-        HX_HIP_TRY(hipMemcpyAsync(seq, sp->seq, nb, hipMemcpyHostToDevice, d->stream),
-                   "hipMemcpyAsync (sequences)");
+    if (nb && (sp->tokens || sp->pos || sp->seq)) {
+        if (3 * meta > d->meta_bytes) {
+            if (d->meta) hx_hip_h.free_fn(d->meta);
+            d->meta_bytes = 0;
+            if (!(d->meta = (int32_t *)hx_hip_h.malloc_fn(3 * meta))) return HX_E_NOMEM;
+            d->meta_bytes = 3 * meta;
+        }
+        char *m = (char *)d->meta;
+        memset(m, 0, 3 * meta);
+        if (sp->tokens) memcpy(m, sp->tokens, nb);
+        if (sp->pos) memcpy(m + meta, sp->pos, nb);
+        if (sp->seq) memcpy(m + 2 * meta, sp->seq, nb);
+        /* a pageable source: the copy has left the host array when the call returns */
+        HX_HIP_TRY(hipMemcpyAsync(base, m, 3 * meta, hipMemcpyHostToDevice, d->stream),
+                   "hipMemcpyAsync (row metadata)");
+    }
     c->tok = tok, c->pos = pos, c->seq = seq;
     c->aq = (int8_t *)(base + 3 * meta);
     c->ad = NULL;
+    c->part = (float *)(base + 3 * meta + q8);
     return HX_OK;
 }
+
+static int hx_hip_enqueue(struct hx_hip_dev *d, const struct hx_split *sp, struct hx_hip_ctx *c,
+                          char *err, size_t len);
+
+#include "hip-graph.h"
 
 static int hx_hip_run(void *mdev, const struct hx_split *sp, char *err, size_t len)
 {
@@ -1128,21 +1153,46 @@ static int hx_hip_run(void *mdev, const struct hx_split *sp, char *err, size_t l
 #if defined(HX_HIP_AMD_RTC)
     hx_hip_rtc_cur = d->rtc; /* hx_hip_launch's code object on this thread */
 #endif
-    struct hx_hip_ctx c = {d, NULL, NULL, NULL, NULL, NULL, 0, -1};
+    struct hx_hip_ctx c = {d, NULL, NULL, NULL, NULL, NULL, 0, -1, 0, NULL};
+    for (int64_t r = 0; sp->pos && r < sp->n_rows; r++) c.pos_max = HX_MAX(c.pos_max, sp->pos[r]);
+    const bool graph = hx_hip_graph_wanted(d, sp);
+    /* (the batch-size limit of the split attention is per op: hx_hip_op_chunks) */
+    c.attn_chunks = graph ? hx_hip_graph_chunks(c.pos_max) : hx_hip_attn_chunks(1, c.pos_max);
     int st = hx_hip_scratch(d, sp, &c, err, len);
     if (st != HX_OK) return st;
     if (!d->timing_open) {
         HX_HIP_TRY(hipEventRecord(d->ev_start, d->stream), "hipEventRecord");
         d->timing_open = true;
     }
+    d->graphs->n.splits++;
+    if (sp->n_rows && (sp->tokens || sp->pos || sp->seq)) d->graphs->n.copies++; /* scratch */
+    bool done = false;
+    if (graph) hx_hip_graph_run(d, sp, &c, &done);
+    if (!done) {
+        const int n0 = c.n_launch;
+        st = hx_hip_enqueue(d, sp, &c, err, len);
+        d->graphs->n.kernels += (uint64_t)(c.n_launch - n0);
+        if (st != HX_OK) return st;
+    }
+    HX_HIP_TRY(hipEventRecord(d->ev_stop, d->stream), "hipEventRecord");
+    d->timing.n_calls += (uint64_t)c.n_launch;
+    d->timing.host_us += hx_hip_now_us() - t0;
+    return HX_OK;
+}
+
+/* Enqueues the split's kernels one launch each (recorded instead while the stream captures). */
+static int hx_hip_enqueue(struct hx_hip_dev *d, const struct hx_split *sp, struct hx_hip_ctx *c,
+                          char *err, size_t len)
+{
+    (void)d;
     for (int64_t i = 0; i < sp->n_ops; i++) {
         const struct hx_op *op = &sp->ops[i];
         if (op->desc.kind == HX_OP_MATMUL) {
             const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
             const size_t rows = (size_t)HX_MIN(op->dst.n_rows, (int64_t)HX_HIP_GEMV_ROWS_MAX);
-            c.ad = (float2 *)((int8_t *)c.aq + hx_hip_align(rows * (size_t)w->n_cols));
+            c->ad = (float2 *)((int8_t *)c->aq + hx_hip_align(rows * (size_t)w->n_cols));
         }
-        hipError_t e = hx_hip_op(&c, op);
+        hipError_t e = hx_hip_op(c, op);
         if (e != hipSuccess) {
             char what[96];
             snprintf(what, sizeof what, "op %lld (%s): kernel launch", (long long)i,
@@ -1151,9 +1201,6 @@ static int hx_hip_run(void *mdev, const struct hx_split *sp, char *err, size_t l
             return hx_hip_fail(e, what, err, len);
         }
     }
-    HX_HIP_TRY(hipEventRecord(d->ev_stop, d->stream), "hipEventRecord");
-    d->timing.n_calls += (uint64_t)c.n_launch;
-    d->timing.host_us += hx_hip_now_us() - t0;
     return HX_OK;
 }
 
@@ -1187,9 +1234,13 @@ static void hx_hip_describe(void *mdev, char *out, size_t len)
     HX_HIP_IGNORE(hipSetDevice(d->idx));
     hx_hip_version(ver, sizeof ver);
     if (hipMemGetInfo(&fr, &tot) != hipSuccess) HX_HIP_IGNORE(hipGetLastError());
-    snprintf(out, len, "%s, %s, %.1f of %.1f GiB free, %s uploads", ver, d->code,
+    const int gm = d->graphs ? d->graphs->mode : 0;
+    snprintf(out, len, "%s, %s, %.1f of %.1f GiB free, %s uploads, decode graphs %s", ver, d->code,
              (double)fr / 1073741824.0, (double)tot / 1073741824.0,
-             d->stage[0] ? "pinned double-buffered" : "pageable");
+             d->stage[0] ? "pinned double-buffered" : "pageable",
+             gm == 2 ? "eager"
+             : gm    ? "on"
+                     : "off (HX_HIP_GRAPH=0 or a graph failure)");
 }
 
 static const struct hx_hip_module_ops hx_hip_module = {

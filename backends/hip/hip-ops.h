@@ -8,11 +8,10 @@
  */
 #pragma once
 
-#include "hip-kernels.h"
+#include "hip-gemv.h"
 
 #define HX_HIP_ATTN_WARPS 4
 #define HX_HIP_HD_MAX 256
-#define HX_HIP_ROWS_MAX 65535u
 #define HX_HIP_ATTN_CHUNK 128 /* positions per block of the split decode attention */
 
 /* dst[r] = row tokens[r] of W, decoded 8 elements per thread and step. */
@@ -194,8 +193,10 @@ __global__ void __launch_bounds__(32 * HX_HIP_ATTN_WARPS)
 /* Decode attention split over the context (flash-decoding): one block per (head, chunk of
  * HX_HIP_ATTN_CHUNK positions, row) writes its part — max, sum, unnormalized accumulator — at
  * part + ((r * n_head + h) * n_chunk + chunk) * (hd + 2); a chunk past the row's position
- * writes an empty part. hx_hip_attn_combine then merges the parts of each (head, row), so a
- * long context keeps every multiprocessor busy instead of n_head blocks. */
+ * writes an empty part (sum 0) and exits, so the grid may cover more chunks than the
+ * positions need (a graph replayed for later positions, hip-graph.h). hx_hip_attn_combine
+ * then merges the parts of each (head, row), so a long context keeps every multiprocessor
+ * busy instead of n_head blocks. */
 __global__ void __launch_bounds__(32 * HX_HIP_ATTN_WARPS)
     hx_hip_attn_part(const float *q, int64_t q_stride, const float *kc, int64_t kc_stride,
                      const float *vc, int64_t vc_stride, float *part, int n_head, int n_head_kv,
@@ -209,6 +210,10 @@ __global__ void __launch_bounds__(32 * HX_HIP_ATTN_WARPS)
     const int32_t t0 = ch * HX_HIP_ATTN_CHUNK, end = pos[r] + 1;
     const int32_t t1 = t0 + HX_HIP_ATTN_CHUNK < end ? t0 + HX_HIP_ATTN_CHUNK : end;
     float *pp = part + ((r * n_head + h) * n_chunk + ch) * (int64_t)(hd + 2);
+    if (t0 >= end) { /* the whole block: no barrier is left waiting */
+        if (threadIdx.x == 0) pp[1] = 0.0f;
+        return;
+    }
     hx_hip_attn_range(q + r * q_stride + (int64_t)h * hd, kc, kc_stride, vc, vc_stride,
                       (int64_t)seq[r] * n_ctx, kvh, hd, scale, t0, t1, pp + 2, pp, sm, sl, sacc);
 }

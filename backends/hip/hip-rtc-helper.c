@@ -22,7 +22,7 @@
 
 #include "hip-module.h"
 
-static const struct hx_hip_host hx_rtc_host = {sizeof(struct hx_hip_host), malloc, free};
+static const struct hx_hip_host hx_rtc_host = {sizeof(struct hx_hip_host), malloc, free, NULL};
 
 int main(int argc, char **argv)
 {
