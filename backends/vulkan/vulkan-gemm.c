@@ -48,7 +48,9 @@ struct hx_vk_mm_push {
     uint32_t w_off, w_row_bytes;
     float scale;
     uint32_t qa_off, qa_stride;
-    float wscale; /* I2_S's tensor scale (hx_weight.tensor_scale) */
+    float wscale;       /* I2_S's tensor scale (hx_weight.tensor_scale) */
+    uint32_t ks, ku;    /* mmvw: K splits, units per split */
+    uint32_t ks_stride; /* mmvw: floats between two splits' partial sums */
 };
 _Static_assert(sizeof(struct hx_vk_mm_push) <= HX_VK_PUSH_BYTES, "push constants too large");
 
@@ -56,6 +58,11 @@ struct hx_vk_quant_push {
     uint32_t n_chunks, a_off, a_stride, qa_off, qa_stride, group;
 };
 _Static_assert(sizeof(struct hx_vk_quant_push) <= HX_VK_PUSH_BYTES, "push constants too large");
+
+struct hx_vk_combine_push {
+    uint32_t N, ks, part_off, ks_stride, d_off, d_stride;
+    float scale;
+};
 
 struct hx_vk_embed_push {
     uint32_t K, n_rows, row0, nw;
@@ -74,21 +81,23 @@ _Static_assert(sizeof(struct hx_vk_embed_push) <= HX_VK_PUSH_BYTES, "push consta
 
 /* Shader ids per weight type, in the order the shaders/CMakeLists.txt emits them. */
 struct hx_vk_type_shaders {
-    enum hx_shader_id mmv, mmvl, gemm, embed;
-    int q;   /* index into the INT8 table, or -1 (float types) */
-    bool ok; /* shaders exist */
+    enum hx_shader_id mmv, mmvl, gemm, embed, mmvw;
+    int q;       /* index into the INT8 table, or -1 (float types) */
+    bool ok;     /* shaders exist */
+    uint32_t ue; /* elements per unit of the wide GEMV (mmvw.comp): a block, or 32 */
 };
-#define HX_VK_T(T, Q)                                                                              \
+#define HX_VK_T(T, Q, UE)                                                                          \
     {                                                                                              \
-        HX_SHADER_MMV_##T, HX_SHADER_MMVL_##T, HX_SHADER_GEMM_##T, HX_SHADER_EMBED_##T, Q, true    \
+        HX_SHADER_MMV_##T, HX_SHADER_MMVL_##T, HX_SHADER_GEMM_##T, HX_SHADER_EMBED_##T,            \
+            HX_SHADER_MMVW_##T, Q, true, UE                                                        \
     }
 static const struct hx_vk_type_shaders hx_vk_types[HX_DTYPE_COUNT] = {
-    [HX_DTYPE_F32] = HX_VK_T(F32, -1),    [HX_DTYPE_F16] = HX_VK_T(F16, -1),
-    [HX_DTYPE_BF16] = HX_VK_T(BF16, -1),  [HX_DTYPE_Q8_0] = HX_VK_T(Q8_0, 0),
-    [HX_DTYPE_Q4_0] = HX_VK_T(Q4_0, 1),   [HX_DTYPE_Q4_K] = HX_VK_T(Q4_K, 2),
-    [HX_DTYPE_Q6_K] = HX_VK_T(Q6_K, 3),   [HX_DTYPE_TQ1_0] = HX_VK_T(TQ1_0, 4),
-    [HX_DTYPE_TQ2_0] = HX_VK_T(TQ2_0, 5), [HX_DTYPE_Q1_0] = HX_VK_T(Q1_0, 6),
-    [HX_DTYPE_Q2_0] = HX_VK_T(Q2_0, 7),   [HX_DTYPE_I2_S] = HX_VK_T(I2_S, 8),
+    [HX_DTYPE_F32] = HX_VK_T(F32, -1, 32),     [HX_DTYPE_F16] = HX_VK_T(F16, -1, 32),
+    [HX_DTYPE_BF16] = HX_VK_T(BF16, -1, 32),   [HX_DTYPE_Q8_0] = HX_VK_T(Q8_0, 0, 32),
+    [HX_DTYPE_Q4_0] = HX_VK_T(Q4_0, 1, 32),    [HX_DTYPE_Q4_K] = HX_VK_T(Q4_K, 2, 256),
+    [HX_DTYPE_Q6_K] = HX_VK_T(Q6_K, 3, 256),   [HX_DTYPE_TQ1_0] = HX_VK_T(TQ1_0, 4, 256),
+    [HX_DTYPE_TQ2_0] = HX_VK_T(TQ2_0, 5, 256), [HX_DTYPE_Q1_0] = HX_VK_T(Q1_0, 6, 128),
+    [HX_DTYPE_Q2_0] = HX_VK_T(Q2_0, 7, 64),    [HX_DTYPE_I2_S] = HX_VK_T(I2_S, 8, 256),
 };
 #undef HX_VK_T
 /* [q][lane][dot] */
@@ -104,6 +113,16 @@ static const enum hx_shader_id hx_vk_qshaders[9][2][2] = {
     HX_VK_Q(TQ2_0), HX_VK_Q(Q1_0), HX_VK_Q(Q2_0), HX_VK_Q(I2_S),
 };
 #undef HX_VK_Q
+/* the wide GEMV with int8 activations: [q][dot] */
+#define HX_VK_QW(T)                                                                                \
+    {                                                                                              \
+        HX_SHADER_MMVWQ_##T, HX_SHADER_MMVWQD_##T                                                  \
+    }
+static const enum hx_shader_id hx_vk_qwshaders[9][2] = {
+    HX_VK_QW(Q8_0),  HX_VK_QW(Q4_0), HX_VK_QW(Q4_K), HX_VK_QW(Q6_K), HX_VK_QW(TQ1_0),
+    HX_VK_QW(TQ2_0), HX_VK_QW(Q1_0), HX_VK_QW(Q2_0), HX_VK_QW(I2_S),
+};
+#undef HX_VK_QW
 /* gemm_coopmat per weight type; F32 has none (the float numerics model promises F32 weights
  * f32 activations, and f16 fragments would round them) */
 #define HX_VK_CM(T) [HX_DTYPE_##T] = HX_SHADER_GEMMCM_##T
@@ -226,7 +245,46 @@ int hx__vk_mm_kernel(bool lane, int gemm, bool f32_weights, int64_t m)
     return HX_VK_MM_TILED;
 }
 
-const struct hx_vk_pick_api hx__vk_pick_api = {hx__vk_gemm_choose, hx__vk_mm_kernel};
+int hx__vk_gemv_mode(const char *knob)
+{
+    static const char *const names[] = {"auto", "mmv", "wide", "split"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(knob, names[i])) return i;
+    return -1;
+}
+
+void hx__vk_gemv_plan(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64_t K, int64_t N,
+                      bool may_split, struct hx_vk_gemv_plan *out)
+{
+    /* Invocations per row: a 32-element unit type (Q8_0 at K = 1024 has 32 blocks a row) takes
+     * a whole subgroup of 32 or 64, reduced by one subgroupAdd; a larger block fewer, so that
+     * K = 1024 still gives each invocation a unit (TQ2_0: 4 per row, 32 rows a workgroup). */
+    uint32_t lpr = ue <= 32u ? (sg > 32u ? 64u : 32u) : HX_MAX(1024u / ue, 4u);
+    uint32_t lim = max_wg ? max_wg : 128u;
+    while (lpr > lim) lpr /= 2u;
+    uint32_t wg = HX_MAX(128u, lpr);
+    while (wg > lim && wg > lpr) wg /= 2u;
+    *out = (struct hx_vk_gemv_plan){
+        .kernel = HX_VK_GEMV_WIDE, .lpr = lpr, .nr = HX_MAX(wg / lpr, 1u), .ks = 1};
+    int64_t units = K / (int64_t)(ue ? ue : 32u);
+    out->ku = (uint32_t)units;
+    if (mode == HX_VK_GEMV_MMV || K % 256 != 0 || units <= 0) {
+        out->kernel = HX_VK_GEMV_MMV;
+        return;
+    }
+    /* Split K where the rows are few (a Qwen3-0.6B o/down projection: 1024 rows) and every
+     * invocation walks at least two units: each split takes ku units, a multiple of lpr. */
+    int64_t per_lane = (units + lpr - 1) / lpr;
+    bool want = mode == HX_VK_GEMV_SPLIT || (mode == HX_VK_GEMV_AUTO && N <= HX_VK_GEMV_FEW_ROWS);
+    if (!may_split || !want || per_lane < 2) return;
+    int64_t ks = HX_MIN(per_lane, HX_VK_GEMV_KS_MAX);
+    int64_t ku = ((units + ks - 1) / ks + lpr - 1) / lpr * lpr;
+    out->ku = (uint32_t)ku;
+    out->ks = (uint32_t)((units + ku - 1) / ku);
+}
+
+const struct hx_vk_pick_api hx__vk_pick_api = {hx__vk_gemm_choose, hx__vk_mm_kernel,
+                                               hx__vk_gemv_mode, hx__vk_gemv_plan};
 
 int hx__vk_kernels_init(struct hx_device *dev)
 {
@@ -262,6 +320,18 @@ int hx__vk_kernels_init(struct hx_device *dev)
             dev, HX_E_INVAL, "HX_VK_GEMM=%s: expected coopmat, tiled, coopmat-emu or auto", gm);
     if (d->gemm.why[0]) HX_LOG_WARN("[%s] %s; using the tiled GEMM", dev->id, d->gemm.why);
     memset(d->coop_ok, 0, sizeof d->coop_ok);
+    const char *gv = hx_vk_env("HX_VK_GEMV"), *gsg = getenv("HX_VK_GEMV_SG");
+    if ((d->gemv = hx__vk_gemv_mode(gv)) < 0)
+        return hx_device_set_error(dev, HX_E_INVAL,
+                                   "HX_VK_GEMV=%s: expected wide, split, mmv or auto", gv);
+    /* the subgroup size the wide GEMV is laid out for: the device's, or (tests) 32 / 64 */
+    d->gemv_sg = p->subgroup_size ? p->subgroup_size : 32u;
+    if (gsg && *gsg) {
+        if (strcmp(gsg, "32") && strcmp(gsg, "64"))
+            return hx_device_set_error(dev, HX_E_INVAL, "HX_VK_GEMV_SG=%s: expected 32 or 64", gsg);
+        d->gemv_sg = strcmp(gsg, "64") ? 32u : 64u;
+    }
+    memset(d->n_gemv, 0, sizeof d->n_gemv);
     const char *fp = getenv("HX_VK_FAIL_PIPELINE");
     snprintf(d->fail_pipeline, sizeof d->fail_pipeline, "%s", fp ? fp : "");
 
@@ -284,14 +354,22 @@ int hx__vk_kernels_init(struct hx_device *dev)
         /* gemm_coopmat: four subgroups (2 × 2 of 32 × 32 outputs) per 64 × 64 tile */
         for (int e = 0; e < 2; e++)
             if (hx_vk_coopmat_shaders[e][t] >= 0) d->spec[hx_vk_coopmat_shaders[e][t]][0] = 4u * sg;
+        /* the wide GEMV: NR rows × LPR invocations (constants 2, 3), as planned for the type */
+        struct hx_vk_gemv_plan gp;
+        hx__vk_gemv_plan(HX_VK_GEMV_WIDE, d->gemv_sg, max_inv, s->ue, 256, 1, false, &gp);
+        uint32_t wide[5] = {gp.nr * gp.lpr, HX_VK_MMV_MR, gp.nr, gp.lpr, 0};
+        memcpy(d->spec[s->mmvw], wide, sizeof wide);
         if (s->q >= 0)
             for (int k = 0; k < 2; k++) {
                 memcpy(d->spec[hx_vk_qshaders[s->q][0][k]], gpu, sizeof gpu);
                 memcpy(d->spec[hx_vk_qshaders[s->q][1][k]], lane, sizeof lane);
+                memcpy(d->spec[hx_vk_qwshaders[s->q][k]], wide, sizeof wide);
             }
     }
+    static const char *const gemv_names[] = {"wide-load (split K for few rows)", "4-byte-load",
+                                             "wide-load", "wide-load (split K forced)"};
     HX_LOG_INFO("[%s] vulkan matmul: %s GEMV%s%s, activations %s", dev->id,
-                d->lane ? "lane-layout" : "subgroup", d->lane ? "" : " + ",
+                d->lane ? "lane-layout" : gemv_names[d->gemv], d->lane ? "" : " + ",
                 d->lane ? "" : hx_vk_gemm_name(d->gemm.variant), hx__vk_int8_name(d->int8));
     return HX_OK;
 }
@@ -380,10 +458,20 @@ static int hx_vk_weight_view(struct hx_device *dev, struct hx_vk_weight *w, int6
 size_t hx__vk_matmul_scratch(struct hx_device *dev, const struct hx_op *op, int64_t n_rows)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
-    if (!op->weight || !hx_vk_staged(d, op->weight->type)) return 0;
-    size_t rb = hx_dtype_row_bytes(op->weight->type, op->weight->n_cols);
-    int64_t mc = rb ? hx_vk_mm_rows(d, op, hx_vk_mm_wrows(d, rb, op->weight->n_rows), n_rows) : 0;
-    return (size_t)HX_MAX(mc, 1) * hx_vk_stage_stride(d, op->weight->type, op->weight->n_cols) * 4;
+    if (!op->weight) return 0;
+    size_t need = 0;
+    if (hx_vk_staged(d, op->weight->type)) {
+        size_t rb = hx_dtype_row_bytes(op->weight->type, op->weight->n_cols);
+        int64_t mc =
+            rb ? hx_vk_mm_rows(d, op, hx_vk_mm_wrows(d, rb, op->weight->n_rows), n_rows) : 0;
+        need =
+            (size_t)HX_MAX(mc, 1) * hx_vk_stage_stride(d, op->weight->type, op->weight->n_cols) * 4;
+    }
+    /* the split-K GEMV's partial sums, after the staged rows (hx__vk_op_matmul) */
+    if (!d->lane && n_rows <= HX_VK_MMV_MR && d->gemv != HX_VK_GEMV_MMV)
+        need = ((need + d->align - 1) & ~(size_t)(d->align - 1)) +
+               (size_t)HX_VK_GEMV_KS_MAX * (size_t)n_rows * (size_t)op->weight->n_rows * 4;
+    return need;
 }
 
 struct hx_vk_copy_push {
@@ -446,6 +534,30 @@ static int hx_vk_stage(struct hx_device *dev, const struct hx_op *op, int64_t m0
     return HX_OK;
 }
 
+/* The split-K GEMV's second pass: dst (binding out, at the push's d_off in the row layout of
+ * o) = scale · Σ of the gp->ks partial sums at part_off in the scratch. */
+static int hx_vk_combine(struct hx_device *dev, uint32_t ks, const struct hx_vk_bind *out,
+                         uint32_t d_off, uint32_t d_stride, float scale, size_t part_off,
+                         int64_t mm, int64_t nn)
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    hx__vk_barrier(d);
+    struct hx_vk_combine_push q = {
+        .N = (uint32_t)nn,
+        .ks = ks,
+        .ks_stride = (uint32_t)(mm * nn),
+        .d_off = d_off,
+        .d_stride = d_stride,
+        .scale = scale,
+    };
+    struct hx_vk_bind b[5] = {0};
+    b[2] = *out;
+    b[4] = hx__vk_bind(d, d->scratch.buf, part_off, (size_t)ks * mm * nn * 4, NULL);
+    uint32_t wg = hx__vk_wg(dev, HX_SHADER_MMV_COMBINE), gx, gz;
+    hx__vk_grid(((uint64_t)nn + wg - 1) / wg, &gx, &gz);
+    return hx__vk_dispatch(dev, HX_SHADER_MMV_COMBINE, b, 5, &q, sizeof q, gx, (uint32_t)mm, gz);
+}
+
 /* Is type t's cooperative-matrix pipeline usable? Built on first use; a failure is logged
  * with its reason once, and the type takes the tiled GEMM from then on. */
 static bool hx_vk_coop_ready(struct hx_device *dev, enum hx_dtype t)
@@ -469,9 +581,13 @@ static bool hx_vk_coop_ready(struct hx_device *dev, enum hx_dtype t)
     return d->coop_ok[t] > 0;
 }
 
-/* The kernel for (type, m) on this device and its output tile (rows of W, rows of A). */
+/* The kernel for (type, m) on this device and its output tile (rows of W, rows of A); for
+ * the GPU layout's GEMV, gp gets the plan (the wide kernel with its K splits, or mmv) for a
+ * weight of K × N whose K may be split (may_split). */
 static enum hx_shader_id hx_vk_mm_pick(struct hx_device *dev, enum hx_dtype t, int64_t mm,
-                                       uint32_t *tile_n, uint32_t *tile_m, bool *int8)
+                                       int64_t K, int64_t N, bool may_split,
+                                       struct hx_vk_gemv_plan *gp, uint32_t *tile_n,
+                                       uint32_t *tile_m, bool *int8)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
     const struct hx_vk_type_shaders *s = &hx_vk_types[t];
@@ -479,6 +595,10 @@ static enum hx_shader_id hx_vk_mm_pick(struct hx_device *dev, enum hx_dtype t, i
     int dot = d->int8 == HX_VK_INT8_DOT;
     enum hx_shader_id id;
     int k = hx__vk_mm_kernel(d->lane, d->gemm.variant, t == HX_DTYPE_F32, mm);
+    *gp = (struct hx_vk_gemv_plan){.kernel = HX_VK_GEMV_MMV, .ks = 1};
+    if (k == HX_VK_MM_MMV)
+        hx__vk_gemv_plan(d->gemv, d->gemv_sg, d->phys->max_wg_invocations, s->ue, K, N, may_split,
+                         gp);
     if ((k == HX_VK_MM_COOPMAT_NV || k == HX_VK_MM_COOPMAT_EMU) && hx_vk_coop_ready(dev, t)) {
         id = (enum hx_shader_id)hx_vk_coop_shader(d, t);
         *int8 = false;
@@ -487,6 +607,10 @@ static enum hx_shader_id hx_vk_mm_pick(struct hx_device *dev, enum hx_dtype t, i
     } else if (k == HX_VK_MM_LANE) {
         id = *int8 ? hx_vk_qshaders[s->q][1][dot] : s->mmvl;
         *tile_n = d->spec[id][0];
+        *tile_m = d->spec[id][1];
+    } else if (k == HX_VK_MM_MMV && gp->kernel == HX_VK_GEMV_WIDE) {
+        id = *int8 ? hx_vk_qwshaders[s->q][dot] : s->mmvw;
+        *tile_n = d->spec[id][2];
         *tile_m = d->spec[id][1];
     } else if (k == HX_VK_MM_MMV) {
         id = *int8 ? hx_vk_qshaders[s->q][0][dot] : s->mmv;
@@ -527,9 +651,14 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
         int64_t mm = HX_MIN(mc, n_rows - m0);
         uint32_t tn, tm, qa_stride = 0;
         bool int8;
-        enum hx_shader_id sid = hx_vk_mm_pick(dev, op->weight->type, mm, &tn, &tm, &int8);
+        struct hx_vk_gemv_plan gp;
+        /* K is split only where the weight is one binding with one scale (one dispatch) */
+        enum hx_shader_id sid = hx_vk_mm_pick(dev, op->weight->type, mm, K, N, np == 1 && nc >= N,
+                                              &gp, &tn, &tm, &int8);
         bool staged = int8 || (d->lane && !hx_dtype_is_quantized(op->weight->type));
         if (staged && (st = hx_vk_stage(dev, op, m0, mm, &qa_stride))) return st;
+        bool wide = !d->lane && mm <= HX_VK_MMV_MR && gp.kernel == HX_VK_GEMV_WIDE;
+        if (!d->lane && mm <= HX_VK_MMV_MR) d->n_gemv[wide ? 1 + (gp.ks > 1) : 0]++;
         int64_t ci = 0;
         for (int pi = 0; pi < np; pi++)
         for (int64_t n0 = np > 1 ? hw->tpart_row[pi] : 0, ne = np > 1 ? hw->tpart_row[pi + 1] : N;
@@ -545,6 +674,8 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
                 .scale = op->weight->scale,
                 .qa_stride = qa_stride,
                 .wscale = np > 1 ? hw->tpart_tscale[pi] : hw->tensor_scale,
+                .ks = gp.ks,
+                .ku = gp.ku,
             };
             struct hx_vk_bind b[5] = {0};
             b[0] = hx__vk_bind(d, hx_vk_tbuf(a)->buf,
@@ -561,13 +692,28 @@ int hx__vk_op_matmul(struct hx_device *dev, const struct hx_op *op, int64_t n_ro
                 return st;
             p.a_off /= 4;
             p.d_off /= 4;
+            /* split K: the partial sums go to the scratch after the staged activations */
+            struct hx_vk_bind out = b[2];
+            uint32_t out_off = p.d_off, out_stride = p.d_stride;
+            size_t part_off = ((staged ? (size_t)mm * qa_stride * 4 : 0) + d->align - 1) &
+                              ~(size_t)(d->align - 1);
+            if (wide && gp.ks > 1) {
+                b[2] = hx__vk_bind(d, d->scratch.buf, part_off, (size_t)gp.ks * mm * nn * 4, NULL);
+                p.d_off = 0;
+                p.d_stride = (uint32_t)nn;
+                p.ks_stride = (uint32_t)(mm * nn);
+            }
             uint32_t gx, gz;
             hx__vk_grid((uint64_t)((nn + tn - 1) / tn), &gx, &gz);
             /* lavapipe runs a "uniform" `if (row < m)` masked, not skipped: one-row passes
-             * (decode) get the pipeline specialized for one row */
-            bool one = d->lane && mm == 1;
+             * (decode) get the pipeline specialized for one row; so does the wide GEMV */
+            bool one = (d->lane || wide) && mm == 1;
             if ((st = hx__vk_dispatch_ex(dev, sid, one, b, 5, views, &p, sizeof p, gx,
-                                         (uint32_t)((mm + tm - 1) / tm), gz)))
+                                         (uint32_t)((mm + tm - 1) / tm) * gp.ks, gz)))
+                return st;
+            if (wide && gp.ks > 1 &&
+                (st = hx_vk_combine(dev, gp.ks, &out, out_off, out_stride, p.scale, part_off, mm,
+                                    nn)))
                 return st;
         }
         if (staged && m0 + mm < n_rows) hx__vk_barrier(d); /* the next chunk rewrites the scratch */

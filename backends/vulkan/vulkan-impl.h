@@ -187,6 +187,10 @@ struct hx_vk_dev {
     bool lane;            /* lane-layout GEMVs (CPU-type device) instead of subgroup + GEMM */
     int int8;             /* HX_VK_INT8_*: quantized weights × int8 activations */
     struct hx_vk_gemm_state gemm; /* GEMM variant for m ≥ 16 (vulkan-pick.h) */
+    int gemv;             /* HX_VK_GEMV mode (enum hx_vk_gemv) for the GPU layout's m ≤ 4 */
+    uint32_t gemv_sg;     /* the subgroup size the wide GEMV is laid out for */
+    /* GPU-layout GEMV dispatches by kernel: mmv, mmvw, mmvw with split K ("hx.vk.gemv") */
+    uint64_t n_gemv[3];
     int8_t coop_ok[HX_DTYPE_COUNT]; /* coopmat pipeline per type: 0 untried, 1 ok, -1 failed */
     char fail_pipeline[32]; /* HX_VK_FAIL_PIPELINE (tests): optional pipelines named so fail */
 

@@ -10,6 +10,9 @@
  *   HX_VK_GEMM_TILED       gemm.comp, f32 shared-memory tiles, everywhere else
  *   HX_VK_GEMM_COOPMAT_EMU the same shader with the fragment operations emulated: tests only
  *                          (HX_VK_GEMM=coopmat-emu), so lavapipe runs the rest of its code
+ * Decode GEMV variants (HX_VK_GEMV, hx__vk_gemv_plan): the wide-load kernel with or without
+ * split K, or the older 4-byte-load one.
+ *
  * A VK_KHR_cooperative_matrix variant (RADV on RDNA3+, Intel) would slot in above the NV
  * one: a caps flag, a shader, an enum value and a branch in hx__vk_gemm_choose.
  */
@@ -56,9 +59,43 @@ int hx__vk_gemm_choose(const struct hx_vk_caps *c, const char *knob, char *why, 
  * model promises unrounded; f32_weights says the weight is F32). */
 int hx__vk_mm_kernel(bool lane, int gemm, bool f32_weights, int64_t m);
 
+/* Decode GEMV (m ≤ 4 rows on the GPU layout) under the knob HX_VK_GEMV:
+ *   HX_VK_GEMV_WIDE  mmvw.comp: 16-byte loads over the blocks, LPR invocations per weight row,
+ *                    NR rows per workgroup, split K where a shape has few rows (auto, wide)
+ *   HX_VK_GEMV_MMV   mmv.comp, 4-byte loads, a chunk per invocation (mmv; and every K that is
+ *                    not a multiple of 256, which the wide kernel's units need)
+ *   HX_VK_GEMV_SPLIT the wide kernel splitting K wherever each invocation has ≥ 2 units (tests) */
+enum hx_vk_gemv { HX_VK_GEMV_AUTO, HX_VK_GEMV_MMV, HX_VK_GEMV_WIDE, HX_VK_GEMV_SPLIT };
+
+#define HX_VK_GEMV_KS_MAX 4      /* K splits at most */
+#define HX_VK_GEMV_FEW_ROWS 2048 /* auto splits K for N ≤ this many weight rows */
+
+/* The wide GEMV's layout for one shape. */
+struct hx_vk_gemv_plan {
+    int kernel;   /* HX_VK_GEMV_WIDE or HX_VK_GEMV_MMV */
+    uint32_t lpr; /* invocations per weight row (a power of 2) */
+    uint32_t nr;  /* weight rows per workgroup (workgroup = nr · lpr) */
+    uint32_t ks;  /* K splits (1: none) */
+    uint32_t ku;  /* units per split (a multiple of lpr) */
+};
+
+/* HX_VK_GEMV's value (auto, wide, mmv, split) as enum hx_vk_gemv, or -1. */
+int hx__vk_gemv_mode(const char *knob);
+
+/* The GEMV for a weight of N rows × K columns whose type walks units of ue elements (32 for
+ * the float types, Q8_0 and Q4_0; the block size for the others, 256 for I2_S) on a device
+ * with subgroups of sg and workgroups of at most max_wg invocations; may_split says K can be
+ * split (one weight binding, no per-part scales). lpr and nr depend on (mode, sg, max_wg, ue)
+ * only, so that the pipeline's specialization constants can be set once per type. */
+void hx__vk_gemv_plan(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64_t K, int64_t N,
+                      bool may_split, struct hx_vk_gemv_plan *out);
+
 struct hx_vk_pick_api {
     int (*gemm_choose)(const struct hx_vk_caps *c, const char *knob, char *why, size_t n);
     int (*mm_kernel)(bool lane, int gemm, bool f32_weights, int64_t m);
+    int (*gemv_mode)(const char *knob);
+    void (*gemv_plan)(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64_t K, int64_t N,
+                      bool may_split, struct hx_vk_gemv_plan *out);
 };
 
 /* The device's choice ("hx.vk.gemm"): the variant in use and, when a cooperative-matrix

@@ -680,6 +680,7 @@ static void *hx_vk_get_extension(struct hx_device *dev, const char *name)
     /* the GEMM choice: its pure functions (tests), and this device's (vulkan-pick.h) */
     if (strcmp(name, "hx.vk.pick") == 0) return (void *)&hx__vk_pick_api;
     if (strcmp(name, "hx.vk.gemm") == 0) return &hx_vk_ctx(dev)->gemm;
+    if (strcmp(name, "hx.vk.gemv") == 0) return hx_vk_ctx(dev)->n_gemv;
     return NULL;
 }
 

@@ -4,7 +4,8 @@
 # for its gfx target; Vulkan whenever its SDK is there), `engine devices`, test-backend-ops
 # on each GPU backend, `engine diff` on the test models, the kernel benchmark (decode GEMV
 # bandwidth per weight type against the GPU's peak, prefill GEMM; for Vulkan also which
-# prefill GEMM variant ran and its m = 512 figures against the tiled GEMM forced), and
+# prefill GEMM variant ran and its m = 512 figures against the tiled GEMM forced, and the decode
+# GEMV, the wide-load kernel, against the older mmv forced at m = 1), and
 # `engine bench` pp512/tg128 on a Qwen3-0.6B-shaped TQ2_0 model, and for HIP the host calls
 # per decode token and tg128 with and without graphs. Every result lands in OUT; the summary ends with
 # "N passed, N failed, N skipped". Benchmarks never fail the run; tests do.
@@ -252,24 +253,45 @@ for b in "${GPUB[@]}"; do
 done
 # Vulkan m = 512: the device's GEMM (cooperative-matrix where offered) against the tiled one
 # forced (HX_VK_GEMM=tiled), same types and shapes, device time
-report_gemm_pair() { # default json, tiled json → markdown
-    python3 - "$1" "$2" <<'EOF'
+report_gemm_pair() { # default json, other json [m=1: GEMV GB/s, else GEMM GFLOP/s] [name] → markdown
+    python3 - "$1" "$2" "${3:-16}" "${4:-tiled}" "$PEAK" <<'EOF'
 import json, sys
+gemv = sys.argv[3] == '1'; peak = float(sys.argv[5] or 0)
+d2d = json.load(open(sys.argv[1])).get('d2d_gbs') or 0
 def load(f):
     r = {}
     for x in json.load(open(f))['results']:
-        if x['m'] >= 16:
+        if (x['m'] == 1) if gemv else (x['m'] >= 16):
             t = x.get('device_us') or x['median_us']
-            r[(x['type'], x['k'], x['n'], x['m'])] = 2.0 * x['m'] * x['n'] * x['k'] / (t * 1e3)
+            r[(x['type'], x['k'], x['n'], x['m'])] = (x['gbs'] * x['median_us'] / t if gemv else
+                                                      2.0 * x['m'] * x['n'] * x['k'] / (t * 1e3))
     return r
 a, b = load(sys.argv[1]), load(sys.argv[2])
-print('| type | K×N | m | default GFLOP/s | tiled GFLOP/s | ratio |')
-print('|---|---|---|---|---|---|')
+u = 'GB/s' if gemv else 'GFLOP/s'
+print('| type | K×N | m | default %s | %s %s | ratio |%s' % (u, sys.argv[4], u, ' default % of d2d copy | % of peak |' if gemv else ''))
+print('|---|---|---|---|---|---|%s' % ('---|---|' if gemv else ''))
 for k in sorted(a):
     if k in b:
-        print('| %s | %d×%d | %d | %.0f | %.0f | %.2f× |' % (k[0], k[1], k[2], k[3], a[k], b[k], a[k] / b[k]))
+        pct = ((' %.0f%% |' % (100 * a[k] / d2d) if d2d > 0 else ' — |') +
+               (' %.0f%% |' % (100 * a[k] / peak) if peak > 0 else ' — |')) if gemv else ''
+        print('| %s | %d×%d | %d | %.0f | %.0f | %.2f× |%s' % (k[0], k[1], k[2], k[3], a[k], b[k], a[k] / b[k], pct))
 EOF
 }
+# Vulkan decode GEMV: the default (the wide-load kernel, split K on few rows) against the older
+# 4-byte-load kernel forced (HX_VK_GEMV=mmv), m = 1, device time, as shares of the measured
+# device-to-device copy and of the peak; and which kernel the info log says the device took
+for b in "${GPUB[@]}"; do
+    [ $b = vulkan ] && [ $QUICK = 0 ] && [ -f "$OUT/bench-kernels-vulkan.json" ] || continue
+    grep -hoE 'vulkan matmul: [^,]*' "$OUT/test-backend-ops-vulkan.txt" 2>/dev/null | sort -u | head -2 | sed 's/^/    /' | tee -a "$SUMMARY"
+    if STEP_OUT=1 step bench-gemv-mmv-vulkan 90 env HX_VK_GEMV=mmv "$E" bench --kernels --backend vulkan --types $types --shapes $shapes -m 1 -r 5 --d2d-mib 0 -o json; then
+        mv "$OUT/bench-gemv-mmv-vulkan.out" "$OUT/bench-gemv-mmv-vulkan.json"
+        report_gemm_pair "$OUT/bench-kernels-vulkan.json" "$OUT/bench-gemv-mmv-vulkan.json" 1 mmv > "$OUT/bench-gemv-vulkan.md" 2>&1
+        ok "vulkan decode GEMV m = 1, the wide-load kernel against mmv (weight GB/s, device time; peak $PEAK GB/s):"
+        tee -a "$SUMMARY" < "$OUT/bench-gemv-vulkan.md"
+    else
+        skipped "vulkan mmv GEMV benchmark did not finish (see $OUT/bench-gemv-mmv-vulkan.txt)"
+    fi
+done
 for b in "${GPUB[@]}"; do
     [ $b = vulkan ] && [ $QUICK = 0 ] && [ -f "$OUT/bench-kernels-vulkan.json" ] || continue
     if STEP_OUT=1 step bench-gemm-tiled-vulkan 120 env HX_VK_GEMM=tiled "$E" bench --kernels --backend vulkan --types $types --shapes $shapes -m 512 -r 5 -o json; then

@@ -65,6 +65,14 @@ ivec4 i8x4(uint w) { return ivec4(int(w << 24u), int(w << 16u), int(w << 8u), in
 #define BB 18u
 #define NV 5u
 #define HAS_FM 1
+#elif defined(WTYPE_I2_S) && defined(I2S_256)
+/* two I2_S "blocks" (256 elements, 64 bytes) as one, so that a kernel that walks blocks walks
+ * I2_S exactly as TQ2_0 (mmvw.comp; K a multiple of 256) */
+#define BE 256u
+#define BC 8 /* chunks of 32 per block */
+#define BB 64u
+#define NV 16u
+#define HAS_FM 1
 #elif defined(WTYPE_I2_S)
 /* a "block" is 128 elements of a row, 32 bytes of codes: the scale is per tensor (hx_wscale) */
 #define BE 128u
@@ -119,6 +127,28 @@ void begin_block(uint s)
     [[unroll]] for (uint k = 0u; k < NV; k++) {
         uint lo = hx_w8(T[k >> 2u], T[(k >> 2u) + 1u], (k & 3u) + q);
         uint hi = hx_w8(T[(k + 1u) >> 2u], T[((k + 1u) >> 2u) + 1u], ((k + 1u) & 3u) + q);
+        V[k] = (lo >> sh) | ((hi << 16u) << (16u - sh));
+    }
+}
+#elif defined(WVEC)
+/* The same weight bytes as 16-byte words (binding 1 viewed as uvec4; the binding starts at a
+ * multiple of 16): the block's bytes [s, s + BB) lie in the NT aligned windows from s / 16,
+ * loaded with one 16-byte load each and funnel-shifted into V. A word of V that reaches past
+ * the last window holds only bytes past the block, which no decoder reads. */
+layout(std430, set = 0, binding = 1) readonly buffer WBuf4 { uvec4 wq4[]; };
+#define NT ((BB + 14u + 15u) / 16u)
+uint hx_w8(uvec4 a, uvec4 b, uint j) { return j < 4u ? a[j] : b[j & 3u]; }
+void begin_block(uint s)
+{
+    uint t0 = s >> 4u;
+    uint q = (s & 15u) >> 2u, sh = (s & 2u) * 8u;
+    uvec4 T[NT];
+    [[unroll]] for (uint k = 0u; k < NT; k++) T[k] = wq4[t0 + k];
+    [[unroll]] for (uint k = 0u; k < NV; k++) {
+        uint a0 = min(k >> 2u, NT - 1u), a1 = min((k >> 2u) + 1u, NT - 1u);
+        uint b0 = min((k + 1u) >> 2u, NT - 1u), b1 = min(((k + 1u) >> 2u) + 1u, NT - 1u);
+        uint lo = hx_w8(T[a0], T[a1], (k & 3u) + q);
+        uint hi = hx_w8(T[b0], T[b1], ((k + 1u) & 3u) + q);
         V[k] = (lo >> sh) | ((hi << 16u) << (16u - sh));
     }
 }
@@ -236,6 +266,12 @@ void chunk(uint cc, out uint q[8], out vec2 fs, out float fm)
     }
     fs = vec2(d);
     fm = -d;
+#elif defined(WTYPE_I2_S) && defined(I2S_256)
+    /* two 32-byte I2_S blocks: chunk cc is bit pair 6 - 2(cc % 4) of block cc / 4 */
+    uint h = cc >> 2u, n = 6u - 2u * (cc & 3u);
+    [[unroll]] for (uint k = 0u; k < 8u; k++) q[k] = (rd(32u * h + 4u * k) >> n) & 0x03030303u;
+    fs = vec2(hx_wscale);
+    fm = -hx_wscale;
 #elif defined(WTYPE_I2_S)
     /* chunk cc is bit pair 6 - 2cc of the block's 32 bytes (TQ2_0's is 2cc of its half) */
     [[unroll]] for (uint k = 0u; k < 8u; k++) q[k] = (rd(4u * k) >> (6u - 2u * cc)) & 0x03030303u;
