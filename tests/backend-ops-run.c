@@ -11,20 +11,9 @@
 #include <time.h>
 
 #include "backend-ops.h"
+#include "sanitized.h"
 
 #define HX_T_VARIANT_MACS 134217728.0 /* 2^27: larger matmuls skip variants without --full */
-
-/* Built with the sanitizers (gcc and clang define this under -fsanitize=address)? */
-#if defined(__SANITIZE_ADDRESS__)
-#define HX_T_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HX_T_SANITIZED 1
-#endif
-#endif
-#ifndef HX_T_SANITIZED
-#define HX_T_SANITIZED 0
-#endif
 
 /* ---- running one case on one device --------------------------------------------------------- */
 

@@ -30,6 +30,7 @@
 
 #include "../backends/npu/npu-impl.h"
 #include "harness.h"
+#include "sanitized.h"
 #include "registry.h"
 
 /* ---- helpers ----------------------------------------------------------------------------------- */
@@ -858,6 +859,13 @@ TEST(models_greedy_ids_match_ref)
     hx__npu_sim_configure("");
     int tested = 0, missing = 0;
     for (size_t i = 0; i < HX_ARRAY_LEN(models); i++) {
+        /* Under the sanitizers the 151936-token output heads are ~30x slower: one qwen3-micro
+         * run (the first) here, the other three in the Release run (as tests/diff-models.sh) */
+        if (HX_T_SANITIZED && i > 1 && strstr(models[i].file, "qwen3-micro")) {
+            fprintf(stderr, "  %-30s %-26s left to the Release run under the sanitizers\n",
+                    models[i].file, models[i].prompt);
+            continue;
+        }
         struct hx_t_lock r;
         int st = hx_t_lockstep(hx_test_data(models[i].file), models[i].prompt, &r);
         if (st == HX_E_NOTFOUND) {
