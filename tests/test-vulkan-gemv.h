@@ -158,47 +158,10 @@ TEST(gemv_variants)
     static const int64_t shapes[][3] = {{1, 2048, 40}, {2, 3072, 24}};
     for (size_t sh = 0; sh < 2; sh++) {
         int64_t m = shapes[sh][0], k = shapes[sh][1], n = shapes[sh][2];
-        size_t rt = hx_dtype_row_bytes(HX_DTYPE_TQ2_0, k),
-               ri = hx_dtype_row_bytes(HX_DTYPE_I2_S, k);
-        uint8_t *dt = malloc(rt * (size_t)n), *di = malloc(ri * (size_t)n);
-        float *row = malloc((size_t)k * sizeof *row), *trow = malloc((size_t)k * sizeof *trow);
-        for (int64_t j = 0; j < n; j++) {
-            for (int64_t i = 0; i < k; i++) {
-                float v = hx_t_rand();
-                row[i] = (float)(v > 0.33f) - (float)(v < -0.33f);
-                trow[i] = row[i] * s;
-            }
-            for (int64_t b = 0; b < k; b += 256) trow[b] = s, row[b] = 1;
-            ASSERT_OK(hx_quantize_row(HX_DTYPE_TQ2_0, trow, dt + (size_t)j * rt, k));
-            ASSERT_OK(hx_quantize_row(HX_DTYPE_I2_S, row, di + (size_t)j * ri, k));
-        }
-        struct hx_weight wt = {.name = "wt",
-                               .type = HX_DTYPE_TQ2_0,
-                               .n_rows = n,
-                               .n_cols = k,
-                               .data = dt,
-                               .nbytes = rt * (size_t)n,
-                               .scale = 1.0f};
-        struct hx_weight wi = {.name = "wi",
-                               .type = HX_DTYPE_I2_S,
-                               .n_rows = n,
-                               .n_cols = k,
-                               .data = di,
-                               .nbytes = ri * (size_t)n,
-                               .scale = 1.0f,
-                               .tensor_scale = s};
+        struct hx_weight wt, wi;
+        ASSERT_OK(hx_t_tern_twins(n, k, s, &wt, &wi));
         float *x = hx_t_act(m * k);
-        struct hx_t_case ct = {.desc = {.kind = HX_OP_MATMUL,
-                                        .cls = HX_CLASS_QKV,
-                                        .n_rows = m,
-                                        .n_in = k,
-                                        .n_out = n,
-                                        .wtype = HX_DTYPE_TQ2_0},
-                               .src = {x},
-                               .src_cols = {k},
-                               .n_src = 1,
-                               .dst_cols = n,
-                               .w = &wt};
+        struct hx_t_case ct = hx_t_matmul_case(&wt, x, m);
         struct hx_t_case ci = ct;
         ci.desc.wtype = HX_DTYPE_I2_S;
         ci.w = &wi;
@@ -214,7 +177,7 @@ TEST(gemv_variants)
             ok &= same;
             free(gt), free(gi);
         }
-        free(x), free(row), free(trow), free(dt), free(di);
+        free(x), free((void *)wt.data), free((void *)wi.data);
     }
     for (int i = 0; i < 5; i++) hx__device_close(devs[i]);
     ASSERT_TRUE(ok);

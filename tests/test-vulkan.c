@@ -352,6 +352,60 @@ static float *hx_t_int8_round(enum hx_dtype t, const float *x, int64_t m, int64_
     return y;
 }
 
+/* A MATMUL case of m activation rows x through weight w (cols in, rows out). */
+static struct hx_t_case hx_t_matmul_case(const struct hx_weight *w, const float *x, int64_t m)
+{
+    return (struct hx_t_case){.desc = {.kind = HX_OP_MATMUL,
+                                       .cls = HX_CLASS_QKV,
+                                       .n_rows = m,
+                                       .n_in = w->n_cols,
+                                       .n_out = w->n_rows,
+                                       .wtype = w->type},
+                              .src = {x},
+                              .src_cols = {w->n_cols},
+                              .n_src = 1,
+                              .dst_cols = w->n_rows,
+                              .w = w};
+}
+
+/* The same random ternary weights (n rows of k) as TQ2_0 with every block's d = s and as I2_S
+ * with tensor scale s: wt and wi (their data allocated here; the caller frees it). */
+static int hx_t_tern_twins(int64_t n, int64_t k, float s, struct hx_weight *wt,
+                           struct hx_weight *wi)
+{
+    size_t rt = hx_dtype_row_bytes(HX_DTYPE_TQ2_0, k), ri = hx_dtype_row_bytes(HX_DTYPE_I2_S, k);
+    uint8_t *dt = malloc(rt * (size_t)n), *di = malloc(ri * (size_t)n);
+    float *row = malloc((size_t)k * sizeof *row), *trow = malloc((size_t)k * sizeof *trow);
+    int st = HX_OK;
+    for (int64_t j = 0; j < n && st == HX_OK; j++) {
+        for (int64_t i = 0; i < k; i++) {
+            float v = hx_t_rand();
+            row[i] = (float)(v > 0.33f) - (float)(v < -0.33f);
+            trow[i] = row[i] * s;
+        }
+        for (int64_t b = 0; b < k; b += 256) trow[b] = s, row[b] = 1; /* each block's d is s */
+        st = hx_quantize_row(HX_DTYPE_TQ2_0, trow, dt + (size_t)j * rt, k);
+        if (st == HX_OK) st = hx_quantize_row(HX_DTYPE_I2_S, row, di + (size_t)j * ri, k);
+    }
+    free(row), free(trow);
+    *wt = (struct hx_weight){.name = "wt",
+                             .type = HX_DTYPE_TQ2_0,
+                             .n_rows = n,
+                             .n_cols = k,
+                             .data = dt,
+                             .nbytes = rt * (size_t)n,
+                             .scale = 1.0f};
+    *wi = (struct hx_weight){.name = "wi",
+                             .type = HX_DTYPE_I2_S,
+                             .n_rows = n,
+                             .n_cols = k,
+                             .data = di,
+                             .nbytes = ri * (size_t)n,
+                             .scale = 1.0f,
+                             .tensor_scale = s};
+    return st;
+}
+
 /* One (type, m, K, N): ref once, then every variant in devs (NULL entries skipped). */
 static bool hx_t_matmul(struct hx_device **devs, const struct hx_t_variant *vars, size_t nv,
                         enum hx_dtype t, int64_t m, int64_t k, int64_t n)
@@ -360,17 +414,7 @@ static bool hx_t_matmul(struct hx_device **devs, const struct hx_t_variant *vars
     struct hx_weight w;
     void *data = hx_t_weight(t, n, k, &w);
     float *x = hx_t_act(m * k), *want = calloc((size_t)(m * n), sizeof *want);
-    struct hx_t_case c = {.desc = {.kind = HX_OP_MATMUL,
-                                   .cls = HX_CLASS_QKV,
-                                   .n_rows = m,
-                                   .n_in = k,
-                                   .n_out = n,
-                                   .wtype = t},
-                          .src = {x},
-                          .src_cols = {k},
-                          .n_src = 1,
-                          .dst_cols = n,
-                          .w = &w};
+    struct hx_t_case c = hx_t_matmul_case(&w, x, m);
     /* ref on the f32 activations, and on the int8-rounded ones for the int8 variants */
     float *xq = hx_dtype_is_quantized(t) ? hx_t_int8_round(t, x, m, k) : NULL;
     float *want_q = xq ? calloc((size_t)(m * n), sizeof *want_q) : NULL;
@@ -630,33 +674,12 @@ TEST(tern_i2_s_equals_tq2_0)
     bool ok = true;
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
         int64_t m = shapes[sh][0], k = shapes[sh][1], n = shapes[sh][2];
-        size_t rt = hx_dtype_row_bytes(HX_DTYPE_TQ2_0, k), ri = hx_dtype_row_bytes(HX_DTYPE_I2_S, k);
-        uint8_t *dt = malloc(rt * (size_t)n), *di = malloc(ri * (size_t)n);
-        float *row = malloc((size_t)k * sizeof *row), *trow = malloc((size_t)k * sizeof *trow);
-        for (int64_t j = 0; j < n; j++) {
-            for (int64_t i = 0; i < k; i++) {
-                float v = hx_t_rand();
-                row[i] = (float)(v > 0.33f) - (float)(v < -0.33f);
-                trow[i] = row[i] * s;
-            }
-            trow[0] = s; /* every TQ2_0 block's d is s */
-            row[0] = 1;
-            for (int64_t b = 256; b < k; b += 256) trow[b] = s, row[b] = 1;
-            ASSERT_OK(hx_quantize_row(HX_DTYPE_TQ2_0, trow, dt + (size_t)j * rt, k));
-            ASSERT_OK(hx_quantize_row(HX_DTYPE_I2_S, row, di + (size_t)j * ri, k));
-        }
-        struct hx_weight wt = {.name = "wt", .type = HX_DTYPE_TQ2_0, .n_rows = n, .n_cols = k,
-                               .data = dt, .nbytes = rt * (size_t)n, .scale = 1.0f};
-        struct hx_weight wi = {.name = "wi", .type = HX_DTYPE_I2_S, .n_rows = n, .n_cols = k,
-                               .data = di, .nbytes = ri * (size_t)n, .scale = 1.0f,
-                               .tensor_scale = s};
+        struct hx_weight wt, wi;
+        ASSERT_OK(hx_t_tern_twins(n, k, s, &wt, &wi));
         float *x = hx_t_act(m * k);
         int32_t tok[7] = {0, 3, 1, 4, 1, 5, 9};
         for (int op = 0; op < 2; op++) {
-            struct hx_t_case c = {.desc = {.kind = HX_OP_MATMUL, .cls = HX_CLASS_QKV, .n_rows = m,
-                                           .n_in = k, .n_out = n, .wtype = HX_DTYPE_TQ2_0},
-                                  .src = {x}, .src_cols = {k}, .n_src = 1, .dst_cols = n,
-                                  .w = &wt};
+            struct hx_t_case c = hx_t_matmul_case(&wt, x, m);
             if (op == 1)
                 c = (struct hx_t_case){.desc = {.kind = HX_OP_EMBED, .n_rows = 7, .n_in = n,
                                                 .n_out = k, .wtype = HX_DTYPE_TQ2_0},
@@ -682,7 +705,7 @@ TEST(tern_i2_s_equals_tq2_0)
                 free(gt), free(gi);
             }
         }
-        free(x), free(row), free(trow), free(dt), free(di);
+        free(x), free((void *)wt.data), free((void *)wi.data);
     }
     hx_t_close_variants(devs);
     ASSERT_TRUE(ok);
