@@ -89,6 +89,8 @@ struct fiber : hx_emu_thread {
     unsigned gen;    /* generation of that barrier it waits for */
     unsigned n_shfl; /* shuffles done: picks the slot */
     float slot[2];   /* values offered to shuffles */
+    uint32_t mma_in[24]; /* registers offered to a matrix op */
+    int mma_kind;
     int lane, warp;
     bool done;
 };
@@ -110,6 +112,8 @@ struct block_run {
     unsigned warp_gen[kMaxWarps];
     float red[kMaxWarps][32];    /* results of the warp's current reduction */
     unsigned red_tag[kMaxWarps]; /* which reduction: 2 * sequence number + op */
+    uint32_t mma_out[kMaxWarps][32][8]; /* each lane's D registers of the warp's matrix op */
+    unsigned mma_tag[kMaxWarps];        /* which matrix op: its sequence number */
 };
 
 /* Guarded by g_launch_mu. */
@@ -129,6 +133,7 @@ struct env_cfg {
     long fail_malloc = -1, fail_launch = -1;
     long n_malloc = 0, n_launch = 0;
     int fail_graph = GRAPH_OK;
+    char arch[32] = "emu";
     env_cfg()
     {
         const char *s = getenv("HX_HIP_EMU_DEVICES");
@@ -136,6 +141,7 @@ struct env_cfg {
         if ((s = getenv("HX_HIP_EMU_DRIVER_ERROR")) && *s == '1') driver_error = true;
         if ((s = getenv("HX_HIP_EMU_FAIL_MALLOC")) && *s) fail_malloc = atol(s);
         if ((s = getenv("HX_HIP_EMU_FAIL_LAUNCH")) && *s) fail_launch = atol(s);
+        if ((s = getenv("HX_HIP_EMU_ARCH")) && *s) snprintf(arch, sizeof arch, "%s", s);
         if ((s = getenv("HX_HIP_EMU_FAIL_GRAPH")) && *s)
             fail_graph = !strcmp(s, "capture")                    ? GRAPH_FAIL_CAPTURE
                          : !strcmp(s, "instantiate") || *s == '1' ? GRAPH_FAIL_INSTANTIATE
@@ -255,6 +261,7 @@ bool run_block(block_run *b, uint3 bid)
         b->warp_live[w] = w < n_warps - 1 ? 32 : b->n - 32 * w;
         b->warp_arrived[w] = 0, b->warp_gen[w] = 0;
         b->red_tag[w] = ~0u;
+        b->mma_tag[w] = ~0u;
     }
     for (int i = 0; i < b->n; i++) {
         fiber *f = &b->f[i];
@@ -393,6 +400,155 @@ float hx_emu_warp_butterfly(float v, int op)
     return b->red[f->warp][f->lane];
 }
 
+/* ---- matrix fragments ------------------------------------------------------------------------ */
+
+uint16_t hx_emu_f2h(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) return (uint16_t)(sign | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to infinity */
+    if (a < 0x38800000u) { /* below 2^-14: a subnormal half, m * 2^-24 (exact scaling) */
+        float f;
+        memcpy(&f, &a, sizeof f);
+        return (uint16_t)(sign | (uint32_t)nearbyintf(f * 16777216.0f));
+    }
+    uint32_t h = (((a >> 23) - 112u) << 10) | ((a & 0x7fffffu) >> 13);
+    const uint32_t rem = a & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* to nearest, ties to even */
+    return (uint16_t)(sign | h);
+}
+
+namespace
+{
+
+float h2f(uint32_t h)
+{
+    h &= 0xffffu;
+    const uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) {
+        const float f = (float)m * 5.9604644775390625e-8f;
+        return sign ? -f : f;
+    }
+    const uint32_t u = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112) << 23) | (m << 13));
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+uint32_t f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+float u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The layouts, lane l, g = l / 4, t = l % 4 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with
+ * floating point type" and "for mma.m16n8k32" with .s8):
+ *   m16n8k16 f16  A reg i, half h: row g + 8 (i & 1), col 2t + 8 (i >> 1) + h
+ *                 B reg i, half h: row (k) 2t + 8i + h, col g
+ *   m16n8k32 s8   A reg i, byte j: row g + 8 (i & 1), col 4t + 16 (i >> 1) + j
+ *                 B reg i, byte j: row (k) 4t + 16i + j, col g
+ *   both          C/D reg i: row g + 8 (i >> 1), col 2t + (i & 1)
+ * RDNA3 WMMA 16x16x16 f16, wave32 (AMD's RDNA3 ISA guide and the GPUOpen WMMA article): A
+ * half e of lane l: row l % 16, col (k) e; B half e: row (k) e, col l % 16; lanes 16-31 hold
+ * the same A and B as lanes 0-15; C/D element v: row 2v + l / 16, col l % 16. */
+void mma_compute(int kind, const fiber *lanes, uint32_t (*out)[8])
+{
+    if (kind == HX_EMU_MMA_F16) {
+        float A[16][16], B[16][8], C[16][8];
+        for (int l = 0; l < 32; l++) {
+            const uint32_t *r = lanes[l].mma_in;
+            const int g = l / 4, t = l % 4;
+            for (int i = 0; i < 4; i++)
+                for (int h = 0; h < 2; h++)
+                    A[g + 8 * (i & 1)][2 * t + 8 * (i >> 1) + h] = h2f(r[i] >> 16 * h);
+            for (int i = 0; i < 2; i++)
+                for (int h = 0; h < 2; h++) B[2 * t + 8 * i + h][g] = h2f(r[4 + i] >> 16 * h);
+            for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = u2f(r[6 + i]);
+        }
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < 4; i++) {
+                const int row = l / 4 + 8 * (i >> 1), col = 2 * (l % 4) + (i & 1);
+                float s = C[row][col];
+                for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col]; /* exact products */
+                out[l][i] = f2u(s);
+            }
+    } else if (kind == HX_EMU_MMA_S8) {
+        int A[16][32], B[32][8], C[16][8];
+        for (int l = 0; l < 32; l++) {
+            const uint32_t *r = lanes[l].mma_in;
+            const int g = l / 4, t = l % 4;
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++)
+                    A[g + 8 * (i & 1)][4 * t + 16 * (i >> 1) + j] = (int8_t)(r[i] >> 8 * j);
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 4; j++) B[4 * t + 16 * i + j][g] = (int8_t)(r[4 + i] >> 8 * j);
+            for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = (int)r[6 + i];
+        }
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < 4; i++) {
+                const int row = l / 4 + 8 * (i >> 1), col = 2 * (l % 4) + (i & 1);
+                int64_t s = C[row][col];
+                for (int k = 0; k < 32; k++) s += A[row][k] * B[k][col];
+                out[l][i] = (uint32_t)s; /* wraps as the s32 accumulator does */
+            }
+    } else {
+        float A[16][16], B[16][16], C[16][16];
+        for (int l = 0; l < 32; l++) {
+            const uint32_t *r = lanes[l].mma_in;
+            for (int e = 0; e < 16; e++) {
+                A[l % 16][e] = h2f(r[e / 2] >> 16 * (e % 2));
+                B[e][l % 16] = h2f(r[8 + e / 2] >> 16 * (e % 2));
+            }
+            for (int v = 0; v < 8; v++) C[2 * v + l / 16][l % 16] = u2f(r[16 + v]);
+        }
+        for (int l = 0; l < 32; l++)
+            for (int v = 0; v < 8; v++) {
+                const int row = 2 * v + l / 16, col = l % 16;
+                float s = C[row][col];
+                for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
+                out[l][v] = f2u(s);
+            }
+    }
+}
+
+} // namespace
+
+void hx_emu_mma(int kind, const uint32_t *in, uint32_t *out)
+{
+    fiber *f = static_cast<fiber *>(hx_emu_self);
+    block_run *b = g_block;
+    const int n_in = kind == HX_EMU_WMMA_F16 ? 24 : 10, n_out = kind == HX_EMU_WMMA_F16 ? 8 : 4;
+    memcpy(f->mma_in, in, sizeof(uint32_t) * (size_t)n_in);
+    f->mma_kind = kind;
+    f->n_shfl++;
+    warp_barrier(f);
+    const int base = f->warp * 32;
+    if (base + 32 > b->n) fault("matrix op in a partial warp");
+    /* The first lane through the barrier computes every lane's D (as hx_emu_warp_butterfly). */
+    if (b->mma_tag[f->warp] != f->n_shfl) {
+        for (int i = 0; i < 32; i++) {
+            const fiber *g = &b->f[base + i];
+            if (g->done && g->n_shfl < f->n_shfl) fault("matrix op with a lane that has exited");
+            if (g->mma_kind != kind) fault("lanes of a warp in different matrix ops");
+        }
+        if (kind == HX_EMU_WMMA_F16)
+            for (int i = 16; i < 32; i++)
+                if (memcmp(b->f[base + i].mma_in, b->f[base + i - 16].mma_in, 16 * sizeof(uint32_t)))
+                    fault("WMMA: lanes 16-31 must hold the same A and B as lanes 0-15");
+        mma_compute(kind, &b->f[base], b->mma_out[f->warp]);
+        b->mma_tag[f->warp] = f->n_shfl;
+    }
+    memcpy(out, b->mma_out[f->warp][f->lane], sizeof(uint32_t) * (size_t)n_out);
+}
+
 namespace
 {
 
@@ -506,7 +662,15 @@ hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int idx)
     if (idx < 0 || idx >= cfg().devices) return fail(hipErrorInvalidDevice);
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "hx-hip-emu (HIP kernels emulated on the host CPU)");
-    snprintf(p->gcnArchName, sizeof p->gcnArchName, "emu");
+    /* HX_HIP_EMU_ARCH: an NVIDIA compute capability (sm_80) or an AMD target (gfx1100) */
+    const char *arch = cfg().arch;
+    int cc = 0;
+    if (sscanf(arch, "sm_%d", &cc) == 1 && cc > 0) {
+        p->major = cc / 10, p->minor = cc % 10;
+        snprintf(p->gcnArchName, sizeof p->gcnArchName, "emu");
+    } else {
+        snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s", arch);
+    }
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     p->totalGlobalMem = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 2 : (size_t)1 << 30;
     p->multiProcessorCount = 1;
