@@ -241,7 +241,8 @@ template <int T> static void gemm_case(int P, int64_t m, int64_t N, int64_t K)
     if (i8)
         e = hx_hip_launch(hx_hip_quantize_q8, dim3((unsigned)((K / 32 + 7) / 8), (unsigned)m),
                           dim3(256), NULL, (const float *)dx, K, K, (int)m, daq, dad);
-    const dim3 g((unsigned)((N + HX_HIP_BN - 1) / HX_HIP_BN), (unsigned)((m + HX_HIP_BM - 1) / HX_HIP_BM));
+    const dim3 g((unsigned)((N + HX_HIP_BN - 1) / HX_HIP_BN),
+                 (unsigned)((m + HX_HIP_BM - 1) / HX_HIP_BM));
     const int kvec = K % 8 == 0;
     if (e == hipSuccess) {
         if constexpr (T != HX_DTYPE_F32 && T != HX_DTYPE_BF16) {

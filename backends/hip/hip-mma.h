@@ -142,7 +142,8 @@ __global__ void __launch_bounds__(256)
                 hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
             } else {
                 for (int i = 0; i < 8; i++)
-                    v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts) : 0.0f;
+                    v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
+                                                : 0.0f;
             }
             for (int i = 0; i < 8; i++) {
                 /* clamped to f16's range: a finite input stays finite */
