@@ -40,7 +40,8 @@ static int hx_hip_gemm_caps_of(struct hx_hip_dev *d)
  * types hx_hip_tc_int8 takes, f16 for the others), AMD gfx11 WMMA (f16), else the SIMT GEMM;
  * only where the code has the instruction. HX_HIP_GEMM=auto|mma|mma16|wmma|simt overrides it
  * where the code has that path (mma16: f16 mma for every type); otherwise it is logged and
- * ignored. On the emulator the architecture is HX_HIP_EMU_ARCH's. */
+ * ignored. On the emulator the architecture is HX_HIP_EMU_ARCH's. The choice is logged (info)
+ * and is part of the device's description. */
 static void hx_hip_gemm_pick(struct hx_hip_dev *d, const hipDeviceProp_t *p)
 {
     const int caps = hx_hip_gemm_caps_of(d);
@@ -70,4 +71,7 @@ static void hx_hip_gemm_pick(struct hx_hip_dev *d, const hipDeviceProp_t *p)
                        "this device's code has); prefill GEMM %s",
                        env, hx_hip_gemm_names[d->gemm]);
     }
+    hx_hip_log(HX_LOG_LEVEL_INFO, "hip: device %d: prefill GEMM %s (code has:%s%s%s)", d->idx,
+               hx_hip_gemm_names[d->gemm], mma ? " mma" : "", wmma ? " wmma" : "",
+               mma || wmma ? "" : " simt only");
 }

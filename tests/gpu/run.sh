@@ -305,10 +305,11 @@ for b in "${GPUB[@]}"; do
     fi
 done
 # HIP prefill GEMM: the device's path (matrix units on sm_80+ / gfx11: hip-mma.h) against the
-# SIMT GEMM forced (HX_HIP_GEMM=simt), m = 512, device time; and which path engine devices names
+# SIMT GEMM forced (HX_HIP_GEMM=simt), m = 512, device time; and which path the device took
+# (its description in test-backend-ops' device line)
 for b in "${GPUB[@]}"; do
     [ $b = hip ] && [ $QUICK = 0 ] && [ -f "$OUT/bench-kernels-hip.json" ] || continue
-    "$E" devices 2>&1 | grep -oE 'prefill GEMM [a-z0-9]+( \([^)]*\))?' | sort -u | sed 's/^/    hip: /' | tee -a "$SUMMARY"
+    grep -hoE 'prefill GEMM [a-z0-9]+( \([^)]*\))?' "$OUT/test-backend-ops-hip.txt" 2>/dev/null | sort -u | sed 's/^/    hip: /' | tee -a "$SUMMARY"
     if STEP_OUT=1 step bench-gemm-simt-hip 150 env HX_HIP_GEMM=simt "$E" bench --kernels --backend hip --types $types --shapes $shapes -m 512 -r 5 --d2d-mib 0 -o json; then
         mv "$OUT/bench-gemm-simt-hip.out" "$OUT/bench-gemm-simt-hip.json"
         report_gemm_pair "$OUT/bench-kernels-hip.json" "$OUT/bench-gemm-simt-hip.json" 16 simt > "$OUT/bench-gemm-hip.md" 2>&1
