@@ -17,7 +17,8 @@
  * hardware's per-lane layouts, so the register placement below is checked there. F32 and BF16
  * weights keep the SIMT GEMM (f16 activations would add an error numerics.h does not allow
  * them; BF16 in f16 loses range). Each 256-thread block computes a 64 x 64 output tile over K
- * steps of 32; warp w takes rows 16 (w % 4) .. +15 and columns 32 (w / 4) .. +31.
+ * tiles of 128 (four 32-blocks between two barriers); warp w takes rows 16 (w % 4) .. +15 and
+ * columns 32 (w / 4) .. +31.
  */
 #pragma once
 
@@ -99,7 +100,9 @@ static __device__ __forceinline__ uint32_t hx_hip_ld_u32(const void *p)
     return *(const uint32_t *)p;
 }
 
-#define HX_HIP_TC_PAD 8 /* f16 tile rows: 40 halves (80 bytes), 4-byte aligned pairs */
+#define HX_HIP_TC_BK 128 /* K per shared-memory tile: four 32-blocks between two barriers */
+#define HX_HIP_TC_KS (HX_HIP_TC_BK / 32)
+#define HX_HIP_TC_PAD 8 /* f16 tile rows: 136 halves (272 bytes), 4-byte aligned pairs */
 
 /* dst (n, N) = src (n, K) . W^T x scale on the matrix units, path P (above). For
  * HX_HIP_TC_MMA_S8 the activations are aq / ad (hx_hip_quantize_q8 of all n rows; K % 32 ==
@@ -110,51 +113,63 @@ __global__ void __launch_bounds__(256)
                    int64_t src_stride, const int8_t *aq, const float2 *ad, int64_t n, float *dst,
                    int64_t dst_stride, float scale, int kvec, float ts)
 {
-    __shared__ uint16_t Ah[P == HX_HIP_TC_MMA_S8 ? 1 : HX_HIP_BM][HX_HIP_BK + HX_HIP_TC_PAD];
-    __shared__ uint16_t Bh[P == HX_HIP_TC_MMA_S8 ? 1 : HX_HIP_BN][HX_HIP_BK + HX_HIP_TC_PAD];
-    __shared__ int8_t Aq[P == HX_HIP_TC_MMA_S8 ? HX_HIP_BM : 1][HX_HIP_BK + 4];
-    __shared__ int8_t Bq[P == HX_HIP_TC_MMA_S8 ? HX_HIP_BN : 1][HX_HIP_BK + 4];
-    __shared__ float As[HX_HIP_BM], Bs[HX_HIP_BN]; /* the K step's block scales (int8) */
+    __shared__ uint16_t Ah[P == HX_HIP_TC_MMA_S8 ? 1 : HX_HIP_BM][HX_HIP_TC_BK + HX_HIP_TC_PAD];
+    __shared__ uint16_t Bh[P == HX_HIP_TC_MMA_S8 ? 1 : HX_HIP_BN][HX_HIP_TC_BK + HX_HIP_TC_PAD];
+    __shared__ int8_t Aq[P == HX_HIP_TC_MMA_S8 ? HX_HIP_BM : 1][HX_HIP_TC_BK + 4];
+    __shared__ int8_t Bq[P == HX_HIP_TC_MMA_S8 ? HX_HIP_BN : 1][HX_HIP_TC_BK + 4];
+    /* the tile's block scales (int8): activation rows, weight columns, per 32-block */
+    __shared__ float As[P == HX_HIP_TC_MMA_S8 ? HX_HIP_TC_KS : 1][HX_HIP_BM];
+    __shared__ float Bs[P == HX_HIP_TC_MMA_S8 ? HX_HIP_TC_KS : 1][HX_HIP_BN];
     const int t = threadIdx.x, lane = t % 32, w = t / 32, wm = 16 * (w % 4), wn = 32 * (w / 4);
     const int lr = t / 4, lk = (t % 4) * 8; /* the row and 8 columns this thread loads */
     const int64_t r0 = (int64_t)blockIdx.y * HX_HIP_BM, j0 = (int64_t)blockIdx.x * HX_HIP_BN;
     const int g = lane / 4, q4 = lane % 4; /* NVIDIA fragments: group and thread in group */
     float acc[16];
     for (int i = 0; i < 16; i++) acc[i] = 0.0f;
-    for (int64_t k0 = 0; k0 < K; k0 += HX_HIP_BK) {
-        const int64_t k = k0 + lk, r = r0 + lr, j = j0 + lr;
-        if constexpr (P == HX_HIP_TC_MMA_S8) {
-            /* codes of row r / column j, elements k .. k+7 (K % 32 == 0: all inside) */
-            int8_t wq[8];
-            float dw = 0.0f;
-            if (j < N) dw = hx_hip_iq8<T>(W + j * row_bytes, k, wq, ts);
-            else
-                for (int i = 0; i < 8; i++) wq[i] = 0;
-            const int8_t *a = aq + HX_MIN(r, n - 1) * K + k;
-            for (int i = 0; i < 8; i++) Bq[lr][lk + i] = wq[i], Aq[lr][lk + i] = r < n ? a[i] : 0;
-            if (lk == 0) {
-                Bs[lr] = dw;
-                As[lr] = r < n ? ad[r * (K / 32) + k0 / 32].x : 0.0f;
-            }
-        } else {
-            float v[8];
-            if (j < N && kvec && k + 8 <= K) {
-                hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
-            } else {
+    for (int64_t k0 = 0; k0 < K; k0 += HX_HIP_TC_BK) {
+        const int64_t r = r0 + lr, j = j0 + lr;
+        for (int sb = 0; sb < HX_HIP_TC_KS; sb++) {
+            const int c = 32 * sb + lk; /* column in the tile */
+            const int64_t k = k0 + c;
+            if constexpr (P == HX_HIP_TC_MMA_S8) {
+                /* codes of row r / column j, elements k .. k+7 (K % 32 == 0: a 32-block is
+                 * inside or wholly past K, where codes and scales are 0) */
+                int8_t wq[8];
+                float dw = 0.0f;
+                const bool in = k < K;
+                if (j < N && in) dw = hx_hip_iq8<T>(W + j * row_bytes, k, wq, ts);
+                else
+                    for (int i = 0; i < 8; i++) wq[i] = 0;
+                const int8_t *a = aq + HX_MIN(r, n - 1) * K + (in ? k : 0);
                 for (int i = 0; i < 8; i++)
-                    v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
-                                                : 0.0f;
-            }
-            for (int i = 0; i < 8; i++) {
-                /* clamped to f16's range: a finite input stays finite */
-                const float x = (r < n && k + i < K) ? src[r * src_stride + k + i] : 0.0f;
-                Bh[lr][lk + i] = hx_hip_f2h(v[i]);
-                Ah[lr][lk + i] = hx_hip_f2h(fminf(fmaxf(x, -65504.0f), 65504.0f));
+                    Bq[lr][c + i] = wq[i], Aq[lr][c + i] = r < n && in ? a[i] : 0;
+                if (lk == 0) {
+                    Bs[sb][lr] = dw;
+                    As[sb][lr] = r < n && in ? ad[r * (K / 32) + k / 32].x : 0.0f;
+                }
+            } else {
+                float v[8];
+                if (j < N && kvec && k + 8 <= K) {
+                    hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
+                } else {
+                    for (int i = 0; i < 8; i++)
+                        v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
+                                                    : 0.0f;
+                }
+                for (int i = 0; i < 8; i++) {
+                    /* clamped to f16's range: a finite input stays finite */
+                    const float x = (r < n && k + i < K) ? src[r * src_stride + k + i] : 0.0f;
+                    Bh[lr][c + i] = hx_hip_f2h(v[i]);
+                    Ah[lr][c + i] = hx_hip_f2h(fminf(fmaxf(x, -65504.0f), 65504.0f));
+                }
             }
         }
+        /* the K of this tile that holds data: the mma steps stop at the first one past it (the
+         * rest of the last step is zeros) */
+        const int kend = (int)HX_MIN((int64_t)HX_HIP_TC_BK, K - k0);
         __syncthreads();
         if constexpr (P == HX_HIP_TC_MMA_F16) {
-            for (int kk = 0; kk < HX_HIP_BK; kk += 16) {
+            for (int kk = 0; kk < kend; kk += 16) {
                 uint32_t a[4];
                 a[0] = hx_hip_ld_u32(&Ah[wm + g][kk + 2 * q4]);
                 a[1] = hx_hip_ld_u32(&Ah[wm + g + 8][kk + 2 * q4]);
@@ -169,31 +184,34 @@ __global__ void __launch_bounds__(256)
                 }
             }
         } else if constexpr (P == HX_HIP_TC_MMA_S8) {
-            uint32_t a[4];
-            a[0] = hx_hip_ld_u32(&Aq[wm + g][4 * q4]);
-            a[1] = hx_hip_ld_u32(&Aq[wm + g + 8][4 * q4]);
-            a[2] = hx_hip_ld_u32(&Aq[wm + g][4 * q4 + 16]);
-            a[3] = hx_hip_ld_u32(&Aq[wm + g + 8][4 * q4 + 16]);
-            const float da0 = As[wm + g], da1 = As[wm + g + 8];
-            for (int nt = 0; nt < 4; nt++) {
-                const int c = wn + 8 * nt + g;
-                uint32_t b[2];
-                b[0] = hx_hip_ld_u32(&Bq[c][4 * q4]);
-                b[1] = hx_hip_ld_u32(&Bq[c][4 * q4 + 16]);
-                int s[4] = {0, 0, 0, 0};
-                hx_hip_mma_s8(s, a, b);
-                /* D reg i: row g + 8 (i >> 1), column 2 q4 + (i & 1) of the 8-column tile */
-                const int cc = wn + 8 * nt + 2 * q4;
-                acc[4 * nt + 0] += da0 * Bs[cc] * (float)s[0];
-                acc[4 * nt + 1] += da0 * Bs[cc + 1] * (float)s[1];
-                acc[4 * nt + 2] += da1 * Bs[cc] * (float)s[2];
-                acc[4 * nt + 3] += da1 * Bs[cc + 1] * (float)s[3];
+            for (int sb = 0; 32 * sb < kend; sb++) {
+                const int kk = 32 * sb;
+                uint32_t a[4];
+                a[0] = hx_hip_ld_u32(&Aq[wm + g][kk + 4 * q4]);
+                a[1] = hx_hip_ld_u32(&Aq[wm + g + 8][kk + 4 * q4]);
+                a[2] = hx_hip_ld_u32(&Aq[wm + g][kk + 4 * q4 + 16]);
+                a[3] = hx_hip_ld_u32(&Aq[wm + g + 8][kk + 4 * q4 + 16]);
+                const float da0 = As[sb][wm + g], da1 = As[sb][wm + g + 8];
+                for (int nt = 0; nt < 4; nt++) {
+                    const int c = wn + 8 * nt + g;
+                    uint32_t b[2];
+                    b[0] = hx_hip_ld_u32(&Bq[c][kk + 4 * q4]);
+                    b[1] = hx_hip_ld_u32(&Bq[c][kk + 4 * q4 + 16]);
+                    int d[4] = {0, 0, 0, 0};
+                    hx_hip_mma_s8(d, a, b);
+                    /* D reg i: row g + 8 (i >> 1), column 2 q4 + (i & 1) of the 8-column tile */
+                    const int cc = wn + 8 * nt + 2 * q4;
+                    acc[4 * nt + 0] += da0 * Bs[sb][cc] * (float)d[0];
+                    acc[4 * nt + 1] += da0 * Bs[sb][cc + 1] * (float)d[1];
+                    acc[4 * nt + 2] += da1 * Bs[sb][cc] * (float)d[2];
+                    acc[4 * nt + 3] += da1 * Bs[sb][cc + 1] * (float)d[3];
+                }
             }
         } else {
             /* WMMA: lane l holds A row l % 16 and B column l % 16, all 16 k (both halves of
              * the wave the same) */
             const int l16 = lane % 16;
-            for (int kk = 0; kk < HX_HIP_BK; kk += 16) {
+            for (int kk = 0; kk < kend; kk += 16) {
                 uint16_t a[16];
                 for (int e = 0; e < 16; e++) a[e] = Ah[wm + l16][kk + e];
                 for (int nt = 0; nt < 2; nt++) {
