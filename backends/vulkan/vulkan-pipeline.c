@@ -107,11 +107,22 @@ static VkResult hx_vk_pipeline_make(struct hx_device *dev, enum hx_shader_id id,
             me[n_me++] = (VkSpecializationMapEntry){.constantID = i, .offset = 4 * i, .size = 4};
     VkSpecializationInfo si = {
         .mapEntryCount = n_me, .pMapEntries = me, .dataSize = sizeof vals, .pData = vals};
+    /* a required subgroup size (the wide GEMV where the device has subgroup size control,
+     * vulkan-gemm.c), with full subgroups where the device offers them and the workgroup is
+     * whole subgroups */
+    uint32_t req = d->sg_req[id];
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rsi = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+        .requiredSubgroupSize = req,
+    };
+    bool full = req && d->phys->sg_full && wg % req == 0;
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage =
             {
                 .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .pNext = req ? &rsi : NULL,
+                .flags = full ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = mod,
                 .pName = "main",
@@ -128,8 +139,10 @@ static VkResult hx_vk_pipeline_make(struct hx_device *dev, enum hx_shader_id id,
         return r;
     }
     d->wg[id] = wg;
-    HX_LOG_DEBUG("[%s] pipeline %s%s created (workgroup %u)", dev->id, sh->name,
-                 alt ? " (1 row)" : "", wg);
+    char sgs[40] = "";
+    if (req) snprintf(sgs, sizeof sgs, ", subgroup %u required%s", req, full ? ", full" : "");
+    HX_LOG_DEBUG("[%s] pipeline %s%s created (workgroup %u%s)", dev->id, sh->name,
+                 alt ? " (1 row)" : "", wg, sgs);
     return VK_SUCCESS;
 }
 
