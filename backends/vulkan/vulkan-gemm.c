@@ -379,8 +379,8 @@ int hx__vk_kernels_init(struct hx_device *dev)
         char *e;
         unsigned long v = strtoul(gsg, &e, 10);
         if (*e || (v != 8 && v != 16 && v != 32 && v != 64))
-            return hx_device_set_error(dev, HX_E_INVAL,
-                                       "HX_VK_GEMV_SG=%s: expected 8, 16, 32, 64, off or auto", gsg);
+            return hx_device_set_error(
+                dev, HX_E_INVAL, "HX_VK_GEMV_SG=%s: expected 8, 16, 32, 64, off or auto", gsg);
         d->gemv_sg = (uint32_t)v;
     }
     const char *gred = hx_vk_env("HX_VK_GEMV_RED");

@@ -194,7 +194,8 @@ struct hx_vk_dev {
     struct hx_vk_gemm_state gemm; /* GEMM variant for m ≥ 16 (vulkan-pick.h) */
     int gemv;             /* HX_VK_GEMV mode (enum hx_vk_gemv) for the GPU layout's m ≤ 4 */
     uint32_t gemv_sg;     /* the subgroup size the wide GEMV is laid out for */
-    struct hx_vk_gemv_state gemv_state; /* its required subgroup size, reduction ("hx.vk.gemv_state") */
+    /* its required subgroup size and reduction ("hx.vk.gemv_state") */
+    struct hx_vk_gemv_state gemv_state;
     uint32_t sg_req[HX_SHADER_COUNT];   /* required subgroup size per pipeline (0: the driver's) */
     /* GPU-layout GEMV dispatches by kernel: mmv, mmvw, mmvw with split K ("hx.vk.gemv") */
     uint64_t n_gemv[3];

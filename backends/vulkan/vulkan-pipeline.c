@@ -7,10 +7,12 @@
  * shader. A pipeline is created on first use from the embedded SPIR-V with its workgroup
  * size as specialization constant 0 and the tile sizes chosen at init (d->spec,
  * vulkan-gemm.c) as constants 1..4, and kept in d->pipes[shader id][variant] until fini;
- * variant 1 has constant 1 (rows per pass) forced to 1 (decode on lavapipe). A shader id's
- * constants never change for a device, so (id, variant) is the cache key. Descriptor sets
- * come from pools that are reset when a new split starts recording (the previous submission
- * has completed by then).
+ * variant 1 has constant 1 (rows per pass) forced to 1 (decode on lavapipe). A shader with a
+ * required subgroup size (d->sg_req: the wide GEMV where the device has subgroup size
+ * control) is created with it, and with full subgroups where the device offers them. A
+ * shader id's constants never change for a device, so (id, variant) is the cache key.
+ * Descriptor sets come from pools that are reset when a new split starts recording (the
+ * previous submission has completed by then).
  */
 #include <stdio.h>
 #include <string.h>
@@ -99,7 +101,8 @@ static VkResult hx_vk_pipeline_make(struct hx_device *dev, enum hx_shader_id id,
     memcpy(vals, d->spec[id], sizeof vals);
     vals[0] = wg;
     if (alt) vals[1] = 1;
-    /* constants 1..4 are tile sizes of the matmul shaders; others ignore the entries */
+    /* constants 1..4 are tile sizes of the matmul shaders (for mmvw, 4 is the required
+     * subgroup size); others ignore the entries */
     VkSpecializationMapEntry me[5] = {{.constantID = 0, .offset = 0, .size = 4}};
     uint32_t n_me = 1;
     for (uint32_t i = 1; i < 5; i++)

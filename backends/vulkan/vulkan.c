@@ -590,7 +590,10 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
     };
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-        .pNext = p->sg_ctl ? (void *)&fszc : coop ? (void *)&fcm : p->int_dot ? (void *)&fdot : NULL,
+        .pNext = p->sg_ctl    ? (void *)&fszc
+                 : coop       ? (void *)&fcm
+                 : p->int_dot ? (void *)&fdot
+                              : NULL,
         .storageBuffer8BitAccess = VK_TRUE,
         .shaderInt8 = p->int8 ? VK_TRUE : VK_FALSE,
         .shaderFloat16 = p->fp16 ? VK_TRUE : VK_FALSE,
