@@ -1,7 +1,8 @@
 #version 450
 // mmvw.comp — the GPUs' decode GEMV: dst (M, N) = scale · A (M, K) · Wᵀ for small M, W (N, K) in
 // GGUF blocks read in place with 16-byte loads (dequant.glsl's WVEC block view: the aligned
-// 16-byte windows over a block, funnel-shifted into registers). K is a multiple of 256.
+// 16-byte windows over a block, funnel-shifted into registers). K is a whole number of units
+// (below): any multiple of 32 for the 32-element unit types.
 //
 // Layout: NR weight rows per workgroup, LPR invocations per row (WG = NR · LPR, both
 // specialization constants chosen per device and type, vulkan-pick.h). A row is walked in
