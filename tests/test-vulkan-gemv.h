@@ -308,9 +308,9 @@ TEST(gemv_sg_red)
         enum hx_dtype ty = (enum hx_dtype)t;
         int64_t ue = ty == HX_DTYPE_I2_S ? 256 : HX_MAX(hx_dtype_block_elems(ty), 32);
         bool few = ty == HX_DTYPE_Q8_0 || ty == HX_DTYPE_TQ2_0 || ty == HX_DTYPE_F16;
+        if (HX_T_GEMV_SANITIZED && !few) continue; /* the Release run has every type */
         static const int64_t units[] = {1, 9, 33};
         for (int u = 0; u < 3; u++) {
-            if (HX_T_GEMV_SANITIZED && !few && u != 2) continue;
             ok &= hx_t_matmul(devs, vars, 5, ty, 1, ue * units[u], 24);
             ok &= hx_t_same_bits(devs, names, 3, ty, ue * units[u]);
         }
