@@ -48,7 +48,7 @@ check() { # name, command...
 
 for t in devices matmul_variants ops_norm_rope_eltwise_embed ops_attention stories_prefill \
          stories_prefill_gpu_kernels qwen3_tern_tq2_0 tern_i2_s_equals_tq2_0 errors_oom_and_knobs \
-         gemm_variants gemv_variants; do
+         gemm_variants gemv_variants gemv_sg_red; do
   check "test-vulkan $t" env HX_LOG_LEVEL=info "$T" "$t"
 done
 

@@ -11,7 +11,8 @@
  *                N off the tiles, and Qwen3-0.6B's at m = 1 including the 1024 → 151936 LM
  *                head (larger than one 128 MiB binding on lavapipe, so bound in row chunks)
  *   gemv_*       the decode-GEMV plan on synthetic devices, and each GEMV variant forced
- *                (wide-load, split K, mmv; test-vulkan-gemv.h)
+ *                (wide-load, split K, mmv; required subgroup size, shuffle or shared
+ *                reduction, K tails; test-vulkan-gemv.h)
  *   ops_*        RMS norm (rows, per head), RoPE (both conventions, partial rotation, freq
  *                factors), attention (prefill, two sequences, decode over a long cache),
  *                SwiGLU, squared-ReLU GLU, add in place, embedding lookup for every type
@@ -712,7 +713,7 @@ TEST(tern_i2_s_equals_tq2_0)
     ASSERT_TRUE(ok);
 }
 
-#include "test-vulkan-gemv.h" /* gemv_pick, gemv_variants */
+#include "test-vulkan-gemv.h" /* gemv_pick, gemv_variants, gemv_sg_red */
 
 /* ---- the other ops -------------------------------------------------------------------------- */
 

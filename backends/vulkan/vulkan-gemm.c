@@ -123,6 +123,30 @@ static const enum hx_shader_id hx_vk_qwshaders[9][2] = {
     HX_VK_QW(TQ2_0), HX_VK_QW(Q1_0), HX_VK_QW(Q2_0), HX_VK_QW(I2_S),
 };
 #undef HX_VK_QW
+/* the wide GEMV reducing by subgroup shuffles, for the types with blocks of more than 32
+ * elements: [type][f32, int8, int8 dot] */
+#define HX_VK_WS(T)                                                                                \
+    [HX_DTYPE_##T] = {HX_SHADER_MMVWS_##T, HX_SHADER_MMVWSQ_##T, HX_SHADER_MMVWSQD_##T}
+static const enum hx_shader_id hx_vk_wsshaders[HX_DTYPE_COUNT][3] = {
+    HX_VK_WS(Q4_K), HX_VK_WS(Q6_K), HX_VK_WS(TQ1_0), HX_VK_WS(TQ2_0),
+    HX_VK_WS(Q1_0), HX_VK_WS(Q2_0), HX_VK_WS(I2_S),
+};
+#undef HX_VK_WS
+
+/* Every wide-GEMV shader of a type (f32, int8, int8 dot, and their shuffle forms) into ids;
+ * returns how many. */
+static int hx_vk_wide_ids(const struct hx_vk_type_shaders *s, enum hx_shader_id ids[6])
+{
+    int n = 0;
+    ids[n++] = s->mmvw;
+    if (s->q >= 0) ids[n++] = hx_vk_qwshaders[s->q][0], ids[n++] = hx_vk_qwshaders[s->q][1];
+    if (s->ue > 32u) {
+        enum hx_dtype t = (enum hx_dtype)(s - hx_vk_types);
+        for (int k = 0; k < 3; k++) ids[n++] = hx_vk_wsshaders[t][k];
+    }
+    return n;
+}
+
 /* gemm_coopmat per weight type; F32 has none (the float numerics model promises F32 weights
  * f32 activations, and f16 fragments would round them) */
 #define HX_VK_CM(T) [HX_DTYPE_##T] = HX_SHADER_GEMMCM_##T
@@ -268,7 +292,8 @@ void hx__vk_gemv_plan(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64
         .kernel = HX_VK_GEMV_WIDE, .lpr = lpr, .nr = HX_MAX(wg / lpr, 1u), .ks = 1};
     int64_t units = K / (int64_t)(ue ? ue : 32u);
     out->ku = (uint32_t)units;
-    if (mode == HX_VK_GEMV_MMV || K % 256 != 0 || units <= 0) {
+    /* any K of whole units (every K of the 32-element types: 1056, 800, 32, ...) */
+    if (mode == HX_VK_GEMV_MMV || K % (int64_t)(ue ? ue : 32u) != 0 || units <= 0) {
         out->kernel = HX_VK_GEMV_MMV;
         return;
     }
@@ -283,8 +308,30 @@ void hx__vk_gemv_plan(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64
     out->ks = (uint32_t)((units + ku - 1) / ku);
 }
 
-const struct hx_vk_pick_api hx__vk_pick_api = {hx__vk_gemm_choose, hx__vk_mm_kernel,
-                                               hx__vk_gemv_mode, hx__vk_gemv_plan};
+uint32_t hx__vk_gemv_sg_required(const struct hx_vk_sgctl *c, uint32_t layout_sg, uint32_t wg)
+{
+    if (!c->ctl || !c->min || c->max < c->min) return 0;
+    for (uint32_t s = 1u << 7; s >= 1u; s >>= 1)
+        if (s <= layout_sg && s >= c->min && s <= c->max && wg % s == 0 &&
+            (!c->max_wg_subgroups || wg / s <= c->max_wg_subgroups))
+            return s;
+    return 0;
+}
+
+int hx__vk_gemv_red(const char *knob, bool shuffle, char *why, size_t n)
+{
+    if (n) why[0] = 0;
+    if (!strcmp(knob, "shared")) return HX_VK_GEMV_RED_SHARED;
+    if (strcmp(knob, "auto") && strcmp(knob, "shuffle")) return -1;
+    if (shuffle) return HX_VK_GEMV_RED_SHUFFLE;
+    if (!strcmp(knob, "shuffle"))
+        snprintf(why, n, "HX_VK_GEMV_RED=shuffle: the device lacks subgroup shuffles");
+    return HX_VK_GEMV_RED_SHARED;
+}
+
+const struct hx_vk_pick_api hx__vk_pick_api = {
+    hx__vk_gemm_choose, hx__vk_mm_kernel,        hx__vk_gemv_mode,
+    hx__vk_gemv_plan,   hx__vk_gemv_sg_required, hx__vk_gemv_red};
 
 int hx__vk_kernels_init(struct hx_device *dev)
 {
@@ -324,13 +371,31 @@ int hx__vk_kernels_init(struct hx_device *dev)
     if ((d->gemv = hx__vk_gemv_mode(gv)) < 0)
         return hx_device_set_error(dev, HX_E_INVAL,
                                    "HX_VK_GEMV=%s: expected wide, split, mmv or auto", gv);
-    /* the subgroup size the wide GEMV is laid out for: the device's, or (tests) 32 / 64 */
+    /* the subgroup size the wide GEMV is laid out for: the device's, or (tests) 8 .. 64;
+     * "off": the device's, without asking the pipelines for a subgroup size */
     d->gemv_sg = p->subgroup_size ? p->subgroup_size : 32u;
-    if (gsg && *gsg) {
-        if (strcmp(gsg, "32") && strcmp(gsg, "64"))
-            return hx_device_set_error(dev, HX_E_INVAL, "HX_VK_GEMV_SG=%s: expected 32 or 64", gsg);
-        d->gemv_sg = strcmp(gsg, "64") ? 32u : 64u;
+    bool sg_off = gsg && !strcmp(gsg, "off");
+    if (gsg && *gsg && !sg_off && strcmp(gsg, "auto")) {
+        char *e;
+        unsigned long v = strtoul(gsg, &e, 10);
+        if (*e || (v != 8 && v != 16 && v != 32 && v != 64))
+            return hx_device_set_error(
+                dev, HX_E_INVAL, "HX_VK_GEMV_SG=%s: expected 8, 16, 32, 64, off or auto", gsg);
+        d->gemv_sg = (uint32_t)v;
     }
+    const char *gred = hx_vk_env("HX_VK_GEMV_RED");
+    char rwhy[96];
+    int red = hx__vk_gemv_red(gred, p->shuffle, rwhy, sizeof rwhy);
+    if (red < 0)
+        return hx_device_set_error(dev, HX_E_INVAL,
+                                   "HX_VK_GEMV_RED=%s: expected shuffle, shared or auto", gred);
+    if (rwhy[0]) HX_LOG_WARN("[%s] %s; using shared memory", dev->id, rwhy);
+    const struct hx_vk_sgctl sgc = {.ctl = p->sg_ctl && !sg_off,
+                                    .min = p->sg_min,
+                                    .max = p->sg_max,
+                                    .max_wg_subgroups = p->sg_max_wg_subgroups};
+    d->gemv_state = (struct hx_vk_gemv_state){.layout_sg = d->gemv_sg, .red = red};
+    memset(d->sg_req, 0, sizeof d->sg_req);
     memset(d->n_gemv, 0, sizeof d->n_gemv);
     const char *fp = getenv("HX_VK_FAIL_PIPELINE");
     snprintf(d->fail_pipeline, sizeof d->fail_pipeline, "%s", fp ? fp : "");
@@ -357,20 +422,38 @@ int hx__vk_kernels_init(struct hx_device *dev)
         /* the wide GEMV: NR rows × LPR invocations (constants 2, 3), as planned for the type */
         struct hx_vk_gemv_plan gp;
         hx__vk_gemv_plan(HX_VK_GEMV_WIDE, d->gemv_sg, max_inv, s->ue, 256, 1, false, &gp);
-        uint32_t wide[5] = {gp.nr * gp.lpr, HX_VK_MMV_MR, gp.nr, gp.lpr, 0};
-        memcpy(d->spec[s->mmvw], wide, sizeof wide);
+        /* ... on subgroups of a required size where the device can be asked (constant 4) */
+        uint32_t req = hx__vk_gemv_sg_required(&sgc, d->gemv_sg, gp.nr * gp.lpr);
+        uint32_t wide[5] = {gp.nr * gp.lpr, HX_VK_MMV_MR, gp.nr, gp.lpr, req};
+        enum hx_shader_id wids[6];
+        int nw = hx_vk_wide_ids(s, wids);
+        for (int k = 0; k < nw; k++) {
+            memcpy(d->spec[wids[k]], wide, sizeof wide);
+            d->sg_req[wids[k]] = req;
+        }
+        if (t == HX_DTYPE_Q8_0) d->gemv_state.required_sg = req;
         if (s->q >= 0)
             for (int k = 0; k < 2; k++) {
                 memcpy(d->spec[hx_vk_qshaders[s->q][0][k]], gpu, sizeof gpu);
                 memcpy(d->spec[hx_vk_qshaders[s->q][1][k]], lane, sizeof lane);
-                memcpy(d->spec[hx_vk_qwshaders[s->q][k]], wide, sizeof wide);
             }
     }
+    d->gemv_state.full = d->gemv_state.required_sg && p->sg_full;
     static const char *const gemv_names[] = {"wide-load (split K for few rows)", "4-byte-load",
                                              "wide-load", "wide-load (split K forced)"};
     HX_LOG_INFO("[%s] vulkan matmul: %s GEMV%s%s, activations %s", dev->id,
                 d->lane ? "lane-layout" : gemv_names[d->gemv], d->lane ? "" : " + ",
                 d->lane ? "" : hx_vk_gemm_name(d->gemm.variant), hx__vk_int8_name(d->int8));
+    if (!d->lane && d->gemv != HX_VK_GEMV_MMV) {
+        char rq[48] = "the driver's";
+        if (d->gemv_state.required_sg)
+            snprintf(rq, sizeof rq, "%u required%s", d->gemv_state.required_sg,
+                     d->gemv_state.full ? ", full" : "");
+        HX_LOG_INFO("[%s] vulkan wide GEMV: rows laid out for subgroups of %u, subgroup size %s, "
+                    "rows sharing a subgroup reduced by %s",
+                    dev->id, d->gemv_sg, rq,
+                    red == HX_VK_GEMV_RED_SHUFFLE ? "subgroup shuffles" : "shared memory");
+    }
     return HX_OK;
 }
 
@@ -610,6 +693,8 @@ static enum hx_shader_id hx_vk_mm_pick(struct hx_device *dev, enum hx_dtype t, i
         *tile_m = d->spec[id][1];
     } else if (k == HX_VK_MM_MMV && gp->kernel == HX_VK_GEMV_WIDE) {
         id = *int8 ? hx_vk_qwshaders[s->q][dot] : s->mmvw;
+        if (s->ue > 32u && d->gemv_state.red == HX_VK_GEMV_RED_SHUFFLE)
+            id = hx_vk_wsshaders[t][*int8 ? 1 + dot : 0];
         *tile_n = d->spec[id][2];
         *tile_m = d->spec[id][1];
     } else if (k == HX_VK_MM_MMV) {

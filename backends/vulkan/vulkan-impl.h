@@ -111,6 +111,11 @@ struct hx_vk_phys {
     VkDeviceSize max_texels;       /* maxTexelBufferElements; 0: no R32G32B32A32_UINT texel buffers */
     uint32_t max_wg_invocations;   /* maxComputeWorkGroupInvocations */
     bool ballot;                   /* subgroup ballot ops (broadcast) in compute */
+    bool shuffle;                  /* subgroup shuffle ops (GL_KHR_shader_subgroup_shuffle) */
+    /* subgroup size control (Vulkan 1.3 or VK_EXT_subgroup_size_control) for compute: a
+     * pipeline may ask for a size in [sg_min, sg_max], and for full subgroups (sg_full) */
+    bool sg_ctl, sg_ctl_ext, sg_full;
+    uint32_t sg_min, sg_max, sg_max_wg_subgroups;
     bool int8, fp16;               /* shaderInt8, shaderFloat16 */
     bool int_dot;                  /* shaderIntegerDotProduct (Vulkan 1.3 or the KHR extension) */
     bool int_dot_ext;              /* ... through VK_KHR_shader_integer_dot_product (< 1.3) */
@@ -189,6 +194,9 @@ struct hx_vk_dev {
     struct hx_vk_gemm_state gemm; /* GEMM variant for m ≥ 16 (vulkan-pick.h) */
     int gemv;             /* HX_VK_GEMV mode (enum hx_vk_gemv) for the GPU layout's m ≤ 4 */
     uint32_t gemv_sg;     /* the subgroup size the wide GEMV is laid out for */
+    /* its required subgroup size and reduction ("hx.vk.gemv_state") */
+    struct hx_vk_gemv_state gemv_state;
+    uint32_t sg_req[HX_SHADER_COUNT];   /* required subgroup size per pipeline (0: the driver's) */
     /* GPU-layout GEMV dispatches by kernel: mmv, mmvw, mmvw with split K ("hx.vk.gemv") */
     uint64_t n_gemv[3];
     int8_t coop_ok[HX_DTYPE_COUNT]; /* coopmat pipeline per type: 0 untried, 1 ok, -1 failed */

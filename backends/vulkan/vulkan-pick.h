@@ -63,7 +63,7 @@ int hx__vk_mm_kernel(bool lane, int gemm, bool f32_weights, int64_t m);
  *   HX_VK_GEMV_WIDE  mmvw.comp: 16-byte loads over the blocks, LPR invocations per weight row,
  *                    NR rows per workgroup, split K where a shape has few rows (auto, wide)
  *   HX_VK_GEMV_MMV   mmv.comp, 4-byte loads, a chunk per invocation (mmv; and every K that is
- *                    not a multiple of 256, which the wide kernel's units need)
+ *                    not whole units of the wide kernel: I2_S at an odd number of 128s)
  *   HX_VK_GEMV_SPLIT the wide kernel splitting K wherever each invocation has ≥ 2 units (tests) */
 enum hx_vk_gemv { HX_VK_GEMV_AUTO, HX_VK_GEMV_MMV, HX_VK_GEMV_WIDE, HX_VK_GEMV_SPLIT };
 
@@ -90,12 +90,44 @@ int hx__vk_gemv_mode(const char *knob);
 void hx__vk_gemv_plan(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64_t K, int64_t N,
                       bool may_split, struct hx_vk_gemv_plan *out);
 
+/* The wide GEMV's subgroup size control (VK_EXT_subgroup_size_control, core in 1.3). */
+struct hx_vk_sgctl {
+    bool ctl;      /* a compute pipeline may require a subgroup size */
+    uint32_t min, max;
+    uint32_t max_wg_subgroups; /* maxComputeWorkgroupSubgroups */
+};
+
+/* The subgroup size a wide-GEMV pipeline of wg invocations laid out for subgroups of
+ * layout_sg should require: the largest power of 2 in [min, max] that is at most layout_sg
+ * (so LPR, 32 or 64 for the 32-element units, stays a multiple of it), divides wg and gives
+ * at most max_wg_subgroups subgroups; 0 (the driver's choice) without control or where none
+ * fits. */
+uint32_t hx__vk_gemv_sg_required(const struct hx_vk_sgctl *c, uint32_t layout_sg, uint32_t wg);
+
+/* How the wide GEMV sums a row whose invocations are fewer than a subgroup's (HX_VK_GEMV_RED). */
+enum hx_vk_gemv_red { HX_VK_GEMV_RED_SHARED, HX_VK_GEMV_RED_SHUFFLE };
+
+/* HX_VK_GEMV_RED (auto, shuffle, shared) on a device with (shuffle) or without subgroup
+ * shuffles: the reduction, or -1 for a bad knob. shuffle asked for but missing: shared, and
+ * why (n bytes) says so; else why is "". */
+int hx__vk_gemv_red(const char *knob, bool shuffle, char *why, size_t n);
+
+/* What the device's wide GEMV pipelines were given ("hx.vk.gemv_state"). */
+struct hx_vk_gemv_state {
+    uint32_t layout_sg;   /* the subgroup size the rows are laid out for (LPR, NR) */
+    uint32_t required_sg; /* the required subgroup size of the Q8_0 pipeline (0: none) */
+    bool full;            /* ... with VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT */
+    int red;              /* enum hx_vk_gemv_red */
+};
+
 struct hx_vk_pick_api {
     int (*gemm_choose)(const struct hx_vk_caps *c, const char *knob, char *why, size_t n);
     int (*mm_kernel)(bool lane, int gemm, bool f32_weights, int64_t m);
     int (*gemv_mode)(const char *knob);
     void (*gemv_plan)(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64_t K, int64_t N,
                       bool may_split, struct hx_vk_gemv_plan *out);
+    uint32_t (*gemv_sg_required)(const struct hx_vk_sgctl *c, uint32_t layout_sg, uint32_t wg);
+    int (*gemv_red)(const char *knob, bool shuffle, char *why, size_t n);
 };
 
 /* The device's choice ("hx.vk.gemm"): the variant in use and, when a cooperative-matrix

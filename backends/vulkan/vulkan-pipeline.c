@@ -7,10 +7,12 @@
  * shader. A pipeline is created on first use from the embedded SPIR-V with its workgroup
  * size as specialization constant 0 and the tile sizes chosen at init (d->spec,
  * vulkan-gemm.c) as constants 1..4, and kept in d->pipes[shader id][variant] until fini;
- * variant 1 has constant 1 (rows per pass) forced to 1 (decode on lavapipe). A shader id's
- * constants never change for a device, so (id, variant) is the cache key. Descriptor sets
- * come from pools that are reset when a new split starts recording (the previous submission
- * has completed by then).
+ * variant 1 has constant 1 (rows per pass) forced to 1 (decode on lavapipe). A shader with a
+ * required subgroup size (d->sg_req: the wide GEMV where the device has subgroup size
+ * control) is created with it, and with full subgroups where the device offers them. A
+ * shader id's constants never change for a device, so (id, variant) is the cache key.
+ * Descriptor sets come from pools that are reset when a new split starts recording (the
+ * previous submission has completed by then).
  */
 #include <stdio.h>
 #include <string.h>
@@ -99,7 +101,8 @@ static VkResult hx_vk_pipeline_make(struct hx_device *dev, enum hx_shader_id id,
     memcpy(vals, d->spec[id], sizeof vals);
     vals[0] = wg;
     if (alt) vals[1] = 1;
-    /* constants 1..4 are tile sizes of the matmul shaders; others ignore the entries */
+    /* constants 1..4 are tile sizes of the matmul shaders (for mmvw, 4 is the required
+     * subgroup size); others ignore the entries */
     VkSpecializationMapEntry me[5] = {{.constantID = 0, .offset = 0, .size = 4}};
     uint32_t n_me = 1;
     for (uint32_t i = 1; i < 5; i++)
@@ -107,11 +110,22 @@ static VkResult hx_vk_pipeline_make(struct hx_device *dev, enum hx_shader_id id,
             me[n_me++] = (VkSpecializationMapEntry){.constantID = i, .offset = 4 * i, .size = 4};
     VkSpecializationInfo si = {
         .mapEntryCount = n_me, .pMapEntries = me, .dataSize = sizeof vals, .pData = vals};
+    /* a required subgroup size (the wide GEMV where the device has subgroup size control,
+     * vulkan-gemm.c), with full subgroups where the device offers them and the workgroup is
+     * whole subgroups */
+    uint32_t req = d->sg_req[id];
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rsi = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+        .requiredSubgroupSize = req,
+    };
+    bool full = req && d->phys->sg_full && wg % req == 0;
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage =
             {
                 .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .pNext = req ? &rsi : NULL,
+                .flags = full ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = mod,
                 .pName = "main",
@@ -128,8 +142,10 @@ static VkResult hx_vk_pipeline_make(struct hx_device *dev, enum hx_shader_id id,
         return r;
     }
     d->wg[id] = wg;
-    HX_LOG_DEBUG("[%s] pipeline %s%s created (workgroup %u)", dev->id, sh->name,
-                 alt ? " (1 row)" : "", wg);
+    char sgs[40] = "";
+    if (req) snprintf(sgs, sizeof sgs, ", subgroup %u required%s", req, full ? ", full" : "");
+    HX_LOG_DEBUG("[%s] pipeline %s%s created (workgroup %u%s)", dev->id, sh->name,
+                 alt ? " (1 row)" : "", wg, sgs);
     return VK_SUCCESS;
 }
 

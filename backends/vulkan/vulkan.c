@@ -312,7 +312,29 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
         .pNext = f12.pNext};
     if (p->coopmat_nv_ext) f12.pNext = &fcm;
+    /* subgroup size control: core in 1.3, else VK_EXT_subgroup_size_control */
+    bool szc_core = dot_core;
+    p->sg_ctl_ext =
+        !szc_core && hx_vk_dev_has_ext(pd, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    VkPhysicalDeviceSubgroupSizeControlFeatures fszc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES,
+        .pNext = f12.pNext};
+    if (szc_core || p->sg_ctl_ext) f12.pNext = &fszc;
     hx__vk_fn.vkGetPhysicalDeviceFeatures2(pd, &f);
+    if ((szc_core || p->sg_ctl_ext) && fszc.subgroupSizeControl) {
+        VkPhysicalDeviceSubgroupSizeControlProperties pszc = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+        VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = &pszc};
+        hx__vk_fn.vkGetPhysicalDeviceProperties2(pd, &pp);
+        if (pszc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) {
+            p->sg_ctl = true;
+            p->sg_full = fszc.computeFullSubgroups;
+            p->sg_min = pszc.minSubgroupSize;
+            p->sg_max = pszc.maxSubgroupSize;
+            p->sg_max_wg_subgroups = pszc.maxComputeWorkgroupSubgroups;
+        }
+    }
     p->int8 = f12.shaderInt8;
     p->fp16 = f12.shaderFloat16;
     p->int_dot = (dot_core || p->int_dot_ext) && fdot.shaderIntegerDotProduct;
@@ -341,6 +363,7 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
                         ? pr->limits.maxTexelBufferElements
                         : 0;
     p->ballot = (sg.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT) != 0;
+    p->shuffle = (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
     p->subgroup_size = sg.subgroupSize;
     p->min_align = pr->limits.minStorageBufferOffsetAlignment;
     p->max_range = pr->limits.maxStorageBufferRange;
@@ -387,12 +410,17 @@ static const char *hx_vk_examine(VkPhysicalDevice pd, struct hx_vk_phys *p, char
     info->max_alloc_bytes = (size_t)p->max_alloc;
     info->alignment_bytes = (size_t)HX_MAX(p->min_align, 16);
     info->weight_types = hx__vk_weight_types();
+    char szc[48] = " (size control: no)";
+    if (p->sg_ctl)
+        snprintf(szc, sizeof szc, " (size control %u..%u%s)", p->sg_min, p->sg_max,
+                 p->sg_full ? ", full" : "");
     snprintf(info->description, sizeof info->description,
-             "%s, Vulkan %u.%u.%u, driver 0x%x, heaps %s, subgroup %u, int8 %s, fp16 %s, "
-             "int-dot %s, coopmat %s, max binding %zu MiB",
+             "%s, Vulkan %u.%u.%u, driver 0x%x, heaps %s, subgroup %u%s, shuffle %s, int8 %s, "
+             "fp16 %s, int-dot %s, coopmat %s, max binding %zu MiB",
              hx_vk_type_name(pr->deviceType), VK_API_VERSION_MAJOR(pr->apiVersion),
              VK_API_VERSION_MINOR(pr->apiVersion), VK_API_VERSION_PATCH(pr->apiVersion),
-             pr->driverVersion, heaps, sg.subgroupSize, p->int8 ? "yes" : "no",
+             pr->driverVersion, heaps, sg.subgroupSize, szc, p->shuffle ? "yes" : "no",
+             p->int8 ? "yes" : "no",
              p->fp16 ? "yes" : "no",
              p->int_dot ? (p->int_dot_fast ? "yes (accelerated)" : "yes (not accelerated)") : "no",
              p->caps.coopmat_nv_16 ? "NV 16x16x16 f16->f32"
@@ -553,9 +581,19 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .pNext = p->int_dot ? &fdot : NULL,
         .cooperativeMatrix = VK_TRUE,
     };
+    /* subgroup size control (the GEMV pipelines' required subgroup size) */
+    VkPhysicalDeviceSubgroupSizeControlFeatures fszc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES,
+        .pNext = coop ? (void *)&fcm : p->int_dot ? (void *)&fdot : NULL,
+        .subgroupSizeControl = VK_TRUE,
+        .computeFullSubgroups = p->sg_full ? VK_TRUE : VK_FALSE,
+    };
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-        .pNext = coop ? (void *)&fcm : p->int_dot ? (void *)&fdot : NULL,
+        .pNext = p->sg_ctl    ? (void *)&fszc
+                 : coop       ? (void *)&fcm
+                 : p->int_dot ? (void *)&fdot
+                              : NULL,
         .storageBuffer8BitAccess = VK_TRUE,
         .shaderInt8 = p->int8 ? VK_TRUE : VK_FALSE,
         .shaderFloat16 = p->fp16 ? VK_TRUE : VK_FALSE,
@@ -566,8 +604,9 @@ static int hx_vk_init(struct hx_device *dev, const struct hx_device_config *cfg)
         .pNext = &f12,
         .storageBuffer16BitAccess = VK_TRUE,
     };
-    const char *exts[2];
+    const char *exts[3];
     uint32_t n_exts = 0;
+    if (p->sg_ctl && p->sg_ctl_ext) exts[n_exts++] = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
     if (p->int_dot && p->int_dot_ext)
         exts[n_exts++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     if (coop) exts[n_exts++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
@@ -680,6 +719,7 @@ static void *hx_vk_get_extension(struct hx_device *dev, const char *name)
     /* the GEMM choice: its pure functions (tests), and this device's (vulkan-pick.h) */
     if (strcmp(name, "hx.vk.pick") == 0) return (void *)&hx__vk_pick_api;
     if (strcmp(name, "hx.vk.gemm") == 0) return &hx_vk_ctx(dev)->gemm;
+    if (strcmp(name, "hx.vk.gemv_state") == 0) return &hx_vk_ctx(dev)->gemv_state;
     if (strcmp(name, "hx.vk.gemv") == 0) return hx_vk_ctx(dev)->n_gemv;
     return NULL;
 }

@@ -283,7 +283,17 @@ EOF
 # device-to-device copy and of the peak; and which kernel the info log says the device took
 for b in "${GPUB[@]}"; do
     [ $b = vulkan ] && [ $QUICK = 0 ] && [ -f "$OUT/bench-kernels-vulkan.json" ] || continue
-    grep -hoE 'vulkan matmul: [^,]*' "$OUT/test-backend-ops-vulkan.txt" 2>/dev/null | sort -u | head -2 | sed 's/^/    /' | tee -a "$SUMMARY"
+    grep -hoE 'vulkan matmul: [^,]*|vulkan wide GEMV: .*' "$OUT/test-backend-ops-vulkan.txt" 2>/dev/null | sort -u | head -3 | sed 's/^/    /' | tee -a "$SUMMARY"
+    # the wide GEMV's pipeline-creation choices, call by call in turn (reported, never failing):
+    # required subgroup size against the driver's, shuffle reduction against shared memory
+    for cmp in HX_VK_GEMV_SG=auto,off HX_VK_GEMV_RED=shuffle,shared; do
+        if STEP_OUT=1 step "bench-gemv-${cmp%%=*}-vulkan" 60 "$E" bench --kernels --backend vulkan --types Q8_0,TQ2_0,Q1_0 --shapes $shapes -m 1 -r 5 --d2d-mib 0 --compare "$cmp"; then
+            ok "vulkan decode GEMV m = 1, $cmp (µs per call, in turn):"
+            grep '^|' "$OUT/bench-gemv-${cmp%%=*}-vulkan.out" | tee -a "$SUMMARY"
+        else
+            skipped "vulkan GEMV $cmp comparison did not finish"
+        fi
+    done
     if STEP_OUT=1 step bench-gemv-mmv-vulkan 90 env HX_VK_GEMV=mmv "$E" bench --kernels --backend vulkan --types $types --shapes $shapes -m 1 -r 5 --d2d-mib 0 -o json; then
         mv "$OUT/bench-gemv-mmv-vulkan.out" "$OUT/bench-gemv-mmv-vulkan.json"
         report_gemm_pair "$OUT/bench-kernels-vulkan.json" "$OUT/bench-gemv-mmv-vulkan.json" 1 mmv > "$OUT/bench-gemv-vulkan.md" 2>&1

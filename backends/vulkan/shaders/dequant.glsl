@@ -67,7 +67,7 @@ ivec4 i8x4(uint w) { return ivec4(int(w << 24u), int(w << 16u), int(w << 8u), in
 #define HAS_FM 1
 #elif defined(WTYPE_I2_S) && defined(I2S_256)
 /* two I2_S "blocks" (256 elements, 64 bytes) as one, so that a kernel that walks blocks walks
- * I2_S exactly as TQ2_0 (mmvw.comp; K a multiple of 256) */
+ * I2_S exactly as TQ2_0 (mmvw.comp; for I2_S, K a multiple of 256) */
 #define BE 256u
 #define BC 8 /* chunks of 32 per block */
 #define BB 64u

@@ -1,7 +1,8 @@
 #version 450
 // mmvw.comp — the GPUs' decode GEMV: dst (M, N) = scale · A (M, K) · Wᵀ for small M, W (N, K) in
 // GGUF blocks read in place with 16-byte loads (dequant.glsl's WVEC block view: the aligned
-// 16-byte windows over a block, funnel-shifted into registers). K is a multiple of 256.
+// 16-byte windows over a block, funnel-shifted into registers). K is a whole number of units
+// (below): any multiple of 32 for the 32-element unit types.
 //
 // Layout: NR weight rows per workgroup, LPR invocations per row (WG = NR · LPR, both
 // specialization constants chosen per device and type, vulkan-pick.h). A row is walked in
@@ -16,13 +17,22 @@
 // host binds the scratch there and runs mmv_combine.comp after). KS = 1: plain dst, scaled.
 //
 // Reduction: where LPR is a multiple of the subgroup size, subgroupAdd and one shared step;
-// else (LPR below the subgroup size, several rows per subgroup) a shared-memory tree.
+// else (LPR below the subgroup size, several rows per subgroup) a shared-memory tree or, with
+// -DSG_SHUFFLE (devices with subgroup shuffles), a subgroupShuffleXor butterfly over each
+// row's LPR neighbouring invocations, whose first invocation adds in the tree's order (the
+// same bits). The subgroup size is SGS (constant 4) where the pipeline was created with that
+// required size, else gl_SubgroupSize as the shader runs. Either way rows are assumed to map
+// to invocations tid = subgroup · size + invocation in subgroup, as every driver lays out a
+// one-dimensional workgroup.
 //
 // INT8 (binding 4, as 16-byte words): activations quantized by quant.comp, per 32-element
 // chunk 12 words {8 words of int8, d, d·Σq, 0, 0} = three aligned uvec4; DOT_EXT takes the
 // 4×8-bit dot product instruction. Without INT8 the f32 activations (binding 0).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#ifdef SG_SHUFFLE
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 #define BLOCK_VIEW 1
 #define WVEC 1
 #include "common.glsl"
@@ -32,6 +42,7 @@
 layout(constant_id = 1) const uint MR = 4u;
 layout(constant_id = 2) const uint NR = 4u;
 layout(constant_id = 3) const uint LPR = 32u;
+layout(constant_id = 4) const uint SGS = 0u; /* the required subgroup size, or 0: unknown */
 
 layout(std430, set = 0, binding = 0) readonly buffer ABuf { float a[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer DBuf { float d[]; };
@@ -144,7 +155,7 @@ void main()
     }
     float sc = p.ks > 1u ? 1.0 : p.scale;
     uint dk = p.d_off + ks * p.ks_stride;
-    uint sgs = gl_SubgroupSize;
+    uint sgs = SGS != 0u ? SGS : gl_SubgroupSize;
     if (LPR % sgs == 0u) {
         /* whole subgroups per row: row j's subgroups are j·spr .. j·spr + spr - 1 */
         uint spr = LPR / sgs;
@@ -159,7 +170,19 @@ void main()
             for (uint k = 1u; k < spr; k++) s += red[i][jj * spr + k];
             if (i < mr && nn < p.N) d[dk + (m0 + i) * p.d_stride + nn] = s * sc;
         }
-    } else {
+    }
+#ifdef SG_SHUFFLE
+    else if (sgs % LPR == 0u) {
+        /* several whole rows per subgroup: invocation t adds t ^ h for h = LPR/2 .. 1, so
+         * t = 0 sums as the shared tree does (s0 + s_h first) */
+        [[unroll]] for (uint i = 0u; i < MR; i++)
+            for (uint h = LPR / 2u; h > 0u; h >>= 1u) acc[i] += subgroupShuffleXor(acc[i], h);
+        if (t == 0u && n < p.N)
+            [[unroll]] for (uint i = 0u; i < MR; i++)
+                if (i < mr) d[dk + (m0 + i) * p.d_stride + n] = acc[i] * sc;
+    }
+#endif
+    else {
         /* several rows per subgroup: a tree over the row's LPR invocations (a power of 2) */
         [[unroll]] for (uint i = 0u; i < MR; i++) red[i][tid] = acc[i];
         barrier();
