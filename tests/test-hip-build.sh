@@ -287,6 +287,17 @@ if [ -n "$D" ] && [ -d "$D" ]; then
                 || bad "engine diff $m, 100-token prefill, HX_HIP_EMU_ARCH=$a (exit $rc): $(echo "$out" | tail -3)"
         done
     fi
+    # the memory a plan accounts on hip (weights, KV, activations, the split scratch) is what
+    # the emulated device holds after the runs (test-mem's accounting_hip)
+    tm=$B/tests/test-mem
+    if [ -x "$tm" ]; then
+        out=$("$tm" accounting_hip 2>&1); rc=$?
+        if [ $rc -eq 0 ] && echo "$out" | grep -q '^\[  OK  \] accounting_hip'; then
+            ok "test-mem accounting_hip (emulated): $(echo "$out" | grep 'plans checked' | xargs)"
+        else bad "test-mem accounting_hip (emulated), exit $rc: $(echo "$out" | grep -E 'FAIL' | head -3)"; fi
+    else
+        skip "no $tm"
+    fi
     # the same ternary weights as I2_S and as TQ2_0: bit-identical logits; Q2_0 against llama.cpp
     tq=$B/tests/test-qwen3
     if [ -x "$tq" ]; then

@@ -312,6 +312,12 @@ static int hx_hip_synchronize(struct hx_device *dev)
     return st == HX_OK ? HX_OK : hx_hip_fail(dev, st, err);
 }
 
+static int hx_hip_scratch_bytes(struct hx_device *dev, const struct hx_split *sp,
+                                size_t out[HX_SCRATCH_BUFS])
+{
+    return hx_hip_g.m->scratch_bytes(hx_hip_ld(dev)->mdev, sp, out);
+}
+
 static void *hx_hip_get_extension(struct hx_device *dev, const char *name)
 {
     if (!strcmp(name, "hx.timing")) return hx_hip_g.m->timing(hx_hip_ld(dev)->mdev);
@@ -348,4 +354,5 @@ const struct hx_backend_ops hx__backend_hip_ops = {
     .copy = hx_hip_copy,
     .get_extension = hx_hip_get_extension,
     .describe = hx_hip_describe,
+    .scratch_bytes = hx_hip_scratch_bytes,
 };

@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define HX_HIP_MODULE_ABI 4
+#define HX_HIP_MODULE_ABI 5
 #define HX_HIP_MODULE_SYMBOL "hx_hip_module_get_ops"
 
 /* What the engine lends the module. log_fn (ABI 4) logs one line at an enum hx_log_level:
@@ -114,6 +114,11 @@ struct hx_hip_module_ops {
                    char *err, size_t len);
     /* What hx-hip-rtc runs in its own process: compile for target into out (+ out.map). */
     int (*rtc_compile)(const char *target, const char *out, char *err, size_t len);
+
+    /* (ABI 5) The split scratch for the scheduler's memory accounting: hx_backend_ops'
+     * scratch_bytes (sp NULL: what it holds now; else what sp, a plan's split whose ops may have
+     * no weight handles, needs). Pure. */
+    int (*scratch_bytes)(void *mdev, const struct hx_split *sp, size_t out[HX_SCRATCH_BUFS]);
 };
 
 typedef const struct hx_hip_module_ops *(*hx_hip_module_get_ops_fn)(uint32_t abi,

@@ -587,6 +587,21 @@ static int hx_hip_upload(struct hx_hip_dev *d, void *dst, const void *src, size_
     return HX_OK;
 }
 
+/* Weight w as a handle describes it, but for its device copy (d NULL). */
+static hx_hip_weight hx_hip_weight_shape(const struct hx_weight *w)
+{
+    hx_hip_weight h;
+    memset(&h, 0, sizeof h);
+    h.type = w->type, h.n_rows = w->n_rows, h.n_cols = w->n_cols, h.scale = w->scale,
+    h.ts = w->tensor_scale;
+    const int64_t be = hx_hip_type_ok((int)w->type) ? hx_hip_block_elems(w->type) : 0;
+    h.row_bytes = be > 0 ? (size_t)(w->n_cols / be) * hx_hip_block_bytes(w->type) : 0;
+    h.n_parts = w->n_tparts;
+    for (int i = 0; i < w->n_tparts && i < HX_WEIGHT_MAX_PARTS; i++)
+        h.part_row[i + 1] = w->tpart_row[i + 1], h.part_ts[i] = w->tpart_tscale[i];
+    return h;
+}
+
 static int hx_hip_weight_prepare(void *mdev, const struct hx_weight *w, void **handle, char *err,
                                  size_t len)
 {
@@ -612,12 +627,7 @@ static int hx_hip_weight_prepare(void *mdev, const struct hx_weight *w, void **h
     }
     struct hx_hip_weight *h = (struct hx_hip_weight *)hx_hip_h.malloc_fn(sizeof *h);
     if (!h) return HX_E_NOMEM;
-    memset(h, 0, sizeof *h);
-    h->type = w->type, h->n_rows = w->n_rows, h->n_cols = w->n_cols, h->row_bytes = rb,
-    h->scale = w->scale, h->ts = w->tensor_scale;
-    h->n_parts = w->n_tparts;
-    for (int i = 0; i < w->n_tparts && i < HX_WEIGHT_MAX_PARTS; i++)
-        h->part_row[i + 1] = w->tpart_row[i + 1], h->part_ts[i] = w->tpart_tscale[i];
+    *h = hx_hip_weight_shape(w);
     char what[96];
     snprintf(what, sizeof what, "weight %.80s", name);
     /* rounded to 16 bytes: the GEMVs read a row's bytes as the aligned 16-byte chunks that
@@ -685,24 +695,27 @@ static size_t hx_hip_align(size_t n)
     return (n + 255) & ~(size_t)255;
 }
 
-/* Scratch: tokens, positions, sequences, then the largest int8 activation set of the split or
- * the largest set of split-attention parts (the stream runs their users one after the other),
- * then the largest set of the GEMVs' split-K partial sums (hip-gemv.h). The row metadata goes
- * up in one copy; c->pos_max and c->attn_chunks are set by the caller. */
-static int hx_hip_scratch(struct hx_hip_dev *d, const struct hx_split *sp, struct hx_hip_ctx *c,
-                          char *err, size_t len)
+/* The bytes of scratch sp needs: tokens, positions, sequences, then the largest int8
+ * activation set of the split or the largest set of split-attention parts (the stream runs
+ * their users one after the other), then the largest set of the GEMVs' split-K partial sums
+ * (hip-gemv.h), which start *q8_out bytes after the metadata. c->pos_max and c->attn_chunks
+ * are the caller's. */
+static size_t hx_hip_scratch_need(const struct hx_hip_dev *d, const struct hx_split *sp,
+                                  const struct hx_hip_ctx *c, size_t *q8_out)
 {
     const size_t meta = hx_hip_align((size_t)sp->n_rows * sizeof(int32_t));
     size_t q8 = 0, part = 0;
     for (int64_t i = 0; i < sp->n_ops; i++) {
         const struct hx_op *op = &sp->ops[i];
+        hx_hip_weight shape; /* a plan's split has no handle yet: the weight as it will be */
         const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
+        if (!w && op->weight) shape = hx_hip_weight_shape(op->weight), w = &shape;
         const int n_chunk = hx_hip_op_chunks(c, op);
         if (n_chunk)
             q8 = HX_MAX(q8, hx_hip_align((size_t)op->dst.n_rows * (size_t)op->desc.p.attn.n_head *
                                          (size_t)n_chunk *
                                          (size_t)(op->desc.p.attn.head_dim + 2) * sizeof(float)));
-        if (op->desc.kind != HX_OP_MATMUL) continue;
+        if (op->desc.kind != HX_OP_MATMUL || !w) continue;
         if (op->dst.n_rows > HX_HIP_GEMV_ROWS_MAX) {
             /* the int8 GEMM quantizes all its rows */
             if (!hx_hip_gemm_int8(d, w->type)) continue;
@@ -721,7 +734,18 @@ static int hx_hip_scratch(struct hx_hip_dev *d, const struct hx_split *sp, struc
         const size_t rows = (size_t)op->dst.n_rows, K = (size_t)w->n_cols;
         q8 = HX_MAX(q8, hx_hip_align(rows * K) + hx_hip_align(rows * (K / 32) * sizeof(float2)));
     }
-    const size_t need = 3 * meta + q8 + part;
+    *q8_out = q8;
+    return 3 * meta + q8 + part;
+}
+
+/* Grow the split scratch to what sp needs and send the row metadata up (c: the split's
+ * context, c->pos_max and c->attn_chunks set). */
+static int hx_hip_scratch(struct hx_hip_dev *d, const struct hx_split *sp, struct hx_hip_ctx *c,
+                          char *err, size_t len)
+{
+    const size_t meta = hx_hip_align((size_t)sp->n_rows * sizeof(int32_t));
+    size_t q8;
+    const size_t need = hx_hip_scratch_need(d, sp, c, &q8);
     if (need > d->scratch_bytes) {
         HX_HIP_TRY(hipStreamSynchronize(d->stream), "hipStreamSynchronize (scratch)");
         hx_hip_graphs_clear(d); /* they point into the old scratch */
@@ -762,6 +786,23 @@ static int hx_hip_enqueue(struct hx_hip_dev *d, const struct hx_split *sp, struc
                           char *err, size_t len);
 
 #include "hip-graph.h"
+
+/* The split scratch: what it holds (sp NULL), or what sp needs with its positions' attention
+ * chunks as a graph would launch them (never fewer than direct launches'). */
+static int hx_hip_scratch_bytes(void *mdev, const struct hx_split *sp, size_t out[HX_SCRATCH_BUFS])
+{
+    struct hx_hip_dev *d = (struct hx_hip_dev *)mdev;
+    if (!sp) {
+        out[0] = d->scratch_bytes;
+        return HX_OK;
+    }
+    struct hx_hip_ctx c = {d, NULL, NULL, NULL, NULL, NULL, 0, -1, 0, NULL};
+    for (int64_t r = 0; sp->pos && r < sp->n_rows; r++) c.pos_max = HX_MAX(c.pos_max, sp->pos[r]);
+    c.attn_chunks = hx_hip_graph_chunks(c.pos_max);
+    size_t q8;
+    out[0] = hx_hip_scratch_need(d, sp, &c, &q8);
+    return HX_OK;
+}
 
 static int hx_hip_run(void *mdev, const struct hx_split *sp, char *err, size_t len)
 {
@@ -919,6 +960,7 @@ static const struct hx_hip_module_ops hx_hip_module = {
     NULL,
     NULL,
 #endif
+    hx_hip_scratch_bytes,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct hx_hip_module_ops *
