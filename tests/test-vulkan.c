@@ -712,7 +712,7 @@ TEST(tern_i2_s_equals_tq2_0)
     ASSERT_TRUE(ok);
 }
 
-#include "test-vulkan-gemv.h" /* gemv_pick, gemv_variants */
+#include "test-vulkan-gemv.h" /* gemv_pick, gemv_variants, attn_pick */
 
 /* ---- the other ops -------------------------------------------------------------------------- */
 

@@ -42,12 +42,30 @@ static struct hx_hip_host hx_hip_h;
 
 struct hx_hip_graphs;
 
+/* HX_HIP_ATTN: which attention kernel a batch of rows runs (hx_hip_attn_op). auto: the
+ * flash-style hx_hip_attn_flash from HX_HIP_FA_MIN_ROWS rows (prefill), today's per-row or
+ * split decode kernels below; flash: the flash kernel for every batch it supports (tests);
+ * rows: never the flash kernel. A head_dim the flash kernel does not support runs the
+ * per-row kernel under every setting. */
+enum hx_hip_attn_mode { HX_HIP_ATTN_AUTO, HX_HIP_ATTN_FLASH, HX_HIP_ATTN_ROWS };
+#define HX_HIP_FA_MIN_ROWS 16
+
+/* HX_HIP_ATTN's value as enum hx_hip_attn_mode, or -1. */
+static int hx_hip_attn_mode_parse(const char *s)
+{
+    if (!s || !*s || !strcmp(s, "auto")) return HX_HIP_ATTN_AUTO;
+    if (!strcmp(s, "flash")) return HX_HIP_ATTN_FLASH;
+    if (!strcmp(s, "rows")) return HX_HIP_ATTN_ROWS;
+    return -1;
+}
+
 struct hx_hip_dev {
     int idx; /* runtime device ordinal */
     hipStream_t stream, xfer;
     hipEvent_t ev_start, ev_stop;
     bool timing_open; /* ev_start recorded, not yet read by synchronize */
     int n_sm;         /* multiprocessors (the GEMVs' split-K plan) */
+    int attn;         /* HX_HIP_ATTN: enum hx_hip_attn_mode */
     void *scratch;    /* row metadata + int8 activations + split-K partial sums */
     size_t scratch_bytes;
     int32_t *meta; /* host: the row metadata, written to scratch with one copy */
@@ -446,6 +464,12 @@ static int hx_hip_init(int idx, void **mdev, char *err, size_t len)
     const char *sm = getenv("HX_HIP_GEMV_SM");
     const long smv = sm ? strtol(sm, NULL, 10) : 0;
     if (smv > 0 && smv <= 1000000) d->n_sm = (int)smv;
+    const char *am = getenv("HX_HIP_ATTN");
+    if (e == hipSuccess && (d->attn = hx_hip_attn_mode_parse(am)) < 0) {
+        snprintf(err, len, "HX_HIP_ATTN=%s: expected auto, flash or rows", am);
+        hx_hip_release(d);
+        return HX_E_INVAL;
+    }
     if (e != hipSuccess) {
         int st = hx_hip_fail(e, what, err, len);
         hx_hip_release(d);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "hip-gemv.h"
+#include "hip-attn.h"
 
 #define HX_HIP_ATTN_WARPS 4
 #define HX_HIP_HD_MAX 256

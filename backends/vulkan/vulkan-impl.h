@@ -189,6 +189,7 @@ struct hx_vk_dev {
     struct hx_vk_gemm_state gemm; /* GEMM variant for m ≥ 16 (vulkan-pick.h) */
     int gemv;             /* HX_VK_GEMV mode (enum hx_vk_gemv) for the GPU layout's m ≤ 4 */
     uint32_t gemv_sg;     /* the subgroup size the wide GEMV is laid out for */
+    int attn;             /* HX_VK_ATTN mode (enum hx_vk_attn) */
     /* GPU-layout GEMV dispatches by kernel: mmv, mmvw, mmvw with split K ("hx.vk.gemv") */
     uint64_t n_gemv[3];
     int8_t coop_ok[HX_DTYPE_COUNT]; /* coopmat pipeline per type: 0 untried, 1 ok, -1 failed */
