@@ -186,8 +186,8 @@ TEST(gemv_variants)
 
 /* ---- the attention kernel (vulkan-pick.h) --------------------------------------------------- */
 
-/* HX_VK_ATTN's choice on synthetic devices: auto takes attn_flash.comp from 16 rows, flash for
- * every batch, rows never; head_dims it cannot lay out and devices below its workgroup size
+/* HX_VK_ATTN's choice on synthetic devices: auto takes attn_flash.comp from 16 rows and
+ * head_dim 32, flash for every batch, rows never; head_dims it cannot lay out and devices below its workgroup size
  * or shared memory run attn.comp, the latter saying why. */
 TEST(attn_pick)
 {
@@ -209,6 +209,8 @@ TEST(attn_pick)
     ASSERT_TRUE(api->attn_flash(&lvp, HX_VK_ATTN_AUTO, 16, 128, w, sizeof w) && !w[0]);
     ASSERT_TRUE(api->attn_flash(&lvp, HX_VK_ATTN_AUTO, 512, 64, w, sizeof w));
     ASSERT_TRUE(api->attn_flash(&lvp, HX_VK_ATTN_FLASH, 1, 32, w, sizeof w));
+    ASSERT_TRUE(!api->attn_flash(&lvp, HX_VK_ATTN_AUTO, 512, 16, w, sizeof w)); /* small heads */
+    ASSERT_TRUE(api->attn_flash(&lvp, HX_VK_ATTN_FLASH, 512, 8, w, sizeof w));
     ASSERT_TRUE(!api->attn_flash(&lvp, HX_VK_ATTN_ROWS, 512, 128, w, sizeof w));
     static const int bad_hd[] = {80, 96, 256, 2, 0};
     for (size_t i = 0; i < sizeof bad_hd / sizeof bad_hd[0]; i++)

@@ -137,3 +137,22 @@ __global__ void __launch_bounds__(HX_HIP_FA_THREADS)
         __syncthreads(); /* rp, rs, qs are rewritten by the next tile of rows */
     }
 }
+
+#if !defined(HX_HIP_RTC)
+/* HX_HIP_ATTN: which attention kernel a batch of rows runs (hx_hip_attn_op). auto: the
+ * flash-style hx_hip_attn_flash from HX_HIP_FA_MIN_ROWS rows (prefill), today's per-row or
+ * split decode kernels for fewer rows; flash: the flash kernel for every batch it supports (tests);
+ * rows: never the flash kernel. A head_dim the flash kernel does not support runs the
+ * per-row kernel under every setting. */
+enum hx_hip_attn_mode { HX_HIP_ATTN_AUTO, HX_HIP_ATTN_FLASH, HX_HIP_ATTN_ROWS };
+#define HX_HIP_FA_MIN_ROWS 16
+
+/* HX_HIP_ATTN's value as enum hx_hip_attn_mode, or -1. */
+static int hx_hip_attn_mode_parse(const char *s)
+{
+    if (!s || !*s || !strcmp(s, "auto")) return HX_HIP_ATTN_AUTO;
+    if (!strcmp(s, "flash")) return HX_HIP_ATTN_FLASH;
+    if (!strcmp(s, "rows")) return HX_HIP_ATTN_ROWS;
+    return -1;
+}
+#endif

@@ -42,23 +42,6 @@ static struct hx_hip_host hx_hip_h;
 
 struct hx_hip_graphs;
 
-/* HX_HIP_ATTN: which attention kernel a batch of rows runs (hx_hip_attn_op). auto: the
- * flash-style hx_hip_attn_flash from HX_HIP_FA_MIN_ROWS rows (prefill), today's per-row or
- * split decode kernels below; flash: the flash kernel for every batch it supports (tests);
- * rows: never the flash kernel. A head_dim the flash kernel does not support runs the
- * per-row kernel under every setting. */
-enum hx_hip_attn_mode { HX_HIP_ATTN_AUTO, HX_HIP_ATTN_FLASH, HX_HIP_ATTN_ROWS };
-#define HX_HIP_FA_MIN_ROWS 16
-
-/* HX_HIP_ATTN's value as enum hx_hip_attn_mode, or -1. */
-static int hx_hip_attn_mode_parse(const char *s)
-{
-    if (!s || !*s || !strcmp(s, "auto")) return HX_HIP_ATTN_AUTO;
-    if (!strcmp(s, "flash")) return HX_HIP_ATTN_FLASH;
-    if (!strcmp(s, "rows")) return HX_HIP_ATTN_ROWS;
-    return -1;
-}
-
 struct hx_hip_dev {
     int idx; /* runtime device ordinal */
     hipStream_t stream, xfer;

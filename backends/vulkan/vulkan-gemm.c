@@ -297,6 +297,9 @@ bool hx__vk_attn_flash(const struct hx_vk_caps *c, int mode, int64_t n, int hd, 
     if (len) why[0] = '\0';
     if (mode == HX_VK_ATTN_ROWS || (mode == HX_VK_ATTN_AUTO && n < HX_VK_FA_MIN_ROWS)) return false;
     if (hd < 4 || hd > 128 || 128 % hd) return false; /* the per-row kernel's shapes */
+    /* its unrolled loops run to head_dim 128 and devices such as lavapipe execute the
+     * inactive iterations masked: auto leaves small heads to attn.comp */
+    if (mode == HX_VK_ATTN_AUTO && hd < HX_VK_FA_MIN_HD) return false;
     const char *no = c->max_wg_invocations < HX_VK_FA_WG ? "fewer than 128 invocations a workgroup"
                      : c->max_shared_bytes < HX_VK_FA_SHARED
                          ? "maxComputeSharedMemorySize is below its 26 KiB"

@@ -92,7 +92,8 @@ void hx__vk_gemv_plan(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64
 
 /* Attention (the second half of ATTN) under the knob HX_VK_ATTN:
  *   HX_VK_ATTN_AUTO  attn_flash.comp (flash-style tiles of HX_VK_FA_BR rows × HX_VK_FA_BC keys
- *                    staged in shared memory) from HX_VK_FA_MIN_ROWS rows, attn.comp below
+ *                    staged in shared memory) from HX_VK_FA_MIN_ROWS rows and head_dim
+ *                    HX_VK_FA_MIN_HD, attn.comp below
  *   HX_VK_ATTN_FLASH attn_flash.comp for every batch (tests)
  *   HX_VK_ATTN_ROWS  attn.comp (one workgroup per head and row) for every batch
  * attn_flash.comp needs head_dim to divide 128 and be a multiple of 4, HX_VK_FA_WG invocations and
@@ -100,6 +101,7 @@ void hx__vk_gemv_plan(int mode, uint32_t sg, uint32_t max_wg, uint32_t ue, int64
 enum hx_vk_attn { HX_VK_ATTN_AUTO, HX_VK_ATTN_FLASH, HX_VK_ATTN_ROWS };
 
 #define HX_VK_FA_MIN_ROWS 16
+#define HX_VK_FA_MIN_HD 32    /* auto: smaller head_dims stay on attn.comp */
 #define HX_VK_FA_BR 32        /* query rows per workgroup (attn_flash.comp's BR) */
 #define HX_VK_FA_BC 8         /* key positions per staged tile (its BC) */
 #define HX_VK_FA_WG 128u      /* its invocations */
