@@ -169,6 +169,13 @@ int hx__dev_weight_bytes(struct hx_device *dev, const struct hx_weight *w, void 
     return dev->ops->weight_bytes(dev, w, handle, out);
 }
 
+int hx__dev_scratch_bytes(struct hx_device *dev, const struct hx_split *sp,
+                          size_t out[HX_SCRATCH_BUFS])
+{
+    memset(out, 0, HX_SCRATCH_BUFS * sizeof *out);
+    return dev->ops->scratch_bytes ? dev->ops->scratch_bytes(dev, sp, out) : HX_OK;
+}
+
 void hx__dev_weight_release(struct hx_device *dev, void *handle)
 {
     if (dev->ops->weight_release) dev->ops->weight_release(dev, handle);

@@ -43,6 +43,9 @@ void hx__dev_weight_release(struct hx_device *dev, void *handle);
 /* Bytes w takes on dev once prepared (handle NULL: predicted; else what handle holds). */
 int hx__dev_weight_bytes(struct hx_device *dev, const struct hx_weight *w, void *handle,
                          size_t *out);
+/* The backend's own buffers for split sp (NULL: held now), zeros if it reports none. */
+int hx__dev_scratch_bytes(struct hx_device *dev, const struct hx_split *sp,
+                          size_t out[HX_SCRATCH_BUFS]);
 bool hx__dev_supports(struct hx_device *dev, const struct hx_op_desc *op);
 int hx__dev_run(struct hx_device *dev, const struct hx_split *split);
 int hx__dev_synchronize(struct hx_device *dev);

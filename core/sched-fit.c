@@ -14,8 +14,11 @@
  * tests/test-mem.c checks against sched-mem.c's counters. A device that is not host-visible
  * (a discrete GPU) also stages every upload and move through a host-visible buffer of the
  * largest one (at most HX_STAGE_MAX): counted as staging, a backend-internal buffer the
- * counters do not see. Backends' own scratch (the CPU's per-thread buffers, Vulkan's
- * activation scratch) is not counted.
+ * counters do not see. A backend's own buffers that grow with the splits it runs (Vulkan's
+ * and HIP's activation scratch and split metadata) are counted as scratch: every split of the
+ * plan, with its positions at the context's end, goes to the backend's scratch_bytes, and each
+ * of its buffers counts its largest need (what it grows to). The CPU's per-thread buffers are
+ * not counted (host memory sized by the thread count, not the plan).
  *
  * fit: whole layers from the first, as many as fit, on the fastest device, then the next,
  * the rest on the last (the CPU). Its rules are layer-split's with exact boundaries; the
@@ -33,7 +36,8 @@
 
 #define HX_STAGE_MAX ((size_t)64 << 20) /* a discrete device's staging buffer, at most */
 
-static const char *const hx__mem_kind_name[HX_MEM_KINDS] = {"weights", "kv", "act", "staging"};
+static const char *const hx__mem_kind_name[HX_MEM_KINDS] = {"weights", "kv", "act", "staging",
+                                                             "scratch"};
 
 int hx__phase_graphs(const struct hx_sched *s, struct hx_graph g[HX_PHASE_COUNT])
 {
@@ -109,6 +113,11 @@ struct hx_need_acc {
     uint8_t *kv;                    /* [d * n_layer + L]: layer L's caches on d */
     uint32_t slots[HX_MAX_DEVICES]; /* slot bit masks */
     size_t stage[HX_MAX_DEVICES];   /* largest move into or out of a discrete device */
+    size_t scratch[HX_MAX_DEVICES][HX_SCRATCH_BUFS]; /* each backend buffer's largest need */
+    struct hx_op *ops;              /* a plan split's ops (hx__scratch_step) */
+    int32_t *rows;                  /* its row metadata: tokens, positions, sequences */
+    int64_t ops_cap, rows_cap;
+    int st;                         /* the first failure of a walk callback */
 };
 
 static int hx__acc_weight(struct hx_need_acc *a, int d, const struct hx_weight *w)
@@ -140,6 +149,58 @@ static void hx__stage_step(const struct hx_sched *s, const struct hx_graph *g,
     if (hx__discrete(s, e->src)) a->stage[e->src] = HX_MAX(a->stage[e->src], nb);
 }
 
+/* A plan split of the nodes [i, j) of g that run on d: ops without buffers or weight handles,
+ * every row at the context's end (what the run of the largest context meets). */
+static int hx__plan_split(const struct hx_sched *s, const struct hx_graph *g, int64_t i, int64_t j,
+                          int d, bool group, struct hx_need_acc *a, struct hx_split *sp)
+{
+    if (j - i > a->ops_cap) {
+        struct hx_op *n = hx__realloc(a->ops, (size_t)(j - i) * sizeof *n);
+        if (!n) return HX_E_NOMEM;
+        a->ops = n, a->ops_cap = j - i;
+    }
+    if (3 * g->n_rows > a->rows_cap) {
+        int32_t *n = hx__realloc(a->rows, (size_t)(3 * g->n_rows) * sizeof *n);
+        if (!n) return HX_E_NOMEM;
+        a->rows = n, a->rows_cap = 3 * g->n_rows;
+    }
+    int64_t n = 0;
+    for (int64_t k = i; k < j; k++) {
+        const struct hx_node *nd = &g->nodes[k];
+        if (group && s->assign[k] != d) continue;
+        struct hx_op *op = &a->ops[n++];
+        memset(op, 0, sizeof *op);
+        op->desc = nd->desc, op->weight = nd->weight, op->aux = nd->aux;
+        for (int r = 0; r < 3; r++) hx__ref_geom(g, &nd->src[r], &op->src[r]);
+        hx__ref_geom(g, &nd->dst, &op->dst);
+    }
+    int32_t *tok = a->rows, *pos = tok + g->n_rows, *seq = pos + g->n_rows;
+    for (int64_t r = 0; r < g->n_rows; r++)
+        tok[r] = 0, pos[r] = (int32_t)(s->mem.n_ctx - 1), seq[r] = (int32_t)(s->mem.n_seq - 1);
+    const struct hx_batch_rows b = {.tokens = tok, .pos = pos, .seq = seq};
+    *sp = hx__split_of(a->ops, n, g->n_rows, &b);
+    return HX_OK;
+}
+
+/* Each run of the plan (a split, or each device's part of a group) to its backend's
+ * scratch_bytes: each buffer's largest need. */
+static void hx__scratch_step(const struct hx_sched *s, const struct hx_graph *g,
+                             const struct hx_walk_step *e, void *user_data)
+{
+    struct hx_need_acc *a = user_data;
+    if (e->ev != HX_WALK_RUN || a->st) return;
+    const int n_dev = e->devs ? e->n_dev : 1;
+    for (int u = 0; u < n_dev && !a->st; u++) {
+        const int d = e->devs ? e->devs[u] : e->d;
+        struct hx_split sp;
+        size_t b[HX_SCRATCH_BUFS];
+        a->st = hx__plan_split(s, g, e->i, e->j, d, e->devs != NULL, a, &sp);
+        if (!a->st && sp.n_ops) a->st = hx__dev_scratch_bytes(s->dev[d].dev, &sp, b);
+        for (int k = 0; !a->st && sp.n_ops && k < HX_SCRATCH_BUFS; k++)
+            a->scratch[d][k] = HX_MAX(a->scratch[d][k], b[k]);
+    }
+}
+
 /* Add the placed plan xg (s->assign) to the tallies. */
 static int hx__acc_plan(struct hx_sched *s, const struct hx_graph *xg, struct hx_need_acc *a)
 {
@@ -162,7 +223,8 @@ static int hx__acc_plan(struct hx_sched *s, const struct hx_graph *xg, struct hx
     bool discrete = false;
     for (int d = 0; d < s->n_dev; d++) discrete |= hx__discrete(s, d);
     if (st == HX_OK && discrete) st = hx__walk(s, xg, hx__stage_step, a, NULL);
-    return st;
+    if (st == HX_OK) st = hx__walk(s, xg, hx__scratch_step, a, NULL);
+    return st ? st : a->st;
 }
 
 int hx__mem_need(struct hx_sched *s, const struct hx_graph *g, const struct hx_rule *const *r,
@@ -199,9 +261,12 @@ int hx__mem_need(struct hx_sched *s, const struct hx_graph *g, const struct hx_r
             if (a.slots[d] & (1u << k))
                 n[HX_MEM_ACT] += (size_t)s->mem.slot_cap[k] * (size_t)width[k] * sizeof(float);
         n[HX_MEM_STAGING] = a.stage[d];
+        for (int k = 0; k < HX_SCRATCH_BUFS; k++) n[HX_MEM_SCRATCH] += a.scratch[d][k];
     }
     for (int d = 0; d < HX_MAX_DEVICES; d++) hx__free(a.w[d]);
     hx__free(a.kv);
+    hx__free(a.ops);
+    hx__free(a.rows);
     return st;
 }
 
@@ -219,7 +284,7 @@ static void hx__human(size_t b, char *out, size_t len)
         snprintf(out, len, "%.1f %s", v, u[i]);
 }
 
-/* "weights 1.2 MiB, kv 64.0 KiB, act 3.0 KiB, staging 0 B = 1.3 MiB (1361920 bytes)" */
+/* "weights 1.2 MiB, kv 64.0 KiB, act 3.0 KiB, staging 0 B, scratch 0 B = 1.3 MiB (1361920 bytes)" */
 static void hx__need_line(const size_t *k, struct hx_strbuf *sb)
 {
     char h[32];

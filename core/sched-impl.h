@@ -18,6 +18,8 @@
  */
 #pragma once
 
+#include <string.h>
+
 #include "scheduler.h"
 
 enum hx_reason { HX_R_POLICY, HX_R_UNSUPPORTED, HX_R_UNHEALTHY };
@@ -55,7 +57,14 @@ struct hx_rule {
 
 /* What a device's memory holds for a plan (sched-fit.c), and what it has allocated
  * (sched-mem.c counts every buffer and prepared weight it gets through the vtable). */
-enum hx_mem_kind { HX_MEM_WEIGHTS, HX_MEM_KV, HX_MEM_ACT, HX_MEM_STAGING, HX_MEM_KINDS };
+enum hx_mem_kind {
+    HX_MEM_WEIGHTS,
+    HX_MEM_KV,
+    HX_MEM_ACT,
+    HX_MEM_STAGING,
+    HX_MEM_SCRATCH,
+    HX_MEM_KINDS
+};
 
 struct hx_prof_ent {
     int16_t kind, cls, wtype;
@@ -176,6 +185,19 @@ static inline const char *hx__id(const struct hx_sched *s, int d)
 
 /* The split of n_ops ops over a batch's rows (b NULL: rows without tokens, positions or
  * sequences, as a matmul needs). */
+/* A node's operand as a tensor reference, all but its buffer (NULL): where it lies in its slot. */
+static inline void hx__ref_geom(const struct hx_graph *g, const struct hx_node_ref *r,
+                                struct hx_tensor_ref *out)
+{
+    memset(out, 0, sizeof *out);
+    if (r->slot < 0) return;
+    size_t w = (size_t)g->slot_width[r->slot];
+    out->offset_bytes = ((size_t)r->row * w + (size_t)r->col) * sizeof(float);
+    out->n_rows = r->n_rows;
+    out->n_cols = r->n_cols;
+    out->row_stride_bytes = w * sizeof(float);
+}
+
 static inline struct hx_split hx__split_of(const struct hx_op *ops, int64_t n_ops, int64_t n_rows,
                                            const struct hx_batch_rows *b)
 {

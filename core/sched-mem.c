@@ -328,16 +328,8 @@ int hx__fetch_inputs(struct hx_sched *s, const struct hx_graph *g, int d, const 
 static int hx__ref_to(const struct hx_mem_geom *m, const struct hx_graph *g, struct hx_sdev *sd,
                       const struct hx_node_ref *r, struct hx_tensor_ref *out)
 {
-    memset(out, 0, sizeof *out);
-    if (r->slot < 0) return HX_OK;
-    int st = hx__slot_buf(m, sd, r->slot, &out->buf);
-    if (st) return st;
-    size_t w = (size_t)g->slot_width[r->slot];
-    out->offset_bytes = ((size_t)r->row * w + (size_t)r->col) * sizeof(float);
-    out->n_rows = r->n_rows;
-    out->n_cols = r->n_cols;
-    out->row_stride_bytes = w * sizeof(float);
-    return HX_OK;
+    hx__ref_geom(g, r, out);
+    return r->slot < 0 ? HX_OK : hx__slot_buf(m, sd, r->slot, &out->buf);
 }
 
 int hx__build_op(const struct hx_mem_geom *m, const struct hx_graph *g, struct hx_sdev *sd,

@@ -295,6 +295,9 @@ int hx__sched_mem(const struct hx_sched *s, struct hx_sched_mem *out, int max)
         snprintf(out[n].id, sizeof out[n].id, "%s", hx__id(s, d));
         memcpy(out[n].need, s->need[d], sizeof out[n].need);
         memcpy(out[n].alloc, s->dev[d].alloc, sizeof out[n].alloc);
+        size_t b[HX_SCRATCH_BUFS]; /* the backend's own buffers: what they hold now */
+        if (hx__dev_scratch_bytes(s->dev[d].dev, NULL, b) == HX_OK)
+            for (int k = 0; k < HX_SCRATCH_BUFS; k++) out[n].alloc[HX_MEM_SCRATCH] += b[k];
         out[n].limit = hx__mem_limit(s, d, &from);
         snprintf(out[n].limit_from, sizeof out[n].limit_from, "%s", from);
     }

@@ -107,8 +107,9 @@ int hx__sched_plan_text(struct hx_sched *s, const struct hx_graph *g, const char
 const struct hx_sched_stats *hx__sched_stats(const struct hx_sched *s);
 
 /* Memory per device: what the plan accounts (need) and what the device holds now (alloc),
- * by kind: weights, KV caches, activation slots, staging (docs/policies.md "Memory"). */
-#define HX_SCHED_MEM_KINDS 4
+ * by kind: weights, KV caches, activation slots, staging, backend scratch (docs/policies.md
+ * "Memory"). */
+#define HX_SCHED_MEM_KINDS 5
 struct hx_sched_mem {
     char id[64];
     size_t need[HX_SCHED_MEM_KINDS], alloc[HX_SCHED_MEM_KINDS];

@@ -274,9 +274,13 @@ struct hx_split {
 /* 2: caps says what the core used to infer from an entry being NULL (asynchrony).
  * 3: probe reports the devices too (device_count is gone); the core checks device indices.
  * 4: weight_bytes appended (the scheduler's memory accounting, docs/policies.md).
+ * 5: scratch_bytes appended (a backend's own buffers in that accounting).
  * Both changed the layout rather than appending, which is safe only because every table is
  * compiled with the core: the registry rejects a table of another version. */
-#define HX_BACKEND_ABI_VERSION 4
+#define HX_BACKEND_ABI_VERSION 5
+
+/* Buffers of its own a backend may report (scratch_bytes). */
+#define HX_SCRATCH_BUFS 4
 
 /* What a backend's probe found. The core zeroes it before the call and keeps it. */
 struct hx_backend_probe {
@@ -360,6 +364,15 @@ struct hx_backend_ops {
      * Default: w->nbytes (the weight as stored). */
     int (*weight_bytes)(struct hx_device *dev, const struct hx_weight *w, void *handle,
                         size_t *out);
+    /* (optional) The device memory of the backend's own buffers that grow to the largest split
+     * they have served (activation scratch, split metadata), one entry per buffer, at most
+     * HX_SCRATCH_BUFS. With sp, what each buffer must hold to run sp: the scheduler takes the
+     * largest over a plan's splits, which must be what the buffers hold after running them (a
+     * test checks). The scheduler passes a plan's splits: ops without buffers or weight handles
+     * (desc, weight, aux and the geometry of src and dst are set), positions at the context's
+     * end. With sp NULL, what each buffer holds now. Pure and cheap. Default: none. */
+    int (*scratch_bytes)(struct hx_device *dev, const struct hx_split *sp,
+                         size_t out[HX_SCRATCH_BUFS]);
 };
 
 /* ---- helpers for backends ------------------------------------------------------------------ */

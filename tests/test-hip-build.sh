@@ -2,14 +2,16 @@
 # test-hip-build.sh — the HIP backend builds, loads and computes, on a machine without a GPU:
 #  1. every GPU toolchain CMake found is built into its module for the configured targets
 #     (cmake --build, so a stale module is really recompiled), and every target's device code
-#     holds all 93 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
-#     per gfx target, whose quantized GEMVs all use v_dot4 (llvm-objdump); the module exports
-#     only its entry point;
+#     holds all 121 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
+#     per gfx target, whose quantized GEMVs all use v_dot4 (llvm-objdump); the prefill GEMM's
+#     sm_80 PTX holds the mma.sync m16n8k16 f16 and m16n8k32 s8 instructions (nvcc -ptx of
+#     the kernel headers; no SASS disassembler here); the module exports only its entry point;
 #  2. `engine devices` exits 0 and says why HIP is unavailable: no module, no runtime library,
 #     no device, a driver error (the emulator module and a copy of the AMD module whose
 #     runtime dependency is renamed stand in for the machines that have those problems);
 #  3. hx-hip-emu.so (the same kernels built for the host CPU) passes test-backend-ops
-#     against ref, `engine run` on the test models gives the tokens of cpu or ref, `engine
+#     against ref (and its matmuls with the emulated device as sm_80, sm_80 with HX_HIP_GEMM=
+#     mma16, and gfx1100: each prefill GEMM path of hip-mma.h), `engine run` on the test models gives the tokens of cpu or ref, `engine
 #     diff` passes, and an
 #     out-of-memory or a failing kernel launch is reported cleanly (or falls back to cpu).
 # Skips (exit 77; a failure in CI, tests/lib.sh) only when no GPU toolchain is installed; a build
@@ -72,10 +74,13 @@ def funcs(blob):
             st_name, st_info = struct.unpack_from('<IB', blob, s[5] + i * 24)
             if st_info & 0xf == 2: out.add(blob[so + st_name:blob.index(b'\0', so + st_name)].decode())
     return out
-# the 93 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
+# the 121 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
 need = ['hx_hip_gemv_qILi%dELi%dE' % (t, c) for t in range(3, 12) for c in (1, 2, 4, 8)]
 need += ['hx_hip_gemv_fILi%dELi%dELb%dE' % (t, c, v) for t in range(3) for c in (1, 2, 4, 8) for v in (0, 1)]
 need += ['hx_hip_%sILi%dE' % (k, t) for k in ('gemm', 'embed') for t in range(12)]
+need += ['hx_hip_gemm_tcILi%dELi%dE' % (t, p) for t in range(12) if t not in (0, 2) for p in (1, 3)]
+need += ['hx_hip_gemm_tcILi%dELi2E' % t for t in (3, 4, 7, 8, 9, 10, 11)]
+need += ['hx_hip_gemm_caps']
 need += ['hx_hip_' + k for k in ('quantize_q8', 'gemv_combine', 'rms_norm', 'copy_rows', 'rope', 'kv_store', 'attn', 'attn_flash', 'eltwise')]
 d = open(path, 'rb').read()
 secs, _ = sections(d)
@@ -163,6 +168,24 @@ for kind in amd nv; do
         elif out=$(dot4 "$so" "$od" 2>&1); then ok "$(basename "$so") GEMVs use v_dot4: $out"
         else bad "$(basename "$so") GEMVs: $out"; fi
     fi
+    if [ $kind = nv ]; then
+        # the matrix-unit GEMM (hip-mma.h) as sm_80 PTX: the two mma.sync forms must be there
+        t=$(mktemp -d)
+        printf '%s\n' '#include "hip-ops.h"' \
+            'void *hx_k[] = {(void *)hx_hip_gemm_tc<HX_DTYPE_Q8_0, HX_HIP_TC_MMA_S8>,' \
+            '                (void *)hx_hip_gemm_tc<HX_DTYPE_Q4_K, HX_HIP_TC_MMA_F16>};' > "$t/k.cu"
+        src=$(dirname "$0")/..
+        if "$nvcc" -std=c++17 -ptx -arch=compute_80 -I"$src/include" -I"$src/backends/hip" \
+            "$t/k.cu" -o "$t/k.ptx" > "$t/log" 2>&1; then
+            f16=$(grep -c 'mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32' "$t/k.ptx")
+            s8=$(grep -c 'mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32' "$t/k.ptx")
+            [ "$f16" -gt 0 ] && [ "$s8" -gt 0 ] && ok "sm_80 PTX of the prefill GEMM: $f16 mma m16n8k16 f16, $s8 mma m16n8k32 s8" \
+                || bad "sm_80 PTX of the prefill GEMM: $f16 mma f16, $s8 mma s8 (want both > 0)"
+        else
+            bad "nvcc -ptx of the prefill GEMM failed: $(tail -3 "$t/log")"
+        fi
+        rm -rf "$t"
+    fi
     exports=$(nm -D --defined-only "$so" 2>/dev/null | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^_' | tr '\n' ' ')
     [ "$exports" = "hx_hip_module_get_ops " ] && ok "$(basename "$so") exports only hx_hip_module_get_ops" \
         || bad "$(basename "$so") exports: $exports"
@@ -212,6 +235,20 @@ if [ -x "$tbo" ]; then
     last=$(echo "$out" | tail -1)
     if [ $rc -eq 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed'; then ok "test-backend-ops --backend hip (emulated): $last"
     else bad "test-backend-ops --backend hip (emulated), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
+    # the prefill GEMM on each matrix-unit path (hip-mma.h), the emulated device as the GPU
+    # (m = 512 on the default NVIDIA path only; test-hip-mma runs every path at m = 512)
+    for v in "HX_HIP_EMU_ARCH=sm_80" "HX_HIP_EMU_ARCH=sm_80 HX_HIP_GEMM=mma16" "HX_HIP_EMU_ARCH=gfx1100"; do
+        ms=64; case $v in *=sm_80) ms=64,512 ;; esac
+        out=$(env $v "$tbo" --backend hip --op matmul --m $ms -q 2>&1); rc=$?
+        last=$(echo "$out" | tail -1)
+        want=$(case $v in *mma16*) echo "mma (f16)" ;; *sm_80*) echo "mma (int8 + f16)" ;; *) echo "wmma (f16)" ;; esac)
+        if [ $rc -eq 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed' && echo "$out" | grep -qF "prefill GEMM $want"; then
+            ok "test-backend-ops matmul m=$ms, $v (emulated, prefill GEMM $want): $last"
+        else bad "test-backend-ops matmul m=$ms, $v (emulated; want prefill GEMM $want), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
+    done
+    out=$(HX_HIP_EMU_ARCH=gfx1030 HX_HIP_GEMM=bogus "$tbo" --backend hip --op matmul --m 64 --type Q8_0 -q 2>&1)
+    echo "$out" | grep -q 'prefill GEMM simt' && ok "gfx1030 (emulated) keeps the SIMT GEMM; HX_HIP_GEMM=bogus ignored" \
+        || bad "gfx1030 with HX_HIP_GEMM=bogus: $(echo "$out" | grep -m1 'device hip')"
     # the GEMVs cut K into slices when the grid is small for the GPU (hip-gemv.h); the
     # emulator has one multiprocessor, so few shapes are cut: plan for an H100's 132
     out=$(HX_HIP_GEMV_SM=132 "$tbo" --backend hip --op matmul --m 1 --type TQ2_0,I2_S,TQ1_0,Q4_K,BF16 -q 2>&1); rc=$?
@@ -235,6 +272,19 @@ if [ -n "$D" ] && [ -d "$D" ]; then
             out=$("$E" diff -m "$D/$m" --backend hip -n 8 2>&1); rc=$?
             s=$(echo "$out" | grep -E 'greedy tokens' | xargs)
             [ $rc -eq 0 ] && ok "engine diff $m --backend hip (emulated): $s" || bad "engine diff $m (exit $rc): $(echo "$out" | tail -3)"
+        done
+    fi
+    # a 100-token prompt (prefill through the GEMM, n > 32) with the emulated device on each
+    # matrix-unit path: every op against ref within its threshold, the same greedy tokens
+    if "$E" diff --help > /dev/null 2>&1; then
+        P="Once upon a time, in a small village by the sea, there lived an old fisherman who every morning walked down to the harbour, mended his nets, and told stories to the children about the great storms of his youth."
+        for mv in qwen3/qwen3-tern-tq2_0.gguf:sm_80 qwen3/qwen3-micro-q8_0.gguf:sm_80 qwen3/qwen3-micro-f16.gguf:gfx1100; do
+            m=${mv%%:*} a=${mv##*:}
+            [ -f "$D/$m" ] || continue
+            out=$(HX_HIP_EMU_ARCH=$a "$E" diff -m "$D/$m" --backend hip -p "$P" -n 4 2>&1); rc=$?
+            s=$(echo "$out" | grep -E 'greedy tokens' | xargs)
+            [ $rc -eq 0 ] && ok "engine diff $m, 100-token prefill, HX_HIP_EMU_ARCH=$a (emulated): $s" \
+                || bad "engine diff $m, 100-token prefill, HX_HIP_EMU_ARCH=$a (exit $rc): $(echo "$out" | tail -3)"
         done
     fi
     # the same ternary weights as I2_S and as TQ2_0: bit-identical logits; Q2_0 against llama.cpp

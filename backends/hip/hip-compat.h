@@ -116,6 +116,107 @@ static __device__ __forceinline__ float hx_hip_shfl_xor(float v, int m)
 
 #define HX_HIP_WARP 32
 
+/* ---- matrix fragments (hip-mma.h) ----------------------------------------------------------
+ * One warp-wide matrix multiply-accumulate each, D = A.B + C in place of C, every lane passing
+ * the registers the hardware layout assigns it (docs/hip.md "Prefill GEMM" lists the layouts
+ * and their sources; hip-emu.cpp reconstructs the matrices from the same layouts):
+ *   hx_hip_mma_f16   NVIDIA mma.sync m16n8k16 row.col, f16 A (4 x 2 halves) and B (2 x 2),
+ *                    f32 C/D (4): sm_80+
+ *   hx_hip_mma_s8    NVIDIA mma.sync m16n8k32 row.col, s8 A (4 x 4 bytes) and B (2 x 4), s32
+ *                    C/D (4): sm_80+
+ *   hx_hip_wmma_f16  AMD RDNA3 v_wmma_f32_16x16x16_f16, wave32: A and B 16 halves per lane,
+ *                    f32 C/D (8): gfx11 with the builtin (ROCm 5.5+ clang)
+ * HX_HIP_HAVE_MMA / HX_HIP_HAVE_WMMA say whether this compilation has the instruction; where
+ * it does not, the wrapper traps (hx_hip_gemm_caps tells the host which paths the code it runs
+ * has, so it never launches those). hx_hip_f2h: f32 to f16 bits, round to nearest even. */
+#if defined(HX_HIP_EMU)
+#define HX_HIP_HAVE_MMA 1
+#define HX_HIP_HAVE_WMMA 1
+#elif defined(__CUDACC__) && !defined(__HIP__)
+#include <cuda_fp16.h>
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define HX_HIP_HAVE_MMA 1
+#endif
+static __device__ __forceinline__ uint16_t hx_hip_f2h(float x)
+{
+    return __half_as_ushort(__float2half_rn(x));
+}
+static __device__ __forceinline__ void hx_hip_mma_f16(float *d, const uint32_t *a,
+                                                      const uint32_t *b)
+{
+#if defined(HX_HIP_HAVE_MMA)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    (void)d, (void)a, (void)b;
+    __trap();
+#endif
+}
+static __device__ __forceinline__ void hx_hip_mma_s8(int *d, const uint32_t *a, const uint32_t *b)
+{
+#if defined(HX_HIP_HAVE_MMA)
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    (void)d, (void)a, (void)b;
+    __trap();
+#endif
+}
+static __device__ __forceinline__ void hx_hip_wmma_f16(float *d, const uint16_t *a,
+                                                       const uint16_t *b)
+{
+    (void)d, (void)a, (void)b;
+    __trap();
+}
+#else
+#if (defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) ||                       \
+     defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__) ||                       \
+     defined(__gfx1152__)) &&                                                                      \
+    defined(__has_builtin)
+#if __has_builtin(__builtin_amdgcn_wmma_f32_16x16x16_f16_w32)
+#define HX_HIP_HAVE_WMMA 1
+#endif
+#endif
+static __device__ __forceinline__ uint16_t hx_hip_f2h(float x)
+{
+    const _Float16 h = (_Float16)x;
+    return __builtin_bit_cast(uint16_t, h);
+}
+static __device__ __forceinline__ void hx_hip_mma_f16(float *d, const uint32_t *a,
+                                                      const uint32_t *b)
+{
+    (void)d, (void)a, (void)b;
+    __builtin_trap();
+}
+static __device__ __forceinline__ void hx_hip_mma_s8(int *d, const uint32_t *a, const uint32_t *b)
+{
+    (void)d, (void)a, (void)b;
+    __builtin_trap();
+}
+static __device__ __forceinline__ void hx_hip_wmma_f16(float *d, const uint16_t *a,
+                                                       const uint16_t *b)
+{
+#if defined(HX_HIP_HAVE_WMMA)
+    typedef _Float16 v16h __attribute__((ext_vector_type(16)));
+    typedef float v8f __attribute__((ext_vector_type(8)));
+    v16h va, vb;
+    v8f vc;
+    for (int i = 0; i < 16; i++)
+        va[i] = __builtin_bit_cast(_Float16, a[i]), vb[i] = __builtin_bit_cast(_Float16, b[i]);
+    for (int i = 0; i < 8; i++) vc[i] = d[i];
+    vc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(va, vb, vc);
+    for (int i = 0; i < 8; i++) d[i] = vc[i];
+#else
+    (void)d, (void)a, (void)b;
+    __builtin_trap();
+#endif
+}
+#endif
+
 #if defined(HX_HIP_EMU)
 #define HX_HIP_UNROLL
 #else

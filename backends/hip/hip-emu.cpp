@@ -35,7 +35,7 @@
 #include <new>
 #include <vector>
 
-#include "hip-emu.h"
+#include "hip-emu-mma.h"
 
 hx_emu_thread *hx_emu_self;
 uint3 hx_emu_bdim, hx_emu_gdim;
@@ -89,6 +89,8 @@ struct fiber : hx_emu_thread {
     unsigned gen;    /* generation of that barrier it waits for */
     unsigned n_shfl; /* shuffles done: picks the slot */
     float slot[2];   /* values offered to shuffles */
+    uint32_t mma_in[24]; /* registers offered to a matrix op */
+    int mma_kind;
     int lane, warp;
     bool done;
 };
@@ -110,6 +112,8 @@ struct block_run {
     unsigned warp_gen[kMaxWarps];
     float red[kMaxWarps][32];    /* results of the warp's current reduction */
     unsigned red_tag[kMaxWarps]; /* which reduction: 2 * sequence number + op */
+    uint32_t mma_out[kMaxWarps][32][8]; /* each lane's D registers of the warp's matrix op */
+    unsigned mma_tag[kMaxWarps];        /* which matrix op: its sequence number */
 };
 
 /* Guarded by g_launch_mu. */
@@ -129,6 +133,7 @@ struct env_cfg {
     long fail_malloc = -1, fail_launch = -1;
     long n_malloc = 0, n_launch = 0;
     int fail_graph = GRAPH_OK;
+    char arch[32] = "emu";
     env_cfg()
     {
         const char *s = getenv("HX_HIP_EMU_DEVICES");
@@ -136,6 +141,7 @@ struct env_cfg {
         if ((s = getenv("HX_HIP_EMU_DRIVER_ERROR")) && *s == '1') driver_error = true;
         if ((s = getenv("HX_HIP_EMU_FAIL_MALLOC")) && *s) fail_malloc = atol(s);
         if ((s = getenv("HX_HIP_EMU_FAIL_LAUNCH")) && *s) fail_launch = atol(s);
+        if ((s = getenv("HX_HIP_EMU_ARCH")) && *s) snprintf(arch, sizeof arch, "%s", s);
         if ((s = getenv("HX_HIP_EMU_FAIL_GRAPH")) && *s)
             fail_graph = !strcmp(s, "capture")                    ? GRAPH_FAIL_CAPTURE
                          : !strcmp(s, "instantiate") || *s == '1' ? GRAPH_FAIL_INSTANTIATE
@@ -255,6 +261,7 @@ bool run_block(block_run *b, uint3 bid)
         b->warp_live[w] = w < n_warps - 1 ? 32 : b->n - 32 * w;
         b->warp_arrived[w] = 0, b->warp_gen[w] = 0;
         b->red_tag[w] = ~0u;
+        b->mma_tag[w] = ~0u;
     }
     for (int i = 0; i < b->n; i++) {
         fiber *f = &b->f[i];
@@ -393,6 +400,39 @@ float hx_emu_warp_butterfly(float v, int op)
     return b->red[f->warp][f->lane];
 }
 
+/* ---- matrix fragments (the layouts: hip-emu-mma.cpp) -------------------------------------- */
+
+void hx_emu_mma(int kind, const uint32_t *in, uint32_t *out)
+{
+    fiber *f = static_cast<fiber *>(hx_emu_self);
+    block_run *b = g_block;
+    const int n_in = kind == HX_EMU_WMMA_F16 ? 24 : 10, n_out = kind == HX_EMU_WMMA_F16 ? 8 : 4;
+    memcpy(f->mma_in, in, sizeof(uint32_t) * (size_t)n_in);
+    f->mma_kind = kind;
+    f->n_shfl++;
+    warp_barrier(f);
+    const int base = f->warp * 32;
+    if (base + 32 > b->n) fault("matrix op in a partial warp");
+    /* The first lane through the barrier computes every lane's D (as hx_emu_warp_butterfly). */
+    if (b->mma_tag[f->warp] != f->n_shfl) {
+        for (int i = 0; i < 32; i++) {
+            const fiber *g = &b->f[base + i];
+            if (g->done && g->n_shfl < f->n_shfl) fault("matrix op with a lane that has exited");
+            if (g->mma_kind != kind) fault("lanes of a warp in different matrix ops");
+        }
+        if (kind == HX_EMU_WMMA_F16)
+            for (int i = 16; i < 32; i++)
+                if (memcmp(b->f[base + i].mma_in, b->f[base + i - 16].mma_in,
+                           16 * sizeof(uint32_t)))
+                    fault("WMMA: lanes 16-31 must hold the same A and B as lanes 0-15");
+        const uint32_t *lanes[32];
+        for (int i = 0; i < 32; i++) lanes[i] = b->f[base + i].mma_in;
+        hx_emu_mma_compute(kind, lanes, b->mma_out[f->warp]);
+        b->mma_tag[f->warp] = f->n_shfl;
+    }
+    memcpy(out, b->mma_out[f->warp][f->lane], sizeof(uint32_t) * (size_t)n_out);
+}
+
 namespace
 {
 
@@ -506,7 +546,15 @@ hipError_t hipGetDeviceProperties(hipDeviceProp_t *p, int idx)
     if (idx < 0 || idx >= cfg().devices) return fail(hipErrorInvalidDevice);
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "hx-hip-emu (HIP kernels emulated on the host CPU)");
-    snprintf(p->gcnArchName, sizeof p->gcnArchName, "emu");
+    /* HX_HIP_EMU_ARCH: an NVIDIA compute capability (sm_80) or an AMD target (gfx1100) */
+    const char *arch = cfg().arch;
+    int cc = 0;
+    if (sscanf(arch, "sm_%d", &cc) == 1 && cc > 0) {
+        p->major = cc / 10, p->minor = cc % 10;
+        snprintf(p->gcnArchName, sizeof p->gcnArchName, "emu");
+    } else {
+        snprintf(p->gcnArchName, sizeof p->gcnArchName, "%s", arch);
+    }
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     p->totalGlobalMem = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz / 2 : (size_t)1 << 30;
     p->multiProcessorCount = 1;

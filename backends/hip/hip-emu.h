@@ -23,6 +23,10 @@
  * to launch as a whole, before running any); HX_HIP_EMU_FAIL_GRAPH=capture|instantiate|launch
  * (1 = instantiate) makes every hipStreamBeginCapture / hipGraphInstantiate / hipGraphLaunch
  * fail (hipErrorNotSupported).
+ *
+ * The device's architecture, read once: HX_HIP_EMU_ARCH=sm_XY reports compute capability X.Y,
+ * =gfxNNNN that gcnArchName (unset: "emu", capability 0.0). The module picks its prefill GEMM
+ * from it as from a GPU's (hip-mma.h), so each matrix-unit path runs here.
  */
 #pragma once
 
@@ -107,6 +111,44 @@ static inline int hx_hip_dp4a(int a, int b, int c)
 static inline float hx_hip_shfl_xor(float v, int m)
 {
     return hx_emu_shfl_xor(v, m, 32);
+}
+
+/* Matrix fragment ops (hip-compat.h), each a warp collective: every lane offers the registers
+ * the hardware layout gives it, the op rebuilds A, B and C from them by that layout (NVIDIA's
+ * PTX ISA fragment tables, AMD's RDNA3 WMMA layout; docs/hip.md), computes D = A.B + C and
+ * hands each lane its D registers by the same layout. A kernel that puts an element in the
+ * wrong lane or register gets a wrong D here as on the GPU. A lane that has exited, a partial
+ * warp, or (WMMA) lanes 16-31 whose A or B differ from lanes 0-15's faults the launch. */
+enum { HX_EMU_MMA_F16 = 0, HX_EMU_MMA_S8 = 1, HX_EMU_WMMA_F16 = 2 };
+/* in: 4 A words, 2 B words, 4 C words (MMA); 8 A words, 8 B words, 8 C words (WMMA, two
+ * halves a word, lowest first). out: 4 or 8 D words. */
+void hx_emu_mma(int kind, const uint32_t *in, uint32_t *out);
+uint16_t hx_emu_f2h(float x);
+
+static inline uint16_t hx_hip_f2h(float x)
+{
+    return hx_emu_f2h(x);
+}
+static inline void hx_hip_mma_f16(float *d, const uint32_t *a, const uint32_t *b)
+{
+    uint32_t in[10], out[4];
+    memcpy(in, a, 16), memcpy(in + 4, b, 8), memcpy(in + 6, d, 16);
+    hx_emu_mma(HX_EMU_MMA_F16, in, out);
+    memcpy(d, out, 16);
+}
+static inline void hx_hip_mma_s8(int *d, const uint32_t *a, const uint32_t *b)
+{
+    uint32_t in[10], out[4];
+    memcpy(in, a, 16), memcpy(in + 4, b, 8), memcpy(in + 6, d, 16);
+    hx_emu_mma(HX_EMU_MMA_S8, in, out);
+    memcpy(d, out, 16);
+}
+static inline void hx_hip_wmma_f16(float *d, const uint16_t *a, const uint16_t *b)
+{
+    uint32_t in[24], out[8];
+    memcpy(in, a, 32), memcpy(in + 8, b, 32), memcpy(in + 16, d, 32);
+    hx_emu_mma(HX_EMU_WMMA_F16, in, out);
+    memcpy(d, out, 32);
 }
 
 /* ---- runtime ----------------------------------------------------------------------------- */

@@ -184,6 +184,48 @@ static hx_hip_weight hx_hip_part(const hx_hip_weight *w, int i)
 static hipError_t hx_hip_matmul_w(struct hx_hip_ctx *c, const struct hx_op *op,
                                   const hx_hip_weight *w, float *y, bool quantized);
 
+/* The kernel path (hip-mma.h HX_HIP_TC_*) of the device's prefill GEMM for weight type t:
+ * F32 and BF16 stay SIMT; mma takes int8 where hx_hip_tc_int8 says, f16 elsewhere. */
+static int hx_hip_gemm_path(const struct hx_hip_dev *d, enum hx_dtype t)
+{
+    if (t == HX_DTYPE_F32 || t == HX_DTYPE_BF16) return HX_HIP_TC_SIMT;
+    switch (d->gemm) {
+    case HX_HIP_GEMM_MMA: return hx_hip_tc_int8(t) ? HX_HIP_TC_MMA_S8 : HX_HIP_TC_MMA_F16;
+    case HX_HIP_GEMM_MMA_F16: return HX_HIP_TC_MMA_F16;
+    case HX_HIP_GEMM_WMMA: return HX_HIP_TC_WMMA_F16;
+    default: return HX_HIP_TC_SIMT;
+    }
+}
+static bool hx_hip_gemm_int8(const struct hx_hip_dev *d, enum hx_dtype t)
+{
+    return hx_hip_gemm_path(d, t) == HX_HIP_TC_MMA_S8;
+}
+
+/* One prefill GEMM launch on kernel path `path` (only the paths type T has are instantiated). */
+template <int T>
+static hipError_t hx_hip_gemm_launch(int path, dim3 g, hipStream_t s, const uint8_t *W,
+                                     int64_t row_bytes, int64_t N, int64_t K, const float *x,
+                                     int64_t xs, const struct hx_hip_ctx *c, int64_t n, float *y,
+                                     int64_t ys, float scale, int kvec, float ts)
+{
+    const int8_t *aq = c->aq;
+    const float2 *ad = c->ad;
+    if constexpr (T != HX_DTYPE_F32 && T != HX_DTYPE_BF16) {
+        if (path == HX_HIP_TC_MMA_F16)
+            return hx_hip_launch(hx_hip_gemm_tc<T, HX_HIP_TC_MMA_F16>, g, dim3(256), s, W,
+                                 row_bytes, N, K, x, xs, aq, ad, n, y, ys, scale, kvec, ts);
+        if (path == HX_HIP_TC_WMMA_F16)
+            return hx_hip_launch(hx_hip_gemm_tc<T, HX_HIP_TC_WMMA_F16>, g, dim3(256), s, W,
+                                 row_bytes, N, K, x, xs, aq, ad, n, y, ys, scale, kvec, ts);
+        if constexpr (hx_hip_tc_int8(T))
+            if (path == HX_HIP_TC_MMA_S8)
+                return hx_hip_launch(hx_hip_gemm_tc<T, HX_HIP_TC_MMA_S8>, g, dim3(256), s, W,
+                                     row_bytes, N, K, x, xs, aq, ad, n, y, ys, scale, kvec, ts);
+    }
+    return hx_hip_launch(hx_hip_gemm<T>, g, dim3(256), s, W, row_bytes, N, K, x, xs, n, y, ys,
+                         scale, kvec, ts);
+}
+
 /* A fused weight with a tensor scale per part runs part by part: each part's rows computed as
  * they were unfused, so the same bits (the activations quantized once). */
 static hipError_t hx_hip_matmul(struct hx_hip_ctx *c, const struct hx_op *op)
@@ -213,9 +255,16 @@ static hipError_t hx_hip_matmul_w(struct hx_hip_ctx *c, const struct hx_op *op,
                      (unsigned)((n + HX_HIP_BM - 1) / HX_HIP_BM));
         const uint8_t *W = (const uint8_t *)w->d;
         const int kvec = K % 8 == 0;
+        const int path = hx_hip_gemm_path(c->d, w->type);
+        if (path == HX_HIP_TC_MMA_S8 && !quantized) {
+            const dim3 qg((unsigned)((K / 32 + 7) / 8), hx_hip_rows_grid(n));
+            e = hx_hip_launch(hx_hip_quantize_q8, qg, dim3(256), s, x, xs, K, (int)n, c->aq, c->ad);
+            c->n_launch++;
+            if (e != hipSuccess) return e;
+        }
 #define HX_HIP_G(T)                                                                                \
-    e = hx_hip_launch(hx_hip_gemm<T>, g, dim3(256), s, W, (int64_t)w->row_bytes, w->n_rows, K, x,  \
-                      xs, n, y, ys, w->scale, kvec, w->ts)
+    e = hx_hip_gemm_launch<T>(path, g, s, W, (int64_t)w->row_bytes, w->n_rows, K, x, xs, c, n, y,  \
+                              ys, w->scale, kvec, w->ts)
         HX_HIP_DISPATCH(w->type, HX_HIP_G)
 #undef HX_HIP_G
         c->n_launch++;

@@ -48,6 +48,7 @@ struct hx_hip_dev {
     hipEvent_t ev_start, ev_stop;
     bool timing_open; /* ev_start recorded, not yet read by synchronize */
     int n_sm;         /* multiprocessors (the GEMVs' split-K plan) */
+    int gemm;         /* prefill GEMM: HX_HIP_GEMM_* (hx_hip_gemm_pick) */
     int attn;         /* HX_HIP_ATTN: enum hx_hip_attn_mode */
     void *scratch;    /* row metadata + int8 activations + split-K partial sums */
     size_t scratch_bytes;
@@ -413,6 +414,8 @@ static void hx_hip_release(struct hx_hip_dev *d)
     hx_hip_h.free_fn(d);
 }
 
+#include "hip-gemm-pick.h"
+
 static int hx_hip_init(int idx, void **mdev, char *err, size_t len)
 {
     *mdev = NULL;
@@ -468,6 +471,7 @@ static int hx_hip_init(int idx, void **mdev, char *err, size_t len)
         }
     }
 #endif
+    hx_hip_gemm_pick(d, &prop);
     /* Pinned staging is an optimization: without it, uploads copy from pageable memory. */
     for (int i = 0; i < 2; i++)
         if (hipHostMalloc(&d->stage[i], HX_HIP_STAGE_BYTES, hipHostMallocDefault) != hipSuccess) {
@@ -705,7 +709,15 @@ static int hx_hip_scratch(struct hx_hip_dev *d, const struct hx_split *sp, struc
             q8 = HX_MAX(q8, hx_hip_align((size_t)op->dst.n_rows * (size_t)op->desc.p.attn.n_head *
                                          (size_t)n_chunk *
                                          (size_t)(op->desc.p.attn.head_dim + 2) * sizeof(float)));
-        if (op->desc.kind != HX_OP_MATMUL || op->dst.n_rows > HX_HIP_GEMV_ROWS_MAX) continue;
+        if (op->desc.kind != HX_OP_MATMUL) continue;
+        if (op->dst.n_rows > HX_HIP_GEMV_ROWS_MAX) {
+            /* the int8 GEMM quantizes all its rows */
+            if (!hx_hip_gemm_int8(d, w->type)) continue;
+            const size_t rows = (size_t)op->dst.n_rows, K = (size_t)w->n_cols;
+            q8 = HX_MAX(q8, hx_hip_align(rows * K) +
+                                hx_hip_align(rows * (K / 32) * sizeof(float2)));
+            continue;
+        }
         for (int j = 0; j < HX_MAX(w->n_parts, 1); j++) {
             const int64_t N = w->n_parts > 0 ? w->part_row[j + 1] - w->part_row[j] : w->n_rows;
             part = HX_MAX(part, hx_hip_align(sizeof(float) *
@@ -819,7 +831,8 @@ static int hx_hip_enqueue(struct hx_hip_dev *d, const struct hx_split *sp, struc
         const struct hx_op *op = &sp->ops[i];
         if (op->desc.kind == HX_OP_MATMUL) {
             const hx_hip_weight *w = (const hx_hip_weight *)op->weight_handle;
-            const size_t rows = (size_t)HX_MIN(op->dst.n_rows, (int64_t)HX_HIP_GEMV_ROWS_MAX);
+            /* every row: the int8 GEMM quantizes all (the GEMVs take at most 32) */
+            const size_t rows = (size_t)op->dst.n_rows;
             c->ad = (float2 *)((int8_t *)c->aq + hx_hip_align(rows * (size_t)w->n_cols));
         }
         hipError_t e = hx_hip_op(c, op);
@@ -865,12 +878,18 @@ static void hx_hip_describe(void *mdev, char *out, size_t len)
     hx_hip_version(ver, sizeof ver);
     if (hipMemGetInfo(&fr, &tot) != hipSuccess) HX_HIP_IGNORE(hipGetLastError());
     const int gm = d->graphs ? d->graphs->mode : 0;
-    snprintf(out, len, "%s, %s, %.1f of %.1f GiB free, %s uploads, decode graphs %s", ver, d->code,
+    snprintf(out, len,
+             "%s, %s, %.1f of %.1f GiB free, %s uploads, decode graphs %s, prefill GEMM %s", ver,
+             d->code,
              (double)fr / 1073741824.0, (double)tot / 1073741824.0,
              d->stage[0] ? "pinned double-buffered" : "pageable",
              gm == 2 ? "eager"
              : gm    ? "on"
-                     : "off (HX_HIP_GRAPH=0 or a graph failure)");
+                     : "off (HX_HIP_GRAPH=0 or a graph failure)",
+             d->gemm == HX_HIP_GEMM_MMA    ? "mma (int8 + f16)"
+             : d->gemm == HX_HIP_GEMM_MMA_F16 ? "mma (f16)"
+             : d->gemm == HX_HIP_GEMM_WMMA    ? "wmma (f16)"
+                                              : "simt");
 }
 
 static const struct hx_hip_module_ops hx_hip_module = {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "hip-gemv.h"
+#include "hip-mma.h"
 #include "hip-attn.h"
 
 #define HX_HIP_ATTN_WARPS 4

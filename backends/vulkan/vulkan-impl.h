@@ -252,6 +252,10 @@ int hx__vk_weight_get(struct hx_device *dev, const struct hx_weight *w, void *ha
 void hx__vk_lazy_free(struct hx_device *dev);
 /* Make d->scratch at least nbytes (waits for the split in flight first). */
 int hx__vk_scratch_reserve(struct hx_device *dev, size_t nbytes);
+size_t hx__vk_scratch_size(struct hx_vk_dev *d, size_t nbytes);
+/* The scheduler's accounting of the scratch and the split metadata (hx_backend_ops). */
+int hx__vk_scratch_bytes(struct hx_device *dev, const struct hx_split *sp,
+                         size_t out[HX_SCRATCH_BUFS]);
 
 /* vulkan-pipeline.c */
 int hx__vk_pipeline_init(struct hx_device *dev);

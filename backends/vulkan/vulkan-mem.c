@@ -319,6 +319,17 @@ void hx__vk_lazy_free(struct hx_device *dev)
     }
 }
 
+/* The bytes the scratch is allocated with when nbytes are needed: rounded up so a growing
+ * batch does not reallocate every split, within the texel-view limit (less than nbytes: too
+ * large). */
+size_t hx__vk_scratch_size(struct hx_vk_dev *d, size_t nbytes)
+{
+    if (!nbytes) return 0;
+    size_t n = HX_MAX(nbytes + nbytes / 2, (size_t)1 << 16);
+    return HX_MIN((n + 15) & ~(size_t)15,
+                  (size_t)HX_MIN(d->phys->max_texels, (VkDeviceSize)1 << 28) * 16u);
+}
+
 /* Grow the int8 activation scratch to nbytes (between splits: nothing in flight uses it). */
 int hx__vk_scratch_reserve(struct hx_device *dev, size_t nbytes)
 {
@@ -329,10 +340,7 @@ int hx__vk_scratch_reserve(struct hx_device *dev, size_t nbytes)
     if (d->scratch_view) hx__vk_fn.vkDestroyBufferView(d->dev, d->scratch_view, NULL);
     d->scratch_view = VK_NULL_HANDLE;
     hx__vk_buf_destroy(d, &d->scratch);
-    /* round up so a growing batch does not reallocate every split */
-    size_t n = HX_MAX(nbytes + nbytes / 2, (size_t)1 << 16);
-    n = HX_MIN((n + 15) & ~(size_t)15,
-               (size_t)HX_MIN(d->phys->max_texels, (VkDeviceSize)1 << 28) * 16u);
+    size_t n = hx__vk_scratch_size(d, nbytes);
     if (n < nbytes)
         return hx_device_set_error(dev, HX_E_NOMEM, "int8 scratch: %zu bytes needed", nbytes);
     st = hx__vk_buf_create(dev, n, false, &d->scratch, "int8 activation scratch");

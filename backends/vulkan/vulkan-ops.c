@@ -308,6 +308,12 @@ static int hx_vk_record(struct hx_device *dev, const struct hx_op *op, int64_t n
     }
 }
 
+/* Bytes of the metadata buffer for a split of n_rows. */
+static size_t hx_vk_meta_size(int64_t n_rows)
+{
+    return HX_MAX((size_t)n_rows * 12, (size_t)4096);
+}
+
 /* Copy tokens / pos / seq into the metadata buffer: [tokens n][pos n][seq n] int32. */
 static int hx_vk_meta(struct hx_device *dev, const struct hx_split *s)
 {
@@ -315,8 +321,8 @@ static int hx_vk_meta(struct hx_device *dev, const struct hx_split *s)
     size_t need = (size_t)s->n_rows * 12;
     if (!d->meta.buf || d->meta.nbytes < need) {
         hx__vk_buf_destroy(d, &d->meta);
-        int st =
-            hx__vk_buf_create(dev, HX_MAX(need, (size_t)4096), true, &d->meta, "split metadata");
+        int st = hx__vk_buf_create(dev, hx_vk_meta_size(s->n_rows), true, &d->meta,
+                                   "split metadata");
         if (st) return st;
     }
     int32_t *m = d->meta.map;
@@ -372,6 +378,32 @@ static struct hx_vk_rec *hx_vk_replay_slot(struct hx_vk_dev *d, const struct hx_
     return r;
 }
 
+/* The int8 / split-K scratch a split's matmuls need: the largest of theirs. */
+static size_t hx_vk_split_scratch(struct hx_device *dev, const struct hx_split *split)
+{
+    size_t scratch = 0;
+    for (int64_t i = 0; i < split->n_ops; i++) {
+        const struct hx_op *op = &split->ops[i];
+        if (op->desc.kind == HX_OP_MATMUL)
+            scratch = HX_MAX(scratch, hx__vk_matmul_scratch(dev, op, hx_vk_op_rows(op, split)));
+    }
+    return scratch;
+}
+
+int hx__vk_scratch_bytes(struct hx_device *dev, const struct hx_split *sp,
+                         size_t out[HX_SCRATCH_BUFS])
+{
+    struct hx_vk_dev *d = hx_vk_ctx(dev);
+    if (!sp) {
+        out[0] = d->scratch.buf ? d->scratch.nbytes : 0;
+        out[1] = d->meta.buf ? d->meta.nbytes : 0;
+        return HX_OK;
+    }
+    out[0] = hx__vk_scratch_size(d, hx_vk_split_scratch(dev, sp));
+    out[1] = hx_vk_meta_size(sp->n_rows);
+    return HX_OK;
+}
+
 int hx__vk_run(struct hx_device *dev, const struct hx_split *split)
 {
     struct hx_vk_dev *d = hx_vk_ctx(dev);
@@ -381,16 +413,13 @@ int hx__vk_run(struct hx_device *dev, const struct hx_split *split)
     if (st) return st;
     /* weights not prepared for this device are uploaded before recording */
     struct hx_vk_weight *w;
-    size_t scratch = 0;
     for (int64_t i = 0; i < split->n_ops; i++) {
         const struct hx_op *op = &split->ops[i];
         if (op->weight && (st = hx__vk_weight_get(dev, op->weight, op->weight_handle, &w)))
             return st;
         if (op->aux && (st = hx__vk_weight_get(dev, op->aux, op->aux_handle, &w))) return st;
-        if (op->desc.kind == HX_OP_MATMUL)
-            scratch = HX_MAX(scratch, hx__vk_matmul_scratch(dev, op, hx_vk_op_rows(op, split)));
     }
-    if ((st = hx__vk_scratch_reserve(dev, scratch))) return st;
+    if ((st = hx__vk_scratch_reserve(dev, hx_vk_split_scratch(dev, split)))) return st;
     if ((st = hx_vk_meta(dev, split))) return st;
     struct hx_vk_rec *rec = hx_vk_replay_find(d, split);
     if (rec) {

@@ -713,6 +713,7 @@ const struct hx_backend_ops hx__backend_vulkan_ops = {
     .buffer_read = hx__vk_buffer_read,
     .weight_prepare = hx__vk_weight_prepare,
     .weight_bytes = hx__vk_weight_bytes,
+    .scratch_bytes = hx__vk_scratch_bytes,
     .weight_release = hx__vk_weight_release,
     .supports = hx__vk_supports,
     .run = hx__vk_run,

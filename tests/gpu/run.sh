@@ -6,7 +6,8 @@
 # bandwidth per weight type against the GPU's peak, prefill GEMM; for Vulkan also which
 # prefill GEMM variant ran and its m = 512 figures against the tiled GEMM forced, and the decode
 # GEMV, the wide-load kernel, against the older mmv forced at m = 1), and
-# `engine bench` pp512/tg128 on a Qwen3-0.6B-shaped TQ2_0 model, and for HIP the host calls
+# `engine bench` pp512/tg128 on a Qwen3-0.6B-shaped TQ2_0 model (pp512 target 60,000 t/s; the
+# HIP prefill GEMM's matrix-unit path against HX_HIP_GEMM=simt at m = 512), and for HIP the host calls
 # per decode token and tg128 with and without graphs. Every result lands in OUT; the summary ends with
 # "N passed, N failed, N skipped". Benchmarks never fail the run; tests do.
 #
@@ -301,6 +302,21 @@ for b in "${GPUB[@]}"; do
         tee -a "$SUMMARY" < "$OUT/bench-gemm-vulkan.md"
     else
         skipped "vulkan tiled GEMM benchmark did not finish (see $OUT/bench-gemm-tiled-vulkan.txt)"
+    fi
+done
+# HIP prefill GEMM: the device's path (matrix units on sm_80+ / gfx11: hip-mma.h) against the
+# SIMT GEMM forced (HX_HIP_GEMM=simt), m = 512, device time; and which path the device took
+# (its description in test-backend-ops' device line)
+for b in "${GPUB[@]}"; do
+    [ $b = hip ] && [ $QUICK = 0 ] && [ -f "$OUT/bench-kernels-hip.json" ] || continue
+    grep -hoE 'prefill GEMM [a-z0-9]+( \([^)]*\))?' "$OUT/test-backend-ops-hip.txt" 2>/dev/null | sort -u | sed 's/^/    hip: /' | tee -a "$SUMMARY"
+    if STEP_OUT=1 step bench-gemm-simt-hip 150 env HX_HIP_GEMM=simt "$E" bench --kernels --backend hip --types $types --shapes $shapes -m 512 -r 5 --d2d-mib 0 -o json; then
+        mv "$OUT/bench-gemm-simt-hip.out" "$OUT/bench-gemm-simt-hip.json"
+        report_gemm_pair "$OUT/bench-kernels-hip.json" "$OUT/bench-gemm-simt-hip.json" 16 simt > "$OUT/bench-gemm-hip.md" 2>&1
+        ok "hip prefill GEMM m = 512, the device's path against SIMT (device time):"
+        tee -a "$SUMMARY" < "$OUT/bench-gemm-hip.md"
+    else
+        skipped "hip SIMT GEMM benchmark did not finish (see $OUT/bench-gemm-simt-hip.txt)"
     fi
 done
 VOCAB=${DATA:+$DATA/vocab/ggml-vocab-qwen2.gguf}

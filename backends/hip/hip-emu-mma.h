@@ -1,0 +1,11 @@
+/*
+ * hip-emu-mma.h — between hip-emu.cpp (the warp collective) and hip-emu-mma.cpp (the layouts
+ * and the arithmetic of each matrix fragment op).
+ */
+#pragma once
+
+#include "hip-emu.h"
+
+/* D of every lane of a warp's fragment op `kind` (HX_EMU_*), from lanes[l], the registers lane
+ * l offered (hx_emu_mma's `in` layout): out[l][0..3] (MMA) or [0..7] (WMMA). */
+void hx_emu_mma_compute(int kind, const uint32_t *const *lanes, uint32_t (*out)[8]);

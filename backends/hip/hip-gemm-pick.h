@@ -1,0 +1,77 @@
+/*
+ * hip-gemm-pick.h — which prefill GEMM a device runs (included once, by hip-module.hip, before
+ * hx_hip_init, which calls hx_hip_gemm_pick): the paths the device's code object has, asked of
+ * the code itself (hx_hip_gemm_caps), the device's architecture, and HX_HIP_GEMM. The kernels
+ * are hip-mma.h's; hip-launch.h maps the device's choice to a kernel per weight type.
+ */
+#pragma once
+
+enum { HX_HIP_GEMM_SIMT = 0, HX_HIP_GEMM_MMA = 1, HX_HIP_GEMM_MMA_F16 = 2, HX_HIP_GEMM_WMMA = 3 };
+static const char *const hx_hip_gemm_names[] = {"simt", "mma", "mma16", "wmma"};
+
+/* The paths the code this device runs has (hip-mma.h bits), from hx_hip_gemm_caps: a code
+ * object built or hipRTC-compiled without the instruction reports none. 0 on any failure. */
+static int hx_hip_gemm_caps_of(struct hx_hip_dev *d)
+{
+#if defined(HX_HIP_EMU)
+    (void)d;
+    return HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA;
+#else
+#if defined(HX_HIP_AMD_RTC)
+    hx_hip_rtc_cur = d->rtc;
+#endif
+    int *p = NULL, caps = 0;
+    if (hipMalloc((void **)&p, sizeof(int)) != hipSuccess) {
+        HX_HIP_IGNORE(hipGetLastError());
+        return 0;
+    }
+    if (hx_hip_launch(hx_hip_gemm_caps, dim3(1), dim3(32), d->stream, p) != hipSuccess ||
+        hipMemcpyAsync(&caps, p, sizeof caps, hipMemcpyDeviceToHost, d->stream) != hipSuccess ||
+        hipStreamSynchronize(d->stream) != hipSuccess) {
+        HX_HIP_IGNORE(hipGetLastError());
+        caps = 0;
+    }
+    HX_HIP_IGNORE(hipFree(p));
+    return caps;
+#endif
+}
+
+/* The device's prefill GEMM (docs/hip.md "Prefill GEMM"): NVIDIA sm_80+ mma (int8 for the
+ * types hx_hip_tc_int8 takes, f16 for the others), AMD gfx11 WMMA (f16), else the SIMT GEMM;
+ * only where the code has the instruction. HX_HIP_GEMM=auto|mma|mma16|wmma|simt overrides it
+ * where the code has that path (mma16: f16 mma for every type); otherwise it is logged and
+ * ignored. On the emulator the architecture is HX_HIP_EMU_ARCH's. The choice is logged (info)
+ * and is part of the device's description. */
+static void hx_hip_gemm_pick(struct hx_hip_dev *d, const hipDeviceProp_t *p)
+{
+    const int caps = hx_hip_gemm_caps_of(d);
+    const bool mma = (caps & HX_HIP_TC_CAPS_MMA) != 0, wmma = (caps & HX_HIP_TC_CAPS_WMMA) != 0;
+    bool nv80 = false, gfx11 = false;
+#if defined(__CUDACC__) && !defined(__HIP__)
+    nv80 = p->major >= 8;
+#else
+    gfx11 = !strncmp(p->gcnArchName, "gfx11", 5);
+#if defined(HX_HIP_EMU)
+    nv80 = p->major >= 8;
+#endif
+#endif
+    d->gemm = nv80 && mma ? HX_HIP_GEMM_MMA : gfx11 && wmma ? HX_HIP_GEMM_WMMA : HX_HIP_GEMM_SIMT;
+    const char *env = getenv("HX_HIP_GEMM");
+    if (env && *env && strcmp(env, "auto")) {
+        int want = -1;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(env, hx_hip_gemm_names[i])) want = i;
+        const bool ok = want == HX_HIP_GEMM_SIMT ||
+                        ((want == HX_HIP_GEMM_MMA || want == HX_HIP_GEMM_MMA_F16) && mma) ||
+                        (want == HX_HIP_GEMM_WMMA && wmma);
+        if (ok) d->gemm = want;
+        else
+            hx_hip_log(HX_LOG_LEVEL_WARN,
+                       "hip: HX_HIP_GEMM=%s ignored (auto|mma|mma16|wmma|simt, and only a path "
+                       "this device's code has); prefill GEMM %s",
+                       env, hx_hip_gemm_names[d->gemm]);
+    }
+    hx_hip_log(HX_LOG_LEVEL_INFO, "hip: device %d: prefill GEMM %s (code has:%s%s%s)", d->idx,
+               hx_hip_gemm_names[d->gemm], mma ? " mma" : "", wmma ? " wmma" : "",
+               mma || wmma ? "" : " simt only");
+}

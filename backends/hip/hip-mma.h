@@ -1,0 +1,241 @@
+/*
+ * hip-mma.h — the prefill GEMM on the matrix units (included once, by hip-module.hip, after
+ * hip-kernels.h), for batches the GEMVs do not take (more than HX_HIP_GEMV_ROWS_MAX rows):
+ *
+ *   HX_HIP_TC_MMA_F16   NVIDIA sm_80+: mma.sync m16n8k16, f16 activations and weights (the
+ *                       weights decoded with hx_hip_dq8 into shared-memory f16 tiles), f32
+ *                       accumulators
+ *   HX_HIP_TC_MMA_S8    NVIDIA sm_80+: mma.sync m16n8k32 on int8: the activations quantized
+ *                       once per row and 32 elements (hx_hip_quantize_q8, Q8_0's rounding), the
+ *                       weights' integer codes as stored; each 32-block's int32 result scaled
+ *                       by (activation scale of the row) x (weight scale of the column's block)
+ *                       into f32 accumulators. Types with one scale per 32 elements or coarser:
+ *                       Q8_0, Q4_0, TQ2_0, TQ1_0, Q1_0, Q2_0, I2_S (hx_hip_tc_int8)
+ *   HX_HIP_TC_WMMA_F16  AMD RDNA3 (gfx11): v_wmma_f32_16x16x16_f16 (wave32), f16 as above
+ *
+ * The fragment ops are hip-compat.h's; the host emulator runs them as warp collectives with the
+ * hardware's per-lane layouts, so the register placement below is checked there. F32 and BF16
+ * weights keep the SIMT GEMM (f16 activations would add an error numerics.h does not allow
+ * them; BF16 in f16 loses range). Each 256-thread block computes a 64 x 64 output tile over K
+ * tiles of 128 (four 32-blocks between two barriers); warp w takes rows 16 (w % 4) .. +15 and
+ * columns 32 (w / 4) .. +31.
+ */
+#pragma once
+
+enum { HX_HIP_TC_SIMT = 0, HX_HIP_TC_MMA_F16 = 1, HX_HIP_TC_MMA_S8 = 2, HX_HIP_TC_WMMA_F16 = 3 };
+
+/* Paths compiled into this code object, as bits 1 << path (hx_hip_gemm_caps writes them). */
+#if defined(HX_HIP_HAVE_MMA)
+#define HX_HIP_TC_CAPS_MMA ((1 << HX_HIP_TC_MMA_F16) | (1 << HX_HIP_TC_MMA_S8))
+#else
+#define HX_HIP_TC_CAPS_MMA 0
+#endif
+#if defined(HX_HIP_HAVE_WMMA)
+#define HX_HIP_TC_CAPS_WMMA (1 << HX_HIP_TC_WMMA_F16)
+#else
+#define HX_HIP_TC_CAPS_WMMA 0
+#endif
+
+__global__ void hx_hip_gemm_caps(int *out)
+{
+    if (threadIdx.x == 0) out[0] = HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA;
+}
+
+/* Does the int8 path take weight type t? */
+static constexpr __host__ __device__ bool hx_hip_tc_int8(int t)
+{
+    return t == HX_DTYPE_Q8_0 || t == HX_DTYPE_Q4_0 || t == HX_DTYPE_TQ2_0 ||
+           t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_Q1_0 || t == HX_DTYPE_Q2_0 || t == HX_DTYPE_I2_S;
+}
+
+/* The integer codes of elements k .. k+7 of a weight row (k % 8 == 0, one 32-block), offsets
+ * applied (Q4_0 q - 8, ternary code - 1, Q1_0 2b - 1), as int8; returns the scale of their
+ * block (ts for I2_S), so that weight = scale x code exactly as hx_hip_dq1 decodes it. */
+template <int T>
+static __device__ __forceinline__ float hx_hip_iq8(const uint8_t *row, int64_t k, int8_t *q,
+                                                   float ts)
+{
+    typedef hx_hip_blk<T> G;
+    const uint8_t *b = row + (k / G::E) * G::B;
+    const int e = (int)(k % G::E);
+    switch (T) {
+    case HX_DTYPE_Q8_0:
+        for (int i = 0; i < 8; i++) q[i] = (int8_t)b[2 + e + i];
+        return hx_hip_ldh(b);
+    case HX_DTYPE_Q4_0: {
+        const uint8_t *p = b + 2 + (e & 15);
+        for (int i = 0; i < 8; i++) q[i] = (int8_t)((e < 16 ? (p[i] & 0x0F) : (p[i] >> 4)) - 8);
+        return hx_hip_ldh(b);
+    }
+    case HX_DTYPE_TQ2_0: {
+        const int c = e / 128, n = (e % 128) / 32, m = e % 32;
+        for (int i = 0; i < 8; i++) q[i] = (int8_t)(((b[32 * c + m + i] >> (2 * n)) & 3) - 1);
+        return hx_hip_ldh(b + 64);
+    }
+    case HX_DTYPE_TQ1_0:
+        for (int i = 0; i < 8; i++) q[i] = (int8_t)(hx_hip_tq1_code(b, e + i) - 1);
+        return hx_hip_ldh(b + 52);
+    case HX_DTYPE_Q1_0: {
+        const int bits = b[2 + e / 8];
+        for (int i = 0; i < 8; i++) q[i] = (int8_t)(((bits >> i) & 1) ? 1 : -1);
+        return hx_hip_ldh(b);
+    }
+    case HX_DTYPE_Q2_0:
+        for (int i = 0; i < 8; i++)
+            q[i] = (int8_t)(((b[2 + (e + i) / 4] >> (2 * ((e + i) % 4))) & 3) - 1);
+        return hx_hip_ldh(b);
+    case HX_DTYPE_I2_S: {
+        const int g = e / 32, m = e % 32;
+        for (int i = 0; i < 8; i++) q[i] = (int8_t)(((b[m + i] >> (6 - 2 * g)) & 3) - 1);
+        return ts;
+    }
+    default:
+        for (int i = 0; i < 8; i++) q[i] = 0;
+        return 0.0f;
+    }
+}
+
+static __device__ __forceinline__ uint32_t hx_hip_ld_u32(const void *p)
+{
+    return *(const uint32_t *)p;
+}
+
+#define HX_HIP_TC_BK 128 /* K per shared-memory tile: four 32-blocks between two barriers */
+#define HX_HIP_TC_KS (HX_HIP_TC_BK / 32)
+#define HX_HIP_TC_PAD 8 /* f16 tile rows: 136 halves (272 bytes), 4-byte aligned pairs */
+
+/* dst (n, N) = src (n, K) . W^T x scale on the matrix units, path P (above). For
+ * HX_HIP_TC_MMA_S8 the activations are aq / ad (hx_hip_quantize_q8 of all n rows; K % 32 ==
+ * 0) and src is not read; the others read src. kvec: K % 8 == 0. */
+template <int T, int P>
+__global__ void __launch_bounds__(256)
+    hx_hip_gemm_tc(const uint8_t *W, int64_t row_bytes, int64_t N, int64_t K, const float *src,
+                   int64_t src_stride, const int8_t *aq, const float2 *ad, int64_t n, float *dst,
+                   int64_t dst_stride, float scale, int kvec, float ts)
+{
+    __shared__ uint16_t Ah[P == HX_HIP_TC_MMA_S8 ? 1 : HX_HIP_BM][HX_HIP_TC_BK + HX_HIP_TC_PAD];
+    __shared__ uint16_t Bh[P == HX_HIP_TC_MMA_S8 ? 1 : HX_HIP_BN][HX_HIP_TC_BK + HX_HIP_TC_PAD];
+    __shared__ int8_t Aq[P == HX_HIP_TC_MMA_S8 ? HX_HIP_BM : 1][HX_HIP_TC_BK + 4];
+    __shared__ int8_t Bq[P == HX_HIP_TC_MMA_S8 ? HX_HIP_BN : 1][HX_HIP_TC_BK + 4];
+    /* the tile's block scales (int8): activation rows, weight columns, per 32-block */
+    __shared__ float As[P == HX_HIP_TC_MMA_S8 ? HX_HIP_TC_KS : 1][HX_HIP_BM];
+    __shared__ float Bs[P == HX_HIP_TC_MMA_S8 ? HX_HIP_TC_KS : 1][HX_HIP_BN];
+    const int t = threadIdx.x, lane = t % 32, w = t / 32, wm = 16 * (w % 4), wn = 32 * (w / 4);
+    const int lr = t / 4, lk = (t % 4) * 8; /* the row and 8 columns this thread loads */
+    const int64_t r0 = (int64_t)blockIdx.y * HX_HIP_BM, j0 = (int64_t)blockIdx.x * HX_HIP_BN;
+    const int g = lane / 4, q4 = lane % 4; /* NVIDIA fragments: group and thread in group */
+    float acc[16];
+    for (int i = 0; i < 16; i++) acc[i] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += HX_HIP_TC_BK) {
+        const int64_t r = r0 + lr, j = j0 + lr;
+        for (int sb = 0; sb < HX_HIP_TC_KS; sb++) {
+            const int c = 32 * sb + lk; /* column in the tile */
+            const int64_t k = k0 + c;
+            if constexpr (P == HX_HIP_TC_MMA_S8) {
+                /* codes of row r / column j, elements k .. k+7 (K % 32 == 0: a 32-block is
+                 * inside or wholly past K, where codes and scales are 0) */
+                int8_t wq[8];
+                float dw = 0.0f;
+                const bool in = k < K;
+                if (j < N && in) dw = hx_hip_iq8<T>(W + j * row_bytes, k, wq, ts);
+                else
+                    for (int i = 0; i < 8; i++) wq[i] = 0;
+                const int8_t *a = aq + HX_MIN(r, n - 1) * K + (in ? k : 0);
+                for (int i = 0; i < 8; i++)
+                    Bq[lr][c + i] = wq[i], Aq[lr][c + i] = r < n && in ? a[i] : 0;
+                if (lk == 0) {
+                    Bs[sb][lr] = dw;
+                    As[sb][lr] = r < n && in ? ad[r * (K / 32) + k / 32].x : 0.0f;
+                }
+            } else {
+                float v[8];
+                if (j < N && kvec && k + 8 <= K) {
+                    hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
+                } else {
+                    for (int i = 0; i < 8; i++)
+                        v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
+                                                    : 0.0f;
+                }
+                for (int i = 0; i < 8; i++) {
+                    /* clamped to f16's range: a finite input stays finite */
+                    const float x = (r < n && k + i < K) ? src[r * src_stride + k + i] : 0.0f;
+                    Bh[lr][c + i] = hx_hip_f2h(v[i]);
+                    Ah[lr][c + i] = hx_hip_f2h(fminf(fmaxf(x, -65504.0f), 65504.0f));
+                }
+            }
+        }
+        /* the K of this tile that holds data: the mma steps stop at the first one past it (the
+         * rest of the last step is zeros) */
+        const int kend = (int)HX_MIN((int64_t)HX_HIP_TC_BK, K - k0);
+        __syncthreads();
+        if constexpr (P == HX_HIP_TC_MMA_F16) {
+            for (int kk = 0; kk < kend; kk += 16) {
+                uint32_t a[4];
+                a[0] = hx_hip_ld_u32(&Ah[wm + g][kk + 2 * q4]);
+                a[1] = hx_hip_ld_u32(&Ah[wm + g + 8][kk + 2 * q4]);
+                a[2] = hx_hip_ld_u32(&Ah[wm + g][kk + 2 * q4 + 8]);
+                a[3] = hx_hip_ld_u32(&Ah[wm + g + 8][kk + 2 * q4 + 8]);
+                for (int nt = 0; nt < 4; nt++) {
+                    const int c = wn + 8 * nt + g;
+                    uint32_t b[2];
+                    b[0] = hx_hip_ld_u32(&Bh[c][kk + 2 * q4]);
+                    b[1] = hx_hip_ld_u32(&Bh[c][kk + 2 * q4 + 8]);
+                    hx_hip_mma_f16(acc + 4 * nt, a, b);
+                }
+            }
+        } else if constexpr (P == HX_HIP_TC_MMA_S8) {
+            for (int sb = 0; 32 * sb < kend; sb++) {
+                const int kk = 32 * sb;
+                uint32_t a[4];
+                a[0] = hx_hip_ld_u32(&Aq[wm + g][kk + 4 * q4]);
+                a[1] = hx_hip_ld_u32(&Aq[wm + g + 8][kk + 4 * q4]);
+                a[2] = hx_hip_ld_u32(&Aq[wm + g][kk + 4 * q4 + 16]);
+                a[3] = hx_hip_ld_u32(&Aq[wm + g + 8][kk + 4 * q4 + 16]);
+                const float da0 = As[sb][wm + g], da1 = As[sb][wm + g + 8];
+                for (int nt = 0; nt < 4; nt++) {
+                    const int c = wn + 8 * nt + g;
+                    uint32_t b[2];
+                    b[0] = hx_hip_ld_u32(&Bq[c][kk + 4 * q4]);
+                    b[1] = hx_hip_ld_u32(&Bq[c][kk + 4 * q4 + 16]);
+                    int d[4] = {0, 0, 0, 0};
+                    hx_hip_mma_s8(d, a, b);
+                    /* D reg i: row g + 8 (i >> 1), column 2 q4 + (i & 1) of the 8-column tile */
+                    const int cc = wn + 8 * nt + 2 * q4;
+                    acc[4 * nt + 0] += da0 * Bs[sb][cc] * (float)d[0];
+                    acc[4 * nt + 1] += da0 * Bs[sb][cc + 1] * (float)d[1];
+                    acc[4 * nt + 2] += da1 * Bs[sb][cc] * (float)d[2];
+                    acc[4 * nt + 3] += da1 * Bs[sb][cc + 1] * (float)d[3];
+                }
+            }
+        } else {
+            /* WMMA: lane l holds A row l % 16 and B column l % 16, all 16 k (both halves of
+             * the wave the same) */
+            const int l16 = lane % 16;
+            for (int kk = 0; kk < kend; kk += 16) {
+                uint16_t a[16];
+                for (int e = 0; e < 16; e++) a[e] = Ah[wm + l16][kk + e];
+                for (int nt = 0; nt < 2; nt++) {
+                    uint16_t b[16];
+                    for (int e = 0; e < 16; e++) b[e] = Bh[wn + 16 * nt + l16][kk + e];
+                    hx_hip_wmma_f16(acc + 8 * nt, a, b);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    if constexpr (P == HX_HIP_TC_WMMA_F16) {
+        /* D element v: row 2v + lane / 16, column lane % 16 of the 16 x 16 tile */
+        for (int nt = 0; nt < 2; nt++)
+            for (int v = 0; v < 8; v++) {
+                const int64_t r = r0 + wm + 2 * v + lane / 16, j = j0 + wn + 16 * nt + lane % 16;
+                if (r < n && j < N) dst[r * dst_stride + j] = acc[8 * nt + v] * scale;
+            }
+    } else {
+        for (int nt = 0; nt < 4; nt++)
+            for (int i = 0; i < 4; i++) {
+                const int64_t r = r0 + wm + g + 8 * (i >> 1),
+                              j = j0 + wn + 8 * nt + 2 * q4 + (i & 1);
+                if (r < n && j < N) dst[r * dst_stride + j] = acc[4 * nt + i] * scale;
+            }
+    }
+}

@@ -1,0 +1,399 @@
+/*
+ * test-hip-mma.cpp — the HIP prefill GEMM's kernels (backends/hip/hip-mma.h, hip-kernels.h)
+ * and the emulator's matrix fragment ops, built from the kernel headers with the host C++
+ * compiler (HX_HIP_EMU) and run on hip-emu.cpp, whatever GPU compilers the machine has.
+ *
+ *   fragments  each fragment op (NVIDIA mma m16n8k16 f16, m16n8k32 s8, AMD RDNA3 WMMA f16) fed
+ *              known matrices through the layouts written out here from the PTX ISA tables
+ *              and AMD's WMMA layout (docs/hip.md), D checked exactly; the same with two
+ *              registers swapped must come out wrong; WMMA lanes 16-31 that do not repeat
+ *              lanes 0-15 must fault the launch. This pins the emulator's layouts.
+ *   gemm       hx_hip_gemm_tc on every path (mma f16, mma int8, wmma f16) and the SIMT
+ *              hx_hip_gemm for every weight type it takes, at m not a multiple of 16, N = 1, 65,
+ *              130 and K of one, three and five blocks (odd K for F16), against (a) a double
+ *              reference that rounds as the path does (f16 operands, or Q8_0-style int8
+ *              activations per 32-block): within 4·K·u·Σ|terms|, f32 accumulation only; and (b)
+ *              the exact double reference: within 7σ of the path's rounding error, σ² = Σ_k
+ *              w_k²·δ_k² + x_k²·φ_k² with δ, φ the activation / weight rounding's variance
+ *              (f16: (ulp)²/12 of each operand; int8: d²/12, d = block amax / 127), plus the
+ *              f32 floor (m > 128: every 8th row and the last checked).
+ *   qwen       (Release only) Qwen3-0.6B's 1024 -> 3072 (Q8_0, mma int8) and 3072 -> 1024
+ *              (TQ2_0, mma int8; F16, wmma) at m = 512.
+ *
+ * Usage: test-hip-mma [fragments|gemm|qwen]...; exit 1 on a failure.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hip-kernels.h"
+#include "hip-mma.h"
+
+static int g_fail;
+#define CHECK(c, ...)                                                                              \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            g_fail = 1;                                                                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t g_seed = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void)
+{
+    g_seed ^= g_seed << 13, g_seed ^= g_seed >> 7, g_seed ^= g_seed << 17;
+    return (uint32_t)(g_seed >> 16);
+}
+static float frand(void) /* [-1, 1) */
+{
+    return (float)(rnd() % 65536) / 32768.0f - 1.0f;
+}
+
+template <typename X> static X *dev_copy(const X *h, size_t n)
+{
+    void *p = NULL;
+    if (hipMalloc(&p, n * sizeof(X)) != hipSuccess) abort();
+    if (h) hipMemcpyAsync(p, h, n * sizeof(X), hipMemcpyHostToDevice, NULL);
+    return (X *)p;
+}
+
+/* ---- fragments ------------------------------------------------------------------------------ */
+
+/* One warp: A, B, C (row-major floats, exact small integers) into the registers of `kind` by
+ * the documented layout, the op, D out by the same layout. bad: swap A registers 1 and 2
+ * (MMA) or lane 16's A row (WMMA: rows 16-31 of the replicated half; 2 = break the copy). */
+__global__ void frag_kernel(int kind, int bad, const float *A, const float *B, const float *C,
+                            float *D)
+{
+    const int l = threadIdx.x, g = l / 4, t = l % 4;
+    if (kind == HX_EMU_MMA_F16) { /* A 16x16, B 16x8 (k, n), C/D 16x8 */
+        uint32_t a[4], b[2];
+        float d[4];
+        for (int i = 0; i < 4; i++) {
+            const int r = g + 8 * (i & 1), c = 2 * t + 8 * (i >> 1);
+            a[i] = hx_hip_f2h(A[r * 16 + c]) | (uint32_t)hx_hip_f2h(A[r * 16 + c + 1]) << 16;
+        }
+        for (int i = 0; i < 2; i++) {
+            const int k = 2 * t + 8 * i;
+            b[i] = hx_hip_f2h(B[k * 8 + g]) | (uint32_t)hx_hip_f2h(B[(k + 1) * 8 + g]) << 16;
+        }
+        for (int i = 0; i < 4; i++) d[i] = C[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
+        if (bad) {
+            const uint32_t x = a[1];
+            a[1] = a[2], a[2] = x;
+        }
+        hx_hip_mma_f16(d, a, b);
+        for (int i = 0; i < 4; i++) D[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = d[i];
+    } else if (kind == HX_EMU_MMA_S8) { /* A 16x32, B 32x8 */
+        uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+        int d[4];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) {
+                const int r = g + 8 * (i & 1), c = 4 * t + 16 * (i >> 1) + j;
+                a[i] |= (uint32_t)(uint8_t)(int8_t)A[r * 32 + c] << 8 * j;
+            }
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 4; j++)
+                b[i] |= (uint32_t)(uint8_t)(int8_t)B[(4 * t + 16 * i + j) * 8 + g] << 8 * j;
+        for (int i = 0; i < 4; i++) d[i] = (int)C[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
+        if (bad) {
+            const uint32_t x = a[1];
+            a[1] = a[2], a[2] = x;
+        }
+        hx_hip_mma_s8(d, a, b);
+        for (int i = 0; i < 4; i++) D[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = (float)d[i];
+    } else { /* WMMA: A, B, C/D 16x16 */
+        uint16_t a[16], b[16];
+        float d[8];
+        for (int e = 0; e < 16; e++) {
+            a[e] = hx_hip_f2h(bad == 1 ? A[e * 16 + l % 16] : A[(l % 16) * 16 + e]);
+            b[e] = hx_hip_f2h(B[e * 16 + l % 16]);
+        }
+        if (bad == 2 && l >= 16) a[0] ^= 1;
+        for (int v = 0; v < 8; v++) d[v] = C[(2 * v + l / 16) * 16 + l % 16];
+        hx_hip_wmma_f16(d, a, b);
+        for (int v = 0; v < 8; v++) D[(2 * v + l / 16) * 16 + l % 16] = d[v];
+    }
+}
+
+/* Runs one fragment op; returns the launch status, *exact whether D == A.B + C. */
+static hipError_t frag_run(int kind, int bad, bool *exact)
+{
+    const int M = 16, N = kind == HX_EMU_WMMA_F16 ? 16 : 8, K = kind == HX_EMU_MMA_S8 ? 32 : 16;
+    float A[16 * 32], B[32 * 16], C[16 * 16], D[16 * 16], R[16 * 16];
+    const int span = kind == HX_EMU_MMA_S8 ? 255 : 17; /* s8: -127..127; f16: exact sums */
+    for (int i = 0; i < M * K; i++) A[i] = (float)((int)(rnd() % span) - span / 2);
+    for (int i = 0; i < K * N; i++) B[i] = (float)((int)(rnd() % span) - span / 2);
+    for (int i = 0; i < M * N; i++) C[i] = (float)((int)(rnd() % 101) - 50);
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) {
+            double s = C[r * N + c];
+            for (int k = 0; k < K; k++) s += (double)A[r * K + k] * B[k * N + c];
+            R[r * N + c] = (float)s;
+        }
+    float *dA = dev_copy(A, 16 * 32), *dB = dev_copy(B, 32 * 16), *dC = dev_copy(C, 256),
+          *dD = dev_copy<float>(NULL, 256);
+    hipError_t e = hx_hip_launch(frag_kernel, dim3(1), dim3(32), NULL, kind, bad,
+                                 (const float *)dA, (const float *)dB, (const float *)dC, dD);
+    hipMemcpyAsync(D, dD, sizeof D, hipMemcpyDeviceToHost, NULL);
+    *exact = e == hipSuccess && !memcmp(D, R, (size_t)(M * N) * sizeof(float));
+    hipFree(dA), hipFree(dB), hipFree(dC), hipFree(dD);
+    return e;
+}
+
+static void test_fragments(void)
+{
+    static const char *const names[] = {"mma m16n8k16 f16", "mma m16n8k32 s8", "wmma 16x16x16 f16"};
+    for (int kind = 0; kind < 3; kind++) {
+        bool exact = false;
+        hipError_t e = frag_run(kind, 0, &exact);
+        CHECK(e == hipSuccess && exact, "%s: D != A.B + C through the documented layout (%s)",
+              names[kind], hipGetErrorString(e));
+        e = frag_run(kind, 1, &exact);
+        CHECK(e == hipSuccess && !exact, "%s: a misplaced A register still gave the right D",
+              names[kind]);
+        printf("ok   fragments %s\n", names[kind]);
+    }
+    bool exact = true;
+    const hipError_t e = frag_run(HX_EMU_WMMA_F16, 2, &exact);
+    CHECK(e == hipErrorLaunchFailure && strstr(hx_emu_last_message(), "lanes 16-31"),
+          "wmma with lanes 16-31 not repeating 0-15: %s / %s", hipGetErrorName(e),
+          hx_emu_last_message());
+    printf("ok   fragments wmma half-wave replication fault: %s\n", hx_emu_last_message());
+}
+
+/* ---- gemm ----------------------------------------------------------------------------------- */
+
+static uint16_t f2h_host(float x)
+{
+    return hx_emu_f2h(x);
+}
+
+/* A random weight of N rows of K values of type T: random code bytes, block scales set to
+ * f16 values in [0.01, 0.1) (float types: every element in [-1, 1)). */
+template <int T> static uint8_t *make_weight(int64_t N, int64_t K, int64_t *row_bytes)
+{
+    typedef hx_hip_blk<T> G;
+    *row_bytes = K / G::E * G::B;
+    const size_t n = (size_t)(N * *row_bytes);
+    uint8_t *w = (uint8_t *)malloc(n);
+    for (size_t i = 0; i < n; i++) w[i] = (uint8_t)rnd();
+    auto put = [&](uint8_t *p, float v) {
+        const uint16_t h = f2h_host(v);
+        memcpy(p, &h, 2);
+    };
+    const int64_t nb = K / G::E;
+    for (int64_t r = 0; r < N; r++) {
+        uint8_t *row = w + r * *row_bytes;
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *p = row + b * G::B;
+            const float s = 0.01f + 0.09f * (float)(rnd() % 1000) / 1000.0f;
+            switch (T) {
+            case HX_DTYPE_F32: {
+                const float v = frand();
+                memcpy(p, &v, 4);
+                break;
+            }
+            case HX_DTYPE_BF16: {
+                const float v = frand();
+                uint32_t u;
+                memcpy(&u, &v, 4);
+                const uint16_t h = (uint16_t)(u >> 16);
+                memcpy(p, &h, 2);
+                break;
+            }
+            case HX_DTYPE_F16: put(p, frand()); break;
+            case HX_DTYPE_Q4_K: put(p, s), put(p + 2, 0.5f * s); break;
+            case HX_DTYPE_Q6_K: put(p + 208, 0.1f * s); break;
+            case HX_DTYPE_TQ2_0: put(p + 64, s); break;
+            case HX_DTYPE_TQ1_0: put(p + 52, s); break;
+            case HX_DTYPE_I2_S: break;
+            default: put(p, s); break; /* Q8_0, Q4_0, Q1_0, Q2_0: d first */
+            }
+        }
+    }
+    return w;
+}
+
+struct gemm_result {
+    double worst_rounded, worst_exact; /* largest |err| / allowed of each comparison */
+};
+
+/* Runs the GEMM of weight type T on kernel path P (HX_HIP_TC_*; SIMT = hx_hip_gemm) at (m, N,
+ * K) and compares as the file's comment says. */
+template <int T> static void gemm_case(int P, int64_t m, int64_t N, int64_t K)
+{
+    int64_t rb = 0;
+    uint8_t *w = make_weight<T>(N, K, &rb);
+    const float ts = 0.05f, scale = 0.75f;
+    float *x = (float *)malloc((size_t)(m * K) * sizeof(float));
+    for (int64_t i = 0; i < m * K; i++) x[i] = frand() * (rnd() % 61 == 0 ? 20.0f : 1.0f);
+    const bool i8 = P == HX_HIP_TC_MMA_S8;
+    uint8_t *dW = dev_copy(w, (size_t)(N * rb));
+    float *dx = dev_copy(x, (size_t)(m * K)), *dy = dev_copy<float>(NULL, (size_t)(m * N));
+    int8_t *daq = dev_copy<int8_t>(NULL, (size_t)(m * K));
+    float2 *dad = dev_copy<float2>(NULL, (size_t)(m * (K / 32) + 1));
+    hipError_t e = hipSuccess;
+    if (i8)
+        e = hx_hip_launch(hx_hip_quantize_q8, dim3((unsigned)((K / 32 + 7) / 8), (unsigned)m),
+                          dim3(256), NULL, (const float *)dx, K, K, (int)m, daq, dad);
+    const dim3 g((unsigned)((N + HX_HIP_BN - 1) / HX_HIP_BN),
+                 (unsigned)((m + HX_HIP_BM - 1) / HX_HIP_BM));
+    const int kvec = K % 8 == 0;
+    if (e == hipSuccess) {
+        if constexpr (T != HX_DTYPE_F32 && T != HX_DTYPE_BF16) {
+            if (P == HX_HIP_TC_MMA_F16)
+                e = hx_hip_launch(hx_hip_gemm_tc<T, HX_HIP_TC_MMA_F16>, g, dim3(256), NULL, dW, rb,
+                                  N, K, dx, K, daq, dad, m, dy, N, scale, kvec, ts);
+            if (P == HX_HIP_TC_WMMA_F16)
+                e = hx_hip_launch(hx_hip_gemm_tc<T, HX_HIP_TC_WMMA_F16>, g, dim3(256), NULL, dW,
+                                  rb, N, K, dx, K, daq, dad, m, dy, N, scale, kvec, ts);
+            if constexpr (hx_hip_tc_int8(T))
+                if (P == HX_HIP_TC_MMA_S8)
+                    e = hx_hip_launch(hx_hip_gemm_tc<T, HX_HIP_TC_MMA_S8>, g, dim3(256), NULL, dW,
+                                      rb, N, K, dx, K, daq, dad, m, dy, N, scale, kvec, ts);
+        }
+        if (P == HX_HIP_TC_SIMT)
+            e = hx_hip_launch(hx_hip_gemm<T>, g, dim3(256), NULL, dW, rb, N, K, dx, K, m, dy, N,
+                              scale, kvec, ts);
+    }
+    float *y = (float *)malloc((size_t)(m * N) * sizeof(float));
+    hipMemcpyAsync(y, dy, (size_t)(m * N) * sizeof(float), hipMemcpyDeviceToHost, NULL);
+    static const char *const pn[] = {"simt", "mma-f16", "mma-s8", "wmma-f16"};
+    CHECK(e == hipSuccess, "%s T=%d m=%lld N=%lld K=%lld: launch %s (%s)", pn[P], T, (long long)m,
+          (long long)N, (long long)K, hipGetErrorName(e), hx_emu_last_message());
+    /* the activations as the path sees them, and their rounding variance per element */
+    float *xr = (float *)malloc((size_t)(m * K) * sizeof(float));
+    double *xv = (double *)malloc((size_t)(m * K) * sizeof(double));
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t b = 0; b < K; b += 32) {
+            const int64_t n = HX_MIN((int64_t)32, K - b);
+            const float *xb = x + r * K + b;
+            float amax = 0.0f;
+            for (int i = 0; i < n; i++) amax = fmaxf(amax, fabsf(xb[i]));
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            for (int i = 0; i < n; i++) {
+                const int64_t at = r * K + b + i;
+                if (i8) {
+                    xr[at] = d * roundf(xb[i] * id);
+                    xv[at] = (double)d * d / 12.0;
+                } else if (P == HX_HIP_TC_SIMT) {
+                    xr[at] = xb[i], xv[at] = 0.0;
+                } else {
+                    xr[at] = hx_hip_h2f(f2h_host(xb[i]));
+                    const double ulp = ldexp(1.0, ilogb(fmax(fabs(xb[i]), 6.2e-5)) - 10);
+                    xv[at] = ulp * ulp / 12.0;
+                }
+            }
+        }
+    double worst_r = 0.0, worst_x = 0.0;
+    int64_t wr = 0, wc = 0;
+    float *wrow = (float *)malloc((size_t)K * sizeof(float)),
+          *wround = (float *)malloc((size_t)K * sizeof(float));
+    double *wv = (double *)malloc((size_t)K * sizeof(double));
+    for (int64_t j = 0; j < N && !g_fail; j++) {
+        for (int64_t k = 0; k < K; k++) {
+            wrow[k] = hx_hip_dq1<T>(w + j * rb, k, ts);
+            const bool f16w = P == HX_HIP_TC_MMA_F16 || P == HX_HIP_TC_WMMA_F16;
+            wround[k] = f16w ? hx_hip_h2f(f2h_host(wrow[k])) : wrow[k];
+            const double ulp = ldexp(1.0, ilogb(fmax(fabs(wrow[k]), 6.2e-5)) - 10);
+            wv[k] = f16w ? ulp * ulp / 12.0 : 0.0;
+        }
+        /* large batches: every 8th row and the last (the host reference costs m N K) */
+        const int64_t step = m > 128 ? 8 : 1;
+        for (int64_t r = 0; r < m; r++) {
+            if (r % step && r != m - 1) continue;
+            double sr = 0, sx = 0, sabs = 0, var = 0;
+            for (int64_t k = 0; k < K; k++) {
+                const double a = x[r * K + k], b = wrow[k];
+                sr += (double)xr[r * K + k] * wround[k];
+                sx += a * b;
+                sabs += fabs(a * b);
+                var += b * b * xv[r * K + k] + a * a * wv[k];
+            }
+            const double got = (double)y[r * N + j] / scale;
+            const double u = 5.9604644775390625e-8;
+            const double lim_r = 4.0 * (double)K * u * sabs + 1e-30;
+            const double lim_x = 7.0 * sqrt(var) + lim_r;
+            const double er = fabs(got - sr) / lim_r, ex = fabs(got - sx) / lim_x;
+            if (!(er <= worst_r) || !(ex <= worst_x)) wr = r, wc = j;
+            worst_r = isnan(er) ? INFINITY : fmax(worst_r, er);
+            worst_x = isnan(ex) ? INFINITY : fmax(worst_x, ex);
+        }
+    }
+    CHECK(worst_r <= 1.0 && worst_x <= 1.0,
+          "%s type %d m=%lld N=%lld K=%lld: worst error / allowed %.3g (rounded ref), %.3g "
+          "(exact ref) at row %lld col %lld",
+          pn[P], T, (long long)m, (long long)N, (long long)K, worst_r, worst_x, (long long)wr,
+          (long long)wc);
+    if (!g_fail)
+        printf("ok   gemm %-8s type %2d m=%3lld N=%4lld K=%4lld  err/allowed %.2g (rounded ref) "
+               "%.2g (exact ref)\n",
+               pn[P], T, (long long)m, (long long)N, (long long)K, worst_r, worst_x);
+    free(w), free(x), free(y), free(xr), free(xv), free(wrow), free(wround), free(wv);
+    hipFree(dW), hipFree(dx), hipFree(dy), hipFree(daq), hipFree(dad);
+}
+
+template <int T> static void gemm_type(void)
+{
+    const int64_t E = hx_hip_blk<T>::E;
+    /* K: one block, three and five (F16: odd K, K % 32 != 0 with and without K % 8) */
+    const int64_t k1 = E == 1 ? 5 : E, k3 = E == 1 ? 67 : 3 * E, k5 = E == 1 ? 72 : 5 * E;
+    for (int P = 0; P < 4; P++) {
+        if (P != HX_HIP_TC_SIMT && (T == HX_DTYPE_F32 || T == HX_DTYPE_BF16)) continue;
+        if (P == HX_HIP_TC_MMA_S8 && !hx_hip_tc_int8(T)) continue;
+        gemm_case<T>(P, 37, 65, k3);
+        gemm_case<T>(P, 33, 1, k1);
+        gemm_case<T>(P, 70, 130, k5);
+    }
+}
+
+static void test_gemm(void)
+{
+    gemm_type<HX_DTYPE_F32>();
+    gemm_type<HX_DTYPE_F16>();
+    gemm_type<HX_DTYPE_BF16>();
+    gemm_type<HX_DTYPE_Q8_0>();
+    gemm_type<HX_DTYPE_Q4_0>();
+    gemm_type<HX_DTYPE_Q4_K>();
+    gemm_type<HX_DTYPE_Q6_K>();
+    gemm_type<HX_DTYPE_TQ1_0>();
+    gemm_type<HX_DTYPE_TQ2_0>();
+    gemm_type<HX_DTYPE_Q1_0>();
+    gemm_type<HX_DTYPE_Q2_0>();
+    gemm_type<HX_DTYPE_I2_S>();
+}
+
+/* Qwen3-0.6B's gate/up-sized (1024 -> 3072) and down (3072 -> 1024) GEMMs at m = 512. */
+static void test_qwen(void)
+{
+    /* three cases, not every type x path: each costs ~5 s of CI's tight budget */
+    gemm_case<HX_DTYPE_Q8_0>(HX_HIP_TC_MMA_S8, 512, 3072, 1024);
+    gemm_case<HX_DTYPE_TQ2_0>(HX_HIP_TC_MMA_S8, 512, 1024, 3072);
+    gemm_case<HX_DTYPE_F16>(HX_HIP_TC_WMMA_F16, 512, 1024, 3072);
+}
+
+int main(int argc, char **argv)
+{
+    bool frag = argc < 2, gemm = argc < 2, qwen = argc < 2 && !HX_T_MMA_SANITIZED;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "fragments")) frag = true;
+        else if (!strcmp(argv[i], "gemm")) gemm = true;
+        else if (!strcmp(argv[i], "qwen")) qwen = true;
+        else {
+            fprintf(stderr, "usage: %s [fragments|gemm|qwen]...\n", argv[0]);
+            return 2;
+        }
+    }
+    if (frag) test_fragments();
+    if (gemm) test_gemm();
+    if (qwen) test_qwen();
+    else if (argc < 2)
+        printf("n/a  qwen shapes (m = 512): the Release run has them, not the sanitizer build\n");
+    printf("%s\n", g_fail ? "FAILED" : "all passed");
+    return g_fail;
+}
