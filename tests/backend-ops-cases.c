@@ -372,7 +372,11 @@ static void hx_t_batch_make(struct hx_t_batch *b, int kind, int64_t m)
         static const int32_t s[] = {1, 0, 2, 0, 2, 1, 0, 2, 0, 2};
         static const int32_t p[] = {0, 17, 200, 18, 201, 1, 19, 202, 20, 203};
         b->name = "3 seqs", b->n_seq = 3, b->n_ctx = 256;
-        for (int64_t r = 0; r < m && r < 10; r++) b->seq[r] = s[r], b->pos[r] = p[r];
+        int32_t next[3] = {21, 2, 204}; /* rows past the 10th: seq r % 3, its next position */
+        for (int64_t r = 0; r < m; r++) {
+            b->seq[r] = r < 10 ? s[r] : (int32_t)(r % 3);
+            b->pos[r] = r < 10 ? p[r] : next[r % 3]++;
+        }
         b->hist[0] = 17, b->hist[1] = 0, b->hist[2] = 200;
     }
 }
@@ -434,7 +438,8 @@ void hx_t_attn_ops(void)
 {
     if (!hx_t_ops_wanted("attn", NULL)) return;
     static const struct hx_t_attn qwen = {16, 8, 128}, bitnet = {20, 5, 128}, mha = {4, 4, 64},
-                                  odd = {6, 2, 80}, wide = {4, 1, 256}, mqa = {16, 1, 64};
+                                  odd = {6, 2, 80}, wide = {4, 1, 256}, mqa = {16, 1, 64},
+                                  small = {8, 2, 32};
     hx_t_attn_case(&qwen, 4, 1, false, false);
     hx_t_attn_case(&qwen, 0, 7, false, false);
     hx_t_attn_case(&qwen, 0, 16, false, false);  /* a last key block of 16: the flash kernel reads 32 */
@@ -457,6 +462,14 @@ void hx_t_attn_ops(void)
     hx_t_attn_case(&odd, 1, 7, false, false);
     hx_t_attn_case(&odd, 2, 1, false, false);
     hx_t_attn_case(&wide, 1, 7, false, false);
+    /* the GPU backends' flash-style prefill kernels (tiles of 32 rows; auto from 16 rows):
+     * around a tile's edge, a prefill continuing a cached context, sequences mixed in a tile */
+    hx_t_attn_case(&qwen, 0, 15, false, false);
+    hx_t_attn_case(&qwen, 1, 16, false, false);
+    hx_t_attn_case(&qwen, 1, 17, false, false);
+    hx_t_attn_case(&mqa, 1, 33, false, false);
+    hx_t_attn_case(&small, 1, 130, false, false);
+    hx_t_attn_case(&qwen, 5, 40, false, false);
     hx_t_attn_case(&qwen, 1, 64, false, true);
     hx_t_attn_case(&bitnet, 0, 512, false, true);
     hx_t_attn_case(&qwen, 3, 1, false, true);

@@ -100,7 +100,8 @@ need = ['hx_hip_gemv_qILi%dELi%dE' % (t, c) for t in range(3, 12) for c in (1, 2
 need += ['hx_hip_gemv_fILi%dELi%dELb%dE' % (t, c, v) for t in range(3) for c in (1, 2, 4, 8) for v in (0, 1)]
 need += ['hx_hip_%sILi%dE' % (k, t) for k in ('gemm', 'embed') for t in range(12)]
 need += ['hx_hip_' + k for k in ('quantize_q8', 'gemv_combine', 'rms_norm', 'copy_rows', 'rope',
-                                 'kv_store', 'attn', 'attn_part', 'attn_combine', 'eltwise')]
+                                 'kv_store', 'attn', 'attn_part', 'attn_combine', 'attn_flash',
+                                 'eltwise')]
 regs = [r for r, _ in rows]
 for n in need:
     if not any(n in r for r in regs): bad.append('%s not registered by the module' % n)

@@ -1,5 +1,6 @@
 /*
- * test-vulkan-gemv.h — test-vulkan's decode-GEMV tests (gemv_pick, gemv_variants, gemv_sg_red), kept out
+ * test-vulkan-gemv.h — test-vulkan's decode-GEMV tests (gemv_pick, gemv_variants, gemv_sg_red)
+ * and the attention kernel's choice (attn_pick), kept out
  * of test-vulkan.c for its size. Not a header of its own: test-vulkan.c includes it once, and
  * it uses that file's helpers (hx_t_matmul, hx_t_run, hx_t_vk_open_gemm, ...).
  */
@@ -326,4 +327,44 @@ TEST(gemv_sg_red)
     }
     for (int i = 0; i < 5; i++) hx__device_close(devs[i]);
     ASSERT_TRUE(ok);
+/* ---- the attention kernel (vulkan-pick.h) --------------------------------------------------- */
+
+/* HX_VK_ATTN's choice on synthetic devices: auto takes attn_flash.comp from 16 rows and
+ * head_dim 32, flash for every batch, rows never; head_dims it cannot lay out and devices below its workgroup size
+ * or shared memory run attn.comp, the latter saying why. */
+TEST(attn_pick)
+{
+    const char *why = hx_t_vk_missing();
+    if (why) SKIP("%s", why);
+    struct hx_device *dev = hx_t_vk_open(NULL, NULL);
+    ASSERT_TRUE(dev != NULL);
+    const struct hx_vk_pick_api *api = hx__dev_extension(dev, "hx.vk.pick");
+    ASSERT_TRUE(api && api->attn_mode && api->attn_flash);
+    ASSERT_EQ(api->attn_mode("auto"), HX_VK_ATTN_AUTO);
+    ASSERT_EQ(api->attn_mode("flash"), HX_VK_ATTN_FLASH);
+    ASSERT_EQ(api->attn_mode("rows"), HX_VK_ATTN_ROWS);
+    ASSERT_EQ(api->attn_mode("bogus"), -1);
+    const struct hx_vk_caps lvp = {.subgroup_size = 8,
+                                   .max_wg_invocations = 1024,
+                                   .max_shared_bytes = 32768};
+    char w[96];
+    ASSERT_TRUE(!api->attn_flash(&lvp, HX_VK_ATTN_AUTO, 15, 128, w, sizeof w));
+    ASSERT_TRUE(api->attn_flash(&lvp, HX_VK_ATTN_AUTO, 16, 128, w, sizeof w) && !w[0]);
+    ASSERT_TRUE(api->attn_flash(&lvp, HX_VK_ATTN_AUTO, 512, 64, w, sizeof w));
+    ASSERT_TRUE(api->attn_flash(&lvp, HX_VK_ATTN_FLASH, 1, 32, w, sizeof w));
+    ASSERT_TRUE(!api->attn_flash(&lvp, HX_VK_ATTN_AUTO, 512, 16, w, sizeof w)); /* small heads */
+    ASSERT_TRUE(api->attn_flash(&lvp, HX_VK_ATTN_FLASH, 512, 8, w, sizeof w));
+    ASSERT_TRUE(!api->attn_flash(&lvp, HX_VK_ATTN_ROWS, 512, 128, w, sizeof w));
+    static const int bad_hd[] = {80, 96, 256, 2, 0};
+    for (size_t i = 0; i < sizeof bad_hd / sizeof bad_hd[0]; i++)
+        ASSERT_TRUE(!api->attn_flash(&lvp, HX_VK_ATTN_FLASH, 64, bad_hd[i], w, sizeof w) && !w[0]);
+    struct hx_vk_caps c = lvp;
+    c.max_shared_bytes = 16384;
+    ASSERT_TRUE(!api->attn_flash(&c, HX_VK_ATTN_FLASH, 64, 128, w, sizeof w));
+    ASSERT_TRUE(strstr(w, "maxComputeSharedMemorySize") != NULL);
+    c = lvp;
+    c.max_wg_invocations = 64;
+    ASSERT_TRUE(!api->attn_flash(&c, HX_VK_ATTN_AUTO, 64, 128, w, sizeof w));
+    ASSERT_TRUE(strstr(w, "invocations") != NULL);
+    hx__device_close(dev);
 }

@@ -713,7 +713,7 @@ TEST(tern_i2_s_equals_tq2_0)
     ASSERT_TRUE(ok);
 }
 
-#include "test-vulkan-gemv.h" /* gemv_pick, gemv_variants, gemv_sg_red */
+#include "test-vulkan-gemv.h" /* gemv_pick, gemv_variants, gemv_sg_red, attn_pick */
 
 /* ---- the other ops -------------------------------------------------------------------------- */
 

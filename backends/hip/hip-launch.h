@@ -359,6 +359,19 @@ static hipError_t hx_hip_attn_op(struct hx_hip_ctx *c, const struct hx_op *op)
         c->pos, c->seq, (int64_t)de->p.attn.n_ctx);
     c->n_launch += 2;
     if (e != hipSuccess) return e;
+    const int mode = c->d->attn;
+    if (hx_hip_attn_flash_ok(de->p.attn.head_dim) &&
+        (mode == HX_HIP_ATTN_FLASH || (mode == HX_HIP_ATTN_AUTO && n >= HX_HIP_FA_MIN_ROWS))) {
+        const int64_t tiles = (n + HX_HIP_FA_BR - 1) / HX_HIP_FA_BR;
+        return hx_hip_launch(
+            hx_hip_attn_flash, dim3((unsigned)de->p.attn.n_head, hx_hip_rows_grid(tiles)),
+            dim3(HX_HIP_FA_THREADS), s, (const float *)HX_HIP_PTR(op->src[0]),
+            HX_HIP_STRIDE(op->src[0]), (const float *)HX_HIP_PTR(op->k_cache),
+            HX_HIP_STRIDE(op->k_cache), (const float *)HX_HIP_PTR(op->v_cache),
+            HX_HIP_STRIDE(op->v_cache), HX_HIP_PTR(op->dst), HX_HIP_STRIDE(op->dst),
+            de->p.attn.n_head, de->p.attn.n_head_kv, de->p.attn.head_dim, de->p.attn.scale,
+            (int64_t)de->p.attn.n_ctx, n, c->pos, c->seq);
+    }
     const int n_chunk = hx_hip_op_chunks(c, op);
     if (n_chunk) {
         /* the parts reuse the int8 activation scratch: the stream orders the two uses */

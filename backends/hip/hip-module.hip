@@ -49,6 +49,7 @@ struct hx_hip_dev {
     bool timing_open; /* ev_start recorded, not yet read by synchronize */
     int n_sm;         /* multiprocessors (the GEMVs' split-K plan) */
     int gemm;         /* prefill GEMM: HX_HIP_GEMM_* (hx_hip_gemm_pick) */
+    int attn;         /* HX_HIP_ATTN: enum hx_hip_attn_mode */
     void *scratch;    /* row metadata + int8 activations + split-K partial sums */
     size_t scratch_bytes;
     int32_t *meta; /* host: the row metadata, written to scratch with one copy */
@@ -449,6 +450,12 @@ static int hx_hip_init(int idx, void **mdev, char *err, size_t len)
     const char *sm = getenv("HX_HIP_GEMV_SM");
     const long smv = sm ? strtol(sm, NULL, 10) : 0;
     if (smv > 0 && smv <= 1000000) d->n_sm = (int)smv;
+    const char *am = getenv("HX_HIP_ATTN");
+    if (e == hipSuccess && (d->attn = hx_hip_attn_mode_parse(am)) < 0) {
+        snprintf(err, len, "HX_HIP_ATTN=%s: expected auto, flash or rows", am);
+        hx_hip_release(d);
+        return HX_E_INVAL;
+    }
     if (e != hipSuccess) {
         int st = hx_hip_fail(e, what, err, len);
         hx_hip_release(d);

@@ -10,6 +10,7 @@
 
 #include "hip-gemv.h"
 #include "hip-mma.h"
+#include "hip-attn.h"
 
 #define HX_HIP_ATTN_WARPS 4
 #define HX_HIP_HD_MAX 256

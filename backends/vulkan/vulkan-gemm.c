@@ -329,9 +329,34 @@ int hx__vk_gemv_red(const char *knob, bool shuffle, char *why, size_t n)
     return HX_VK_GEMV_RED_SHARED;
 }
 
+int hx__vk_attn_mode(const char *knob)
+{
+    static const char *const names[] = {"auto", "flash", "rows"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(knob, names[i])) return i;
+    return -1;
+}
+
+bool hx__vk_attn_flash(const struct hx_vk_caps *c, int mode, int64_t n, int hd, char *why,
+                       size_t len)
+{
+    if (len) why[0] = '\0';
+    if (mode == HX_VK_ATTN_ROWS || (mode == HX_VK_ATTN_AUTO && n < HX_VK_FA_MIN_ROWS)) return false;
+    if (hd < 4 || hd > 128 || 128 % hd) return false; /* the per-row kernel's shapes */
+    /* its unrolled loops run to head_dim 128 and devices such as lavapipe execute the
+     * inactive iterations masked: auto leaves small heads to attn.comp */
+    if (mode == HX_VK_ATTN_AUTO && hd < HX_VK_FA_MIN_HD) return false;
+    const char *no = c->max_wg_invocations < HX_VK_FA_WG ? "fewer than 128 invocations a workgroup"
+                     : c->max_shared_bytes < HX_VK_FA_SHARED
+                         ? "maxComputeSharedMemorySize is below its 26 KiB"
+                         : NULL;
+    if (no && len) snprintf(why, len, "flash attention not used: %s", no);
+    return !no;
+}
+
 const struct hx_vk_pick_api hx__vk_pick_api = {
-    hx__vk_gemm_choose, hx__vk_mm_kernel,        hx__vk_gemv_mode,
-    hx__vk_gemv_plan,   hx__vk_gemv_sg_required, hx__vk_gemv_red};
+    hx__vk_gemm_choose,      hx__vk_mm_kernel, hx__vk_gemv_mode,  hx__vk_gemv_plan,
+    hx__vk_gemv_sg_required, hx__vk_gemv_red,  hx__vk_attn_mode, hx__vk_attn_flash};
 
 int hx__vk_kernels_init(struct hx_device *dev)
 {
@@ -397,6 +422,15 @@ int hx__vk_kernels_init(struct hx_device *dev)
     d->gemv_state = (struct hx_vk_gemv_state){.layout_sg = d->gemv_sg, .red = red};
     memset(d->sg_req, 0, sizeof d->sg_req);
     memset(d->n_gemv, 0, sizeof d->n_gemv);
+    const char *am = hx_vk_env("HX_VK_ATTN");
+    if ((d->attn = hx__vk_attn_mode(am)) < 0)
+        return hx_device_set_error(dev, HX_E_INVAL, "HX_VK_ATTN=%s: expected flash, rows or auto",
+                                   am);
+    char awhy[96];
+    if (d->attn != HX_VK_ATTN_ROWS && !hx__vk_attn_flash(&p->caps, HX_VK_ATTN_FLASH,
+                                                         HX_VK_FA_MIN_ROWS, 64, awhy, sizeof awhy))
+        HX_LOG_WARN("[%s] %s; using attn.comp", dev->id, awhy);
+    d->spec[HX_SHADER_ATTN_FLASH][0] = HX_VK_FA_WG;
     const char *fp = getenv("HX_VK_FAIL_PIPELINE");
     snprintf(d->fail_pipeline, sizeof d->fail_pipeline, "%s", fp ? fp : "");
 

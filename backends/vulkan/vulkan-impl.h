@@ -197,6 +197,7 @@ struct hx_vk_dev {
     /* its required subgroup size and reduction ("hx.vk.gemv_state") */
     struct hx_vk_gemv_state gemv_state;
     uint32_t sg_req[HX_SHADER_COUNT];   /* required subgroup size per pipeline (0: the driver's) */
+    int attn;             /* HX_VK_ATTN mode (enum hx_vk_attn) */
     /* GPU-layout GEMV dispatches by kernel: mmv, mmvw, mmvw with split K ("hx.vk.gemv") */
     uint64_t n_gemv[3];
     int8_t coop_ok[HX_DTYPE_COUNT]; /* coopmat pipeline per type: 0 untried, 1 ok, -1 failed */

@@ -225,6 +225,11 @@ static int hx_vk_op_attn(struct hx_device *dev, const struct hx_op *op, int64_t 
             return st;
     }
     hx__vk_barrier(d);
+    /* attention: the flash-style tiles for a prefill batch (vulkan-pick.h), else per row */
+    char why[96];
+    const bool flash =
+        hx__vk_attn_flash(&d->phys->caps, d->attn, n_rows, ap->head_dim, why, sizeof why);
+    const enum hx_shader_id sid = flash ? HX_SHADER_ATTN_FLASH : HX_SHADER_ATTN;
     for (int64_t r0 = 0; r0 < n_rows; r0 += mc) {
         int64_t n = HX_MIN(mc, n_rows - r0);
         struct hx_vk_attn_push p = {
@@ -249,8 +254,9 @@ static int hx_vk_op_attn(struct hx_device *dev, const struct hx_op *op, int64_t 
         b[3] = meta;
         b[4] = bvc;
         uint32_t gx, gz;
-        hx__vk_grid((uint64_t)ap->n_head * (uint64_t)n, &gx, &gz);
-        if ((st = hx__vk_dispatch(dev, HX_SHADER_ATTN, b, 5, &p, sizeof p, gx, 1, gz))) return st;
+        const uint64_t units = flash ? (uint64_t)(n + HX_VK_FA_BR - 1) / HX_VK_FA_BR : (uint64_t)n;
+        hx__vk_grid((uint64_t)ap->n_head * units, &gx, &gz);
+        if ((st = hx__vk_dispatch(dev, sid, b, 5, &p, sizeof p, gx, 1, gz))) return st;
     }
     return HX_OK;
 }

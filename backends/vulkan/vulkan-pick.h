@@ -120,6 +120,31 @@ struct hx_vk_gemv_state {
     int red;              /* enum hx_vk_gemv_red */
 };
 
+/* Attention (the second half of ATTN) under the knob HX_VK_ATTN:
+ *   HX_VK_ATTN_AUTO  attn_flash.comp (flash-style tiles of HX_VK_FA_BR rows × HX_VK_FA_BC keys
+ *                    staged in shared memory) from HX_VK_FA_MIN_ROWS rows and head_dim
+ *                    HX_VK_FA_MIN_HD, attn.comp below
+ *   HX_VK_ATTN_FLASH attn_flash.comp for every batch (tests)
+ *   HX_VK_ATTN_ROWS  attn.comp (one workgroup per head and row) for every batch
+ * attn_flash.comp needs head_dim to divide 128 and be a multiple of 4, HX_VK_FA_WG invocations and
+ * HX_VK_FA_SHARED bytes of shared memory; without them attn.comp runs under every knob. */
+enum hx_vk_attn { HX_VK_ATTN_AUTO, HX_VK_ATTN_FLASH, HX_VK_ATTN_ROWS };
+
+#define HX_VK_FA_MIN_ROWS 16
+#define HX_VK_FA_MIN_HD 32    /* auto: smaller head_dims stay on attn.comp */
+#define HX_VK_FA_BR 32        /* query rows per workgroup (attn_flash.comp's BR) */
+#define HX_VK_FA_BC 8         /* key positions per staged tile (its BC) */
+#define HX_VK_FA_WG 128u      /* its invocations */
+#define HX_VK_FA_SHARED 27008u /* bytes of shared memory it declares */
+
+/* HX_VK_ATTN's value (auto, flash, rows) as enum hx_vk_attn, or -1. */
+int hx__vk_attn_mode(const char *knob);
+
+/* Whether a batch of n rows with head_dim hd runs attn_flash.comp under mode on a device with
+ * caps c; when it cannot for want of the device's limits, why (n bytes) says so; else "". */
+bool hx__vk_attn_flash(const struct hx_vk_caps *c, int mode, int64_t n, int hd, char *why,
+                       size_t len);
+
 struct hx_vk_pick_api {
     int (*gemm_choose)(const struct hx_vk_caps *c, const char *knob, char *why, size_t n);
     int (*mm_kernel)(bool lane, int gemm, bool f32_weights, int64_t m);
@@ -128,6 +153,9 @@ struct hx_vk_pick_api {
                       bool may_split, struct hx_vk_gemv_plan *out);
     uint32_t (*gemv_sg_required)(const struct hx_vk_sgctl *c, uint32_t layout_sg, uint32_t wg);
     int (*gemv_red)(const char *knob, bool shuffle, char *why, size_t n);
+    int (*attn_mode)(const char *knob);
+    bool (*attn_flash)(const struct hx_vk_caps *c, int mode, int64_t n, int hd, char *why,
+                       size_t len);
 };
 
 /* The device's choice ("hx.vk.gemm"): the variant in use and, when a cooperative-matrix

@@ -7,7 +7,8 @@
 # prefill GEMM variant ran and its m = 512 figures against the tiled GEMM forced, and the decode
 # GEMV, the wide-load kernel, against the older mmv forced at m = 1), and
 # `engine bench` pp512/tg128 on a Qwen3-0.6B-shaped TQ2_0 model (pp512 target 60,000 t/s; the
-# HIP prefill GEMM's matrix-unit path against HX_HIP_GEMM=simt at m = 512), and for HIP the host calls
+# HIP prefill GEMM's matrix-unit path against HX_HIP_GEMM=simt at m = 512; pp512 again with the
+# per-row attention forced, HX_*_ATTN=rows, against the flash-style default), and for HIP the host calls
 # per decode token and tg128 with and without graphs. Every result lands in OUT; the summary ends with
 # "N passed, N failed, N skipped". Benchmarks never fail the run; tests do.
 #
@@ -342,6 +343,14 @@ elif [ -n "$VOCAB" ] && [ -f "$VOCAB" ]; then
             grep -E '^\|' "$OUT/bench-tg-$b.txt" | tee -a "$SUMMARY"
         else
             skipped "engine bench -b $b did not finish (see $OUT/bench-tg-$b.txt)"
+        fi
+        # prefill attention: the pp512 above runs the flash-style kernel (auto); the per-row one
+        ak=HX_VK_ATTN; [ $b = hip ] && ak=HX_HIP_ATTN
+        if step bench-pp-rows-$b 90 env $ak=rows "$E" bench -m "$QM" -b $b -p 512 -n 0 -r 3; then
+            ok "engine bench -b $b with $ak=rows (per-row attention; the pp512 above has flash):"
+            grep -E '^\|' "$OUT/bench-pp-rows-$b.txt" | tee -a "$SUMMARY"
+        else
+            skipped "engine bench -b $b with $ak=rows did not finish (see $OUT/bench-pp-rows-$b.txt)"
         fi
     done
 else
