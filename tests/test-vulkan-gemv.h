@@ -327,6 +327,8 @@ TEST(gemv_sg_red)
     }
     for (int i = 0; i < 5; i++) hx__device_close(devs[i]);
     ASSERT_TRUE(ok);
+}
+
 /* ---- the attention kernel (vulkan-pick.h) --------------------------------------------------- */
 
 /* HX_VK_ATTN's choice on synthetic devices: auto takes attn_flash.comp from 16 rows and
