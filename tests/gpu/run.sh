@@ -279,6 +279,21 @@ for k in sorted(a):
         print('| %s | %d×%d | %d | %.0f | %.0f | %.2f× |%s' % (k[0], k[1], k[2], k[3], a[k], b[k], a[k] / b[k], pct))
 EOF
 }
+# The device's kernels (bench-kernels-B.json) against one variant forced by KNOB=VALUE, m rows,
+# device time: vs_forced NAME LIMIT B KNOB=VALUE M REPORT_M VARIANT WHAT [bench args] → OUT/NAME.json,
+# a table in OUT/NAME.md and the summary. REPORT_M: report_gemm_pair's m (1: GEMV GB/s).
+vs_forced() {
+    local name=$1 limit=$2 b=$3 knob=$4 m=$5 rm=$6 var=$7 what=$8
+    shift 8
+    if STEP_OUT=1 step "$name" "$limit" env "$knob" "$E" bench --kernels --backend "$b" --types $types --shapes $shapes -m "$m" -r 5 "$@" -o json; then
+        mv "$OUT/$name.out" "$OUT/$name.json"
+        report_gemm_pair "$OUT/bench-kernels-$b.json" "$OUT/$name.json" "$rm" "$var" > "$OUT/$name.md" 2>&1
+        ok "$what:"
+        tee -a "$SUMMARY" < "$OUT/$name.md"
+    else
+        skipped "$b $var benchmark did not finish (see $OUT/$name.txt)"
+    fi
+}
 # Vulkan decode GEMV: the default (the wide-load kernel, split K on few rows) against the older
 # 4-byte-load kernel forced (HX_VK_GEMV=mmv), m = 1, device time, as shares of the measured
 # device-to-device copy and of the peak; and which kernel the info log says the device took
@@ -295,25 +310,13 @@ for b in "${GPUB[@]}"; do
             skipped "vulkan GEMV $cmp comparison did not finish"
         fi
     done
-    if STEP_OUT=1 step bench-gemv-mmv-vulkan 90 env HX_VK_GEMV=mmv "$E" bench --kernels --backend vulkan --types $types --shapes $shapes -m 1 -r 5 --d2d-mib 0 -o json; then
-        mv "$OUT/bench-gemv-mmv-vulkan.out" "$OUT/bench-gemv-mmv-vulkan.json"
-        report_gemm_pair "$OUT/bench-kernels-vulkan.json" "$OUT/bench-gemv-mmv-vulkan.json" 1 mmv > "$OUT/bench-gemv-vulkan.md" 2>&1
-        ok "vulkan decode GEMV m = 1, the wide-load kernel against mmv (weight GB/s, device time; peak $PEAK GB/s):"
-        tee -a "$SUMMARY" < "$OUT/bench-gemv-vulkan.md"
-    else
-        skipped "vulkan mmv GEMV benchmark did not finish (see $OUT/bench-gemv-mmv-vulkan.txt)"
-    fi
+    vs_forced bench-gemv-mmv-vulkan 90 vulkan HX_VK_GEMV=mmv 1 1 mmv \
+        "vulkan decode GEMV m = 1, the wide-load kernel against mmv (weight GB/s, device time; peak $PEAK GB/s)" --d2d-mib 0
 done
 for b in "${GPUB[@]}"; do
     [ $b = vulkan ] && [ $QUICK = 0 ] && [ -f "$OUT/bench-kernels-vulkan.json" ] || continue
-    if STEP_OUT=1 step bench-gemm-tiled-vulkan 120 env HX_VK_GEMM=tiled "$E" bench --kernels --backend vulkan --types $types --shapes $shapes -m 512 -r 5 -o json; then
-        mv "$OUT/bench-gemm-tiled-vulkan.out" "$OUT/bench-gemm-tiled-vulkan.json"
-        report_gemm_pair "$OUT/bench-kernels-vulkan.json" "$OUT/bench-gemm-tiled-vulkan.json" > "$OUT/bench-gemm-vulkan.md" 2>&1
-        ok "vulkan prefill GEMM m = 512, the device's variant against the tiled one (device time):"
-        tee -a "$SUMMARY" < "$OUT/bench-gemm-vulkan.md"
-    else
-        skipped "vulkan tiled GEMM benchmark did not finish (see $OUT/bench-gemm-tiled-vulkan.txt)"
-    fi
+    vs_forced bench-gemm-tiled-vulkan 120 vulkan HX_VK_GEMM=tiled 512 16 tiled \
+        "vulkan prefill GEMM m = 512, the device's variant against the tiled one (device time)"
 done
 # HIP prefill GEMM: the device's path (matrix units on sm_80+ / gfx11: hip-mma.h) against the
 # SIMT GEMM forced (HX_HIP_GEMM=simt), m = 512, device time; and which path the device took
@@ -321,14 +324,8 @@ done
 for b in "${GPUB[@]}"; do
     [ $b = hip ] && [ $QUICK = 0 ] && [ -f "$OUT/bench-kernels-hip.json" ] || continue
     grep -hoE 'prefill GEMM [a-z0-9]+( \([^)]*\))?' "$OUT/test-backend-ops-hip.txt" 2>/dev/null | sort -u | sed 's/^/    hip: /' | tee -a "$SUMMARY"
-    if STEP_OUT=1 step bench-gemm-simt-hip 150 env HX_HIP_GEMM=simt "$E" bench --kernels --backend hip --types $types --shapes $shapes -m 512 -r 5 --d2d-mib 0 -o json; then
-        mv "$OUT/bench-gemm-simt-hip.out" "$OUT/bench-gemm-simt-hip.json"
-        report_gemm_pair "$OUT/bench-kernels-hip.json" "$OUT/bench-gemm-simt-hip.json" 16 simt > "$OUT/bench-gemm-hip.md" 2>&1
-        ok "hip prefill GEMM m = 512, the device's path against SIMT (device time):"
-        tee -a "$SUMMARY" < "$OUT/bench-gemm-hip.md"
-    else
-        skipped "hip SIMT GEMM benchmark did not finish (see $OUT/bench-gemm-simt-hip.txt)"
-    fi
+    vs_forced bench-gemm-simt-hip 150 hip HX_HIP_GEMM=simt 512 16 simt \
+        "hip prefill GEMM m = 512, the device's path against SIMT (device time)" --d2d-mib 0
 done
 VOCAB=${DATA:+$DATA/vocab/ggml-vocab-qwen2.gguf}
 QM=$BUILD/qwen3-0.6b-tq2_0.gguf
