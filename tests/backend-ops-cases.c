@@ -364,6 +364,8 @@ static void hx_t_batch_make(struct hx_t_batch *b, int kind, int64_t m)
     case 4: b->name = "first token", start = 0, b->n_ctx = 16; break;
     /* 5 live chunks of 128 in a context of 9: a HIP graph launches 8, 3 of them past pos */
     case 6: b->name = "decode", start = 600, b->n_ctx = 1100; break;
+    /* past the ~10,000 positions lavapipe's loop budget gave attn.comp (docs/vulkan.md) */
+    case 7: b->name = "decode", start = 16000, b->n_ctx = 16400; break;
     default: break;
     }
     for (int64_t r = 0; r < m; r++) b->pos[r] = (int32_t)(start + r), b->seq[r] = 0;
@@ -441,6 +443,7 @@ void hx_t_attn_ops(void)
                                   odd = {6, 2, 80}, wide = {4, 1, 256}, mqa = {16, 1, 64},
                                   small = {8, 2, 32};
     hx_t_attn_case(&qwen, 4, 1, false, false);
+    hx_t_attn_case(&qwen, 7, 1, false, false);
     hx_t_attn_case(&qwen, 0, 7, false, false);
     hx_t_attn_case(&qwen, 0, 16, false, false);  /* a last key block of 16: the flash kernel reads 32 */
     hx_t_attn_case(&qwen, 0, 64, false, false);

@@ -4,8 +4,13 @@
 // one position (q staged in shared memory, pre-scaled), then the tile is folded into a running
 // softmax (online max / sum, as flash attention does) and every thread accumulates up to 4
 // output dims (head_dim ≤ 4·WG) with coalesced reads of V. kvh = h / (n_head / n_head_kv).
+// The loops inside the loop over tiles go 8 elements an iteration (unrolled, in the same order)
+// or have constant trip counts: lavapipe ends a shader's loops after 65,535 iterations of all
+// of them together, which one iteration per element reached at about 10,000 positions
+// (docs/vulkan.md); now it is about 100,000.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer QBuf { float q[]; };
@@ -32,7 +37,8 @@ float wg_max(float x)
     if (subgroupElect()) red[gl_SubgroupID] = x;
     barrier();
     float r = red[0];
-    for (uint k = 1u; k < gl_NumSubgroups; k++) r = max(r, red[k]);
+    [[unroll]] for (uint k = 1u; k < 32u; k++)
+        if (k < gl_NumSubgroups) r = max(r, red[k]);
     barrier();
     return r;
 }
@@ -43,7 +49,8 @@ float wg_sum(float x)
     if (subgroupElect()) red[gl_SubgroupID] = x;
     barrier();
     float r = 0.0;
-    for (uint k = 0u; k < gl_NumSubgroups; k++) r += red[k];
+    [[unroll]] for (uint k = 0u; k < 32u; k++)
+        if (k < gl_NumSubgroups) r += red[k];
     barrier();
     return r;
 }
@@ -70,7 +77,10 @@ void main()
         if (t < n_t) {
             uint ko = p.kc_off + (base + t) * kv_dim + kvo;
             s = 0.0;
-            for (uint i = 0u; i < hd; i++) s += qs[i] * kc[ko + i];
+            uint i = 0u;
+            for (; i + 8u <= hd; i += 8u)
+                [[unroll]] for (uint u = 0u; u < 8u; u++) s += qs[i + u] * kc[ko + i + u];
+            for (; i < hd; i++) s += qs[i] * kc[ko + i];
         }
         float m_new = max(m, wg_max(s));
         float f = exp(m - m_new);
@@ -78,12 +88,16 @@ void main()
         sc[tid] = pt;
         l = l * f + wg_sum(pt);   /* wg_sum's barriers also publish sc[] */
         uint nt = min(uint(WG), n_t - t0);
-        for (uint j = 0u; j < 4u; j++) {
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
             uint dd = tid + j * WG;
             if (dd >= hd) break;
             float a = acc[j] * f;
             uint vo = p.vc_off + (base + t0) * kv_dim + kvo + dd;
-            for (uint tt = 0u; tt < nt; tt++) a += sc[tt] * vc[vo + tt * kv_dim];
+            uint tt = 0u;
+            for (; tt + 8u <= nt; tt += 8u)
+                [[unroll]] for (uint u = 0u; u < 8u; u++)
+                    a += sc[tt + u] * vc[vo + (tt + u) * kv_dim];
+            for (; tt < nt; tt++) a += sc[tt] * vc[vo + tt * kv_dim];
             acc[j] = a;
         }
         m = m_new;
