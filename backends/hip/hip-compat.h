@@ -89,11 +89,12 @@ static __device__ __forceinline__ float hx_hip_shfl_xor(float v, int m)
 
 /* Signed 8-bit 4-way dot product with 32-bit accumulate: v_dot4_i32_i8 where the ISA has it
  * (dot1-insts: gfx906/908/90a, gfx1011/1012, RDNA2), v_dot4_i32_iu8 with both operands
- * signed on RDNA3 (dot8-insts), a scalar fallback elsewhere. */
+ * signed on RDNA3 and RDNA4 (dot8-insts), a scalar fallback elsewhere. */
 static __device__ __forceinline__ int hx_hip_dp4a(int a, int b, int c)
 {
 #if defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) ||                        \
-    defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__)
+    defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__) ||                        \
+    defined(__gfx1152__) || defined(__gfx1200__) || defined(__gfx1201__)
     return __builtin_amdgcn_sudot4(true, a, true, b, c, false);
 #elif defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx1011__) || \
     defined(__gfx1012__) || defined(__gfx1030__) || defined(__gfx1031__) ||                        \
