@@ -242,7 +242,7 @@ static __device__ __forceinline__ uint32_t hx_hip_f2bf_bits(float x)
 {
     uint32_t u = __float_as_uint(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu; /* NaN: the canonical one */
-    u += 0x7fffu + ((u >> 16) & 1u);                      /* to nearest, ties to even */
+    u += 0x7fffu + ((u >> 16) & 1u);                     /* to nearest, ties to even */
     return u >> 16;
 }
 static __device__ __forceinline__ uint32_t hx_hip_f2bf2(float x0, float x1)

@@ -15,10 +15,11 @@
  *
  * The fragment ops are hip-compat.h's; the host emulator runs them as warp collectives with the
  * hardware's per-lane layouts, so the register placement below is checked there. F32 and BF16
- * weights keep the SIMT GEMM (f16 activations would add an error numerics.h does not allow
- * them; BF16 in f16 loses range). Each 256-thread block computes a 64 x 64 output tile over K
- * tiles of 128 (four 32-blocks between two barriers); warp w takes rows 16 (w % 4) .. +15 and
- * columns 32 (w / 4) .. +31.
+ * weights do not take f16 (f16 activations would add an error numerics.h does not allow them;
+ * BF16 in f16 loses range): they have their own kernel, hx_hip_gemm_tcf, at the end of the
+ * file (split operands on bf16 / tf32 mma). Each 256-thread block computes a 64 x 64 output
+ * tile over K tiles of 128 (four 32-blocks between two barriers); warp w takes rows 16 (w % 4)
+ * .. +15 and columns 32 (w / 4) .. +31.
  */
 #pragma once
 

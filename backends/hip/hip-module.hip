@@ -718,12 +718,12 @@ static void hx_hip_describe(void *mdev, char *out, size_t len)
              gm == 2 ? "eager"
              : gm    ? "on"
                      : "off (HX_HIP_GRAPH=0 or a graph failure)",
-             d->gemm == HX_HIP_GEMM_MMA && d->gemm_float       ? "mma (int8 + f16 + bf16x2 + 3xtf32)"
-             : d->gemm == HX_HIP_GEMM_MMA                      ? "mma (int8 + f16)"
-             : d->gemm == HX_HIP_GEMM_MMA_F16 && d->gemm_float ? "mma (f16 + bf16x2 + 3xtf32)"
-             : d->gemm == HX_HIP_GEMM_MMA_F16                  ? "mma (f16)"
-             : d->gemm == HX_HIP_GEMM_WMMA    ? "wmma (f16)"
-                                              : "simt");
+             d->gemm == HX_HIP_GEMM_MMA
+                 ? (d->gemm_float ? "mma (int8 + f16 + bf16x2 + 3xtf32)" : "mma (int8 + f16)")
+             : d->gemm == HX_HIP_GEMM_MMA_F16
+                 ? (d->gemm_float ? "mma (f16 + bf16x2 + 3xtf32)" : "mma (f16)")
+             : d->gemm == HX_HIP_GEMM_WMMA ? "wmma (f16)"
+                                           : "simt");
 }
 
 static const struct hx_hip_module_ops hx_hip_module = {
