@@ -9,3 +9,5 @@
 /* D of every lane of a warp's fragment op `kind` (HX_EMU_*), from lanes[l], the registers lane
  * l offered (hx_emu_mma's `in` layout): out[l][0..3] (MMA) or [0..7] (WMMA). */
 void hx_emu_mma_compute(int kind, const uint32_t *const *lanes, uint32_t (*out)[8]);
+/* The float-weight ops (HX_EMU_MMA_BF16, HX_EMU_MMA_TF32): hx_emu_mma_compute hands them here. */
+void hx_emu_mma_float(int kind, const uint32_t *const *lanes, uint32_t (*out)[8]);
