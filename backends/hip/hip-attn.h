@@ -14,8 +14,11 @@
  *
  * Thread layout (128 threads): scores — thread t takes key t % BC of the tile and rows
  * t / BC + 8i (i < 4), reading each staged key element once for four rows; output — thread t
- * owns dim t % hd of rows t / hd + (128 / hd) k, so head_dim must divide 128 (the module
- * falls back to hx_hip_attn otherwise, and for head_dim > HX_HIP_FA_HD).
+ * owns row t / 4 and the float4 groups of dims 4 (t % 4 + 4i) .. +3 (i < head_dim / 16), so
+ * every address it uses is one base plus constant offsets (a layout whose rows depended on
+ * head_dim kept 32 row addresses live and spilled 2.6 KB a thread on RDNA: test-hip-isa).
+ * head_dim must be a multiple of 4 and at most HX_HIP_FA_HD (the module falls back to
+ * hx_hip_attn otherwise).
  */
 #pragma once
 
@@ -23,12 +26,13 @@
 #define HX_HIP_FA_BC 16      /* key positions per staged tile */
 #define HX_HIP_FA_HD 128     /* largest head_dim (which must divide 128) */
 #define HX_HIP_FA_THREADS 128
-#define HX_HIP_FA_ACC (HX_HIP_FA_BR * HX_HIP_FA_HD / HX_HIP_FA_THREADS)
+#define HX_HIP_FA_TPR (HX_HIP_FA_THREADS / HX_HIP_FA_BR) /* output threads per row (4) */
+#define HX_HIP_FA_G (HX_HIP_FA_HD / 4 / HX_HIP_FA_TPR)    /* float4 groups per thread (8) */
 
 /* true when hx_hip_attn_flash handles head_dim hd */
 static inline __host__ __device__ bool hx_hip_attn_flash_ok(int hd)
 {
-    return hd > 0 && hd <= HX_HIP_FA_HD && HX_HIP_FA_THREADS % hd == 0;
+    return hd > 0 && hd <= HX_HIP_FA_HD && hd % 4 == 0;
 }
 
 __global__ void __launch_bounds__(HX_HIP_FA_THREADS)
@@ -39,12 +43,12 @@ __global__ void __launch_bounds__(HX_HIP_FA_THREADS)
 {
     __shared__ float qs[HX_HIP_FA_BR][HX_HIP_FA_HD + 1]; /* +1: rows on different banks */
     __shared__ float ks[HX_HIP_FA_BC][HX_HIP_FA_HD + 1];
-    __shared__ float vs[HX_HIP_FA_BC][HX_HIP_FA_HD];
+    __shared__ float4 vs[HX_HIP_FA_BC][HX_HIP_FA_HD / 4];
     __shared__ float ps[HX_HIP_FA_BR][HX_HIP_FA_BC + 1];
     __shared__ float sm[HX_HIP_FA_BR], sl[HX_HIP_FA_BR], sf[HX_HIP_FA_BR];
-    __shared__ int32_t rp[HX_HIP_FA_BR], rs[HX_HIP_FA_BR];
+    __shared__ int32_t rp[HX_HIP_FA_BR], rs[HX_HIP_FA_BR], pass[2];
     const int tid = threadIdx.x, h = blockIdx.x, kvh = h / (n_head / n_head_kv);
-    const int nrp = HX_HIP_FA_THREADS / hd, dcol = tid % hd, rph = tid / hd;
+    const int orow = tid / HX_HIP_FA_TPR, oq = tid % HX_HIP_FA_TPR, ng = hd / 4;
     const int sj = tid % HX_HIP_FA_BC, srow = tid / HX_HIP_FA_BC;
     const int srstep = HX_HIP_FA_THREADS / HX_HIP_FA_BC;
     const int64_t ko = (int64_t)kvh * hd;
@@ -62,16 +66,24 @@ __global__ void __launch_bounds__(HX_HIP_FA_THREADS)
         __syncthreads();
         int32_t done = -1; /* passes run in increasing sequence id */
         for (;;) {
-            int32_t s = 0x7fffffff, tmax = -1;
-            for (int i = 0; i < HX_HIP_FA_BR; i++)
-                if (rs[i] > done && rs[i] < s) s = rs[i];
+            /* the pass's sequence and its largest position, found by one thread (all of them
+             * scanning the 64 values kept them in registers next to the accumulators) */
+            if (tid == 0) {
+                int32_t s = 0x7fffffff, tmax = -1;
+                for (int i = 0; i < HX_HIP_FA_BR; i++)
+                    if (rs[i] > done && rs[i] < s) s = rs[i];
+                for (int i = 0; i < HX_HIP_FA_BR; i++)
+                    if (rs[i] == s && rp[i] > tmax) tmax = rp[i];
+                pass[0] = s, pass[1] = tmax;
+            }
+            __syncthreads();
+            const int32_t s = pass[0], tmax = pass[1];
             if (s == 0x7fffffff) break; /* every thread sees the same shared state */
-            for (int i = 0; i < HX_HIP_FA_BR; i++)
-                if (rs[i] == s && rp[i] > tmax) tmax = rp[i];
             done = s;
             if (tid < HX_HIP_FA_BR) sm[tid] = -INFINITY, sl[tid] = 0.0f;
-            float acc[HX_HIP_FA_ACC];
-            for (int k = 0; k < HX_HIP_FA_ACC; k++) acc[k] = 0.0f;
+            float acc[HX_HIP_FA_G][4];
+            for (int i = 0; i < HX_HIP_FA_G; i++)
+                for (int c = 0; c < 4; c++) acc[i][c] = 0.0f;
             const int64_t row0 = (int64_t)s * n_ctx;
             for (int32_t t0 = 0; t0 <= tmax; t0 += HX_HIP_FA_BC) {
                 for (int e = tid; e < HX_HIP_FA_BC * hd; e += HX_HIP_FA_THREADS) {
@@ -79,7 +91,7 @@ __global__ void __launch_bounds__(HX_HIP_FA_THREADS)
                     const int32_t t = t0 + j;
                     const bool in = t <= tmax; /* positions past the tile's last stay unread */
                     ks[j][dd] = in ? kc[(row0 + t) * kc_stride + ko + dd] : 0.0f;
-                    vs[j][dd] = in ? vc[(row0 + t) * vc_stride + ko + dd] : 0.0f;
+                    ((float *)vs[j])[dd] = in ? vc[(row0 + t) * vc_stride + ko + dd] : 0.0f;
                 }
                 __syncthreads();
                 float sc[HX_HIP_FA_BR / (HX_HIP_FA_THREADS / HX_HIP_FA_BC)];
@@ -115,22 +127,31 @@ __global__ void __launch_bounds__(HX_HIP_FA_THREADS)
                     }
                 }
                 __syncthreads();
-                float v[HX_HIP_FA_BC];
-                for (int j = 0; j < HX_HIP_FA_BC; j++) v[j] = vs[j][dcol];
-                for (int k = 0; k < HX_HIP_FA_ACC; k++) {
-                    const int row = rph + nrp * k;
-                    if (row >= HX_HIP_FA_BR) break;
-                    float a = 0.0f;
-                    for (int j = 0; j < HX_HIP_FA_BC; j++) a += ps[row][j] * v[j];
-                    acc[k] = acc[k] * sf[row] + a;
+                float p[HX_HIP_FA_BC];
+                for (int j = 0; j < HX_HIP_FA_BC; j++) p[j] = ps[orow][j];
+                const float f = sf[orow];
+                for (int i = 0; i < HX_HIP_FA_G; i++) {
+                    const int g = oq + HX_HIP_FA_TPR * i;
+                    if (g < ng) {
+                        float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                        for (int j = 0; j < HX_HIP_FA_BC; j++) {
+                            const float4 v = vs[j][g];
+                            a[0] += p[j] * v.x, a[1] += p[j] * v.y;
+                            a[2] += p[j] * v.z, a[3] += p[j] * v.w;
+                        }
+                        for (int c = 0; c < 4; c++) acc[i][c] = acc[i][c] * f + a[c];
+                    }
                 }
                 __syncthreads(); /* ks, vs, ps and the stats are rewritten next tile */
             }
-            for (int k = 0; k < HX_HIP_FA_ACC; k++) {
-                const int row = rph + nrp * k;
-                if (row >= HX_HIP_FA_BR) break;
-                if (rs[row] == s)
-                    dst[(r0 + row) * dst_stride + (int64_t)h * hd + dcol] = acc[k] / sl[row];
+            if (rs[orow] == s) { /* rows past n have rs -1 */
+                float *o = dst + (r0 + orow) * dst_stride + (int64_t)h * hd;
+                const float l = sl[orow];
+                for (int i = 0; i < HX_HIP_FA_G; i++) {
+                    const int g = oq + HX_HIP_FA_TPR * i;
+                    if (g < ng)
+                        for (int c = 0; c < 4; c++) o[4 * g + c] = acc[i][c] / l;
+                }
             }
             __syncthreads(); /* sm, sl are reset by the next pass */
         }

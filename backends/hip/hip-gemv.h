@@ -147,28 +147,41 @@ __global__ void __launch_bounds__(HX_HIP_GEMV_THREADS)
     for (int q = 0; q < R; q++) /* rows past the last read zeros; their sums are dropped */
         b[q] = (const uint8_t *)stage + (R * warp + q) * SLOT +
                ((uintptr_t)(W + HX_MIN(rw + q, N - 1) * row_bytes + kb0 * G::B) & 15);
-    float acc[R][NC];
-    for (int q = 0; q < R; q++)
-        for (int c = 0; c < NC; c++) acc[q][c] = 0.0f;
+    /* More than LIM sums a lane (16; TQ2_0, whose parts hold four activation blocks: 8)
+     * spilled registers on RDNA (test-hip-isa): the activation rows then go in NH groups,
+     * each reading the staged weights again; every sum keeps its order, so the bits do not
+     * change. */
+    enum { LIM = T == HX_DTYPE_TQ2_0 ? 8 : 16, NH = R * NC > LIM ? R * NC / LIM : 1 };
+    enum { NCH = NC / NH };
     const int64_t tasks = nb * G::P;
-    for (int64_t i = lane; i < tasks; i += 32) {
-        const int64_t blk = i / G::P;
-        const int p = (int)(i % G::P);
-        if constexpr (T == HX_DTYPE_TQ1_0) {
-            hx_hip_vdot_tq1<NC, R>(b, blk * G::B, kb0 + blk, p, a, acc);
-        } else {
-            HX_HIP_UNROLL
-            for (int q = 0; q < R; q++)
-                hx_hip_vdot<T, NC>(b[q] + blk * G::B, kb0 + blk, p, a, acc[q], ts);
+    for (int h = 0; h < NH; h++) {
+        hx_hip_act ah = a;
+        ah.q += (int64_t)h * NCH * a.K, ah.d += (int64_t)h * NCH * (a.K / 32);
+        ah.n = a.n - h * NCH; /* may be < 1: nothing of this group is written */
+        if (ah.n < 1) break;
+        float acc[R][NCH];
+        for (int q = 0; q < R; q++)
+            for (int c = 0; c < NCH; c++) acc[q][c] = 0.0f;
+        for (int64_t i = lane; i < tasks; i += 32) {
+            const int64_t blk = i / G::P;
+            const int p = (int)(i % G::P);
+            if constexpr (T == HX_DTYPE_TQ1_0) {
+                hx_hip_vdot_tq1<NCH, R>(b, blk * G::B, kb0 + blk, p, ah, acc);
+            } else {
+                HX_HIP_UNROLL
+                for (int q = 0; q < R; q++)
+                    hx_hip_vdot<T, NCH>(b[q] + blk * G::B, kb0 + blk, p, ah, acc[q], ts);
+            }
         }
-    }
-    for (int q = 0; q < R; q++) {
-        if (rw + q >= N) break;
-        for (int c = 0; c < NC; c++) {
-            const float s = hx_hip_warp_sum(acc[q][c]);
-            if (lane != 0 || c >= a.n) continue;
-            if (gridDim.y == 1) dst[c * dst_stride + rw + q] = s * scale;
-            else part[((int64_t)blockIdx.y * a.n + c) * N + rw + q] = s;
+        for (int q = 0; q < R; q++) {
+            if (rw + q >= N) break;
+            for (int c = 0; c < NCH; c++) {
+                const float s = hx_hip_warp_sum(acc[q][c]);
+                const int ca = h * NCH + c;
+                if (lane != 0 || ca >= a.n) continue;
+                if (gridDim.y == 1) dst[ca * dst_stride + rw + q] = s * scale;
+                else part[((int64_t)blockIdx.y * a.n + ca) * N + rw + q] = s;
+            }
         }
     }
 }
