@@ -17,6 +17,9 @@
  * A multi-device plan must be predicted HX_AUTO_MARGIN faster than the best single one. A
  * model that no fit split of the candidates holds is refused before anything is measured. The reasons are kept as text for
  * `engine plan`. Weights prepared while measuring are released: the chosen plans prepare theirs.
+ * What the measuring runs grow a backend's own buffers to (scratch, kept by the backend) is
+ * asked of it per op measured and added to the plan's scratch (sched-fit.c): measuring runs
+ * ops on every candidate, and the prefill at n_prof_rows rows, which can exceed the batch.
  */
 #include <errno.h>
 #include <math.h>
@@ -197,6 +200,11 @@ static int hx__prof_graph(struct hx_sched *s, int d, const struct hx_graph *g)
         struct hx_op op;
         if (st == HX_OK) st = hx__build_op(&s->mem, g, sd, nd, &op);
         const struct hx_split sp = hx__split_of(&op, 1, g->n_rows, &rows);
+        /* the backend's buffers grow to this run's need and keep it: the plan counts it */
+        size_t b[HX_SCRATCH_BUFS];
+        if (st == HX_OK) st = hx__dev_scratch_bytes(sd->dev, &sp, b);
+        for (int i = 0; st == HX_OK && i < HX_SCRATCH_BUFS; i++)
+            sd->prof_scratch[i] = HX_MAX(sd->prof_scratch[i], b[i]);
         double us = st == HX_OK ? hx__time_split(sd->dev, &sp, &st) : 0;
         if (st == HX_OK) hx__prof_add(&sd->prof, &nd->desc, us), sd->prof.n_measured++;
     }

@@ -17,8 +17,11 @@
  * counters do not see. A backend's own buffers that grow with the splits it runs (Vulkan's
  * and HIP's activation scratch and split metadata) are counted as scratch: every split of the
  * plan, with its positions at the context's end, goes to the backend's scratch_bytes, and each
- * of its buffers counts its largest need (what it grows to). The CPU's per-thread buffers are
- * not counted (host memory sized by the thread count, not the plan).
+ * of its buffers counts its largest need (what it grows to); so do the buffers a backend holds
+ * from its opening on (the NPU's per-kernel buffer objects: an empty split, asked of every
+ * device opened, used by the plan or not), and what auto's measuring runs grew them to
+ * (sdev.prof_scratch, sched-auto.c). The CPU's per-thread buffers are the CPU backend's
+ * scratch like any other.
  *
  * fit: whole layers from the first, as many as fit, on the fastest device, then the next,
  * the rest on the last (the CPU). Its rules are layer-split's with exact boundaries; the
@@ -261,7 +264,12 @@ int hx__mem_need(struct hx_sched *s, const struct hx_graph *g, const struct hx_r
             if (a.slots[d] & (1u << k))
                 n[HX_MEM_ACT] += (size_t)s->mem.slot_cap[k] * (size_t)width[k] * sizeof(float);
         n[HX_MEM_STAGING] = a.stage[d];
-        for (int k = 0; k < HX_SCRATCH_BUFS; k++) n[HX_MEM_SCRATCH] += a.scratch[d][k];
+        /* buffers the device holds from its opening on, and what measuring grew them to */
+        size_t b[HX_SCRATCH_BUFS] = {0};
+        const struct hx_split none = {.struct_size = sizeof none};
+        if (st == HX_OK) st = hx__dev_scratch_bytes(s->dev[d].dev, &none, b);
+        for (int k = 0; k < HX_SCRATCH_BUFS; k++)
+            n[HX_MEM_SCRATCH] += HX_MAX(a.scratch[d][k], HX_MAX(b[k], s->dev[d].prof_scratch[k]));
     }
     for (int d = 0; d < HX_MAX_DEVICES; d++) hx__free(a.w[d]);
     hx__free(a.kv);

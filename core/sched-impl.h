@@ -100,6 +100,9 @@ struct hx_sdev {
     bool used;
     struct hx_prof prof;
     size_t alloc[HX_MEM_KINDS]; /* bytes held now, by kind (sched-mem.c) */
+    /* what auto's measuring runs grew the backend's own buffers to, each buffer's largest
+     * (asked of scratch_bytes for every op measured; sched-fit.c adds it to the plan) */
+    size_t prof_scratch[HX_SCRATCH_BUFS];
 };
 
 /* What sizes a device's memory (sched-mem.c): a buffer of slot_cap[slot] rows per activation

@@ -275,12 +275,13 @@ struct hx_split {
  * 3: probe reports the devices too (device_count is gone); the core checks device indices.
  * 4: weight_bytes appended (the scheduler's memory accounting, docs/policies.md).
  * 5: scratch_bytes appended (a backend's own buffers in that accounting).
+ * 6: HX_SCRATCH_BUFS 4 -> 8 (the NPU reports 7 buffers); scratch_bytes answers an empty split.
  * Both changed the layout rather than appending, which is safe only because every table is
  * compiled with the core: the registry rejects a table of another version. */
-#define HX_BACKEND_ABI_VERSION 5
+#define HX_BACKEND_ABI_VERSION 6
 
 /* Buffers of its own a backend may report (scratch_bytes). */
-#define HX_SCRATCH_BUFS 4
+#define HX_SCRATCH_BUFS 8
 
 /* What a backend's probe found. The core zeroes it before the call and keeps it. */
 struct hx_backend_probe {
@@ -364,13 +365,18 @@ struct hx_backend_ops {
      * Default: w->nbytes (the weight as stored). */
     int (*weight_bytes)(struct hx_device *dev, const struct hx_weight *w, void *handle,
                         size_t *out);
-    /* (optional) The device memory of the backend's own buffers that grow to the largest split
-     * they have served (activation scratch, split metadata), one entry per buffer, at most
-     * HX_SCRATCH_BUFS. With sp, what each buffer must hold to run sp: the scheduler takes the
-     * largest over a plan's splits, which must be what the buffers hold after running them (a
-     * test checks). The scheduler passes a plan's splits: ops without buffers or weight handles
-     * (desc, weight, aux and the geometry of src and dst are set), positions at the context's
-     * end. With sp NULL, what each buffer holds now. Pure and cheap. Default: none. */
+    /* (optional) The memory of the backend's own buffers (device memory, or host memory the
+     * backend allocates for the device: activation scratch, split metadata, per-thread work
+     * buffers, per-kernel buffer objects), one entry per buffer, at most HX_SCRATCH_BUFS.
+     * With sp, what each buffer must hold to run sp: the scheduler takes the largest over a
+     * plan's splits, which must be what the buffers hold after running them (a test checks).
+     * The scheduler passes a plan's splits: ops without buffers or weight handles (desc,
+     * weight, aux and the geometry of src and dst are set), positions at the context's end;
+     * a buffer a weight's preparation grows counts in the splits whose ops read that weight.
+     * An empty split (n_ops 0) asks for what the device holds from its opening on, whatever
+     * it runs (buffers allocated at init; 0 for those that grow with the splits), and is asked
+     * of every device the scheduler opens. With sp NULL, what each buffer holds now (a buffer
+     * a call allocates and frees again: the most it has held). Pure and cheap. Default: none. */
     int (*scratch_bytes)(struct hx_device *dev, const struct hx_split *sp,
                          size_t out[HX_SCRATCH_BUFS]);
 };

@@ -3,7 +3,11 @@
  * actually got: for every policy here (cpu and ref everywhere; Vulkan and npu-sim where
  * present), after a load and runs of both phases, the bytes each device holds per kind
  * (weights as prepared, KV caches, activation slots; counted by core/sched-mem.c as the
- * vtable hands them out) equal what the plan accounted before anything was loaded. And fit
+ * vtable hands them out; and the backends' own buffers, scratch: the CPU's matmul, attention
+ * and per-thread buffers, ref's rows, Vulkan's and HIP's split scratch, the NPU's per-kernel
+ * buffer objects, as each backend's scratch_bytes says they hold) equal what the plan
+ * accounted before anything was loaded. auto's measuring runs (every op on every candidate,
+ * prefill at a batch the plan may not have) are in the plan too. And fit
  * under a cap puts on the capped device exactly the layers that fit: its need is within the
  * cap, and one more layer would not be. The refusals' exit codes and messages are
  * tests/test-mem-cli.sh's.
@@ -25,7 +29,8 @@ static const char *const hx_t_kind[HX_SCHED_MEM_KINDS] = {"weights", "kv", "act"
 #define HX_T_CTX 64
 #define HX_T_SEQ 2
 
-static int hx_t_open(struct hx_model *m, const char *policy, const char *mem, struct hx_context **c)
+static int hx_t_open_batch(struct hx_model *m, const char *policy, const char *mem, int n_batch,
+                           struct hx_context **c)
 {
     struct hx_context_params cp = {.struct_size = sizeof cp,
                                    .policy = policy,
@@ -33,8 +38,13 @@ static int hx_t_open(struct hx_model *m, const char *policy, const char *mem, st
                                    .n_threads = 2,
                                    .n_ctx = HX_T_CTX,
                                    .n_seq = HX_T_SEQ,
-                                   .n_batch = 16};
+                                   .n_batch = n_batch};
     return hx_context_new(m, &cp, c);
+}
+
+static int hx_t_open(struct hx_model *m, const char *policy, const char *mem, struct hx_context **c)
+{
+    return hx_t_open_batch(m, policy, mem, 16, c);
 }
 
 /* A prefill of a whole batch (16 rows: the largest split the plan has, so the backends' scratch
@@ -170,6 +180,60 @@ TEST(accounting_equals_allocations)
         HX_FAIL_AT("CI=true but no Vulkan backend (lavapipe) in this build");
 }
 
+/* auto measures every op on every candidate, the prefill at min(n_batch, 128, n_ctx) rows but
+ * at least 2: more rows than a batch of 1 plans for, and ops on devices its plan may not use.
+ * What that grows the backends' buffers to is in the plan; after the measuring and runs of the
+ * batch, each device holds exactly that. */
+TEST(accounting_auto_measuring)
+{
+    static const char *const pols[] = {"auto:cpu,ref", "auto:ref,cpu", "auto:cpu,npu-sim"};
+    int checked = 0;
+    setenv("HX_PROFILE_DIR", "off", 1); /* measure every time; no cache file from a test */
+    for (size_t k = 0; k < sizeof hx_t_models / sizeof *hx_t_models; k++) {
+        struct hx_model *m;
+        if (hx_model_load(hx_test_data(hx_t_models[k]), NULL, &m) != HX_OK)
+            SKIP("%s not found (%s)", hx_t_models[k], hx_last_error());
+        for (size_t i = 0; i < sizeof pols / sizeof *pols; i++) {
+            if (strstr(pols[i], "npu-sim") && !hx_t_have("npu-sim")) continue;
+            static const int batch[] = {1, 4};
+            for (int b = 0; b < 2; b++) {
+                struct hx_context *c;
+                char what[160];
+                snprintf(what, sizeof what, "%s %s -b %d", strrchr(hx_t_models[k], '/') + 1,
+                         pols[i], batch[b]);
+                if (hx_t_open_batch(m, pols[i], NULL, batch[b], &c) != HX_OK) {
+                    HX_FAIL_AT("%s: %s", what, hx_last_error());
+                    continue;
+                }
+                /* batches of batch[b] rows, then decode steps on both sequences */
+                int st = HX_OK;
+                for (int32_t p0 = 0; st == HX_OK && p0 < 8; p0 += batch[b]) {
+                    int32_t tok[4], pos[4], seq[4] = {0};
+                    int8_t lg[4] = {0};
+                    for (int r = 0; r < batch[b]; r++) tok[r] = 1 + p0 + r, pos[r] = p0 + r;
+                    lg[batch[b] - 1] = 1;
+                    struct hx_batch bt = {
+                        .n_rows = batch[b], .token = tok, .pos = pos, .seq = seq, .logits = lg};
+                    st = hx_decode(c, &bt);
+                }
+                int32_t t1 = 3, p1 = 0, s1 = 1;
+                int8_t l1 = 1;
+                struct hx_batch d = {
+                    .n_rows = 1, .token = &t1, .pos = &p1, .seq = &s1, .logits = &l1};
+                if (st == HX_OK) st = hx_decode(c, &d);
+                if (st)
+                    HX_FAIL_AT("%s: run: %s", what, hx_last_error());
+                else if (hx_t_compare(c, what) == 0)
+                    HX_FAIL_AT("%s: no device holds anything", what);
+                checked++;
+                hx_context_free(c);
+            }
+        }
+        hx_model_free(m);
+    }
+    fprintf(stderr, "  %d auto plans checked\n", checked);
+}
+
 /* The same on HIP (test-hip-build.sh runs this with the emulator as HX_HIP_MODULE): its split
  * scratch (row metadata, int8 activations, split-K partial sums) as the plan accounts it. */
 TEST(accounting_hip)
@@ -205,9 +269,19 @@ static void hx_t_fit_cap(const char *dev, const char *model, double share)
     snprintf(pol, sizeof pol, "single:%s", dev);
     struct hx_context *c;
     ASSERT_OK(hx_t_open(m, pol, NULL, &c));
-    size_t whole = hx_t_need(c, dev, NULL);
+    size_t whole = hx_t_need(c, dev, NULL), base = 0;
+    /* what the device holds from its opening on, whatever it runs (the NPU's kernel buffers):
+     * the cap is that and a share of the rest */
+    struct hx_sched *s0 = hx__context_sched(c);
+    for (int d = 0; d < s0->n_dev; d++)
+        if (!strcmp(s0->dev[d].dev->id, dev)) {
+            size_t b[HX_SCRATCH_BUFS];
+            const struct hx_split none = {.struct_size = sizeof none};
+            ASSERT_OK(hx__dev_scratch_bytes(s0->dev[d].dev, &none, b));
+            for (int k = 0; k < HX_SCRATCH_BUFS; k++) base += b[k];
+        }
     hx_context_free(c);
-    size_t cap = (size_t)((double)whole * share);
+    size_t cap = base + (size_t)((double)(whole - base) * share);
     snprintf(pol, sizeof pol, "fit:%s", dev);
     snprintf(mem, sizeof mem, "%s=%zu", dev, cap);
     ASSERT_OK(hx_t_open(m, pol, mem, &c));

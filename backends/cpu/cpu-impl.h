@@ -151,7 +151,13 @@ int hx__cpu_op_embed(const struct hx_op *op, const struct hx_split *s, int n_thr
 void hx__cpu_op_rms_norm(const struct hx_op *op, int n_threads);
 void hx__cpu_op_rope(const struct hx_op *op, const struct hx_split *s, int n_threads);
 void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_threads,
-                     float *scratch, size_t scratch_floats_per_thread);
+                     float *scratch, size_t scratch_floats_per_thread, size_t *kt_peak);
+/* Floats of attention scratch per thread (hx__cpu_op_attn's scratch). */
+size_t hx__cpu_attn_per_thread(const struct hx_op *op);
+/* Bytes of the head-major K and V copy a prefill of n_rows rows of one sequence makes for the
+ * call (allocated and freed in it, at the context's length rounded up to 32 keys); 0 when
+ * the op never makes one. hx__cpu_op_attn adds what it allocates to *kt_peak's maximum. */
+size_t hx__cpu_attn_kt_bytes(const struct hx_op *op, int64_t n_rows);
 void hx__cpu_op_glu(const struct hx_op *op, int n_threads);
 void hx__cpu_op_add(const struct hx_op *op, int n_threads);
 
@@ -171,3 +177,7 @@ double hx__cpu_sumsq_avx512(const float *x, int64_t n);
 
 /* Matmul (cpu-matmul.c): scratch is grown in *mem / *mem_bytes as needed. */
 int hx__cpu_matmul(const struct hx_op *op, int n_threads, void **mem, size_t *mem_bytes);
+/* The bytes of *mem hx__cpu_matmul needs for op. repack < 0: the op's weight handle says how
+ * it runs; a plan's op (no handle yet): repack (0, 1) says whether weight_prepare will repack
+ * its weight into x16 tiles. */
+size_t hx__cpu_matmul_scratch(const struct hx_op *op, int n_threads, int repack);

@@ -4,7 +4,11 @@
  * is unpacked into a panel once and multiplied with every activation row by the selected ISA's
  * panel kernel; m = 1 with a fused kernel for the type streams the GGUF rows directly.
  * Float weights are converted to f32 per tile and reused the same way.
+ * The scratch these use (one buffer the device keeps, grown to its largest call: quantized
+ * activations, each thread's panel or activation slice) is sized by hx__cpu_matmul_scratch
+ * alone, for a run and for a plan's memory (cpu.c's scratch_bytes).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu-impl.h"
@@ -91,13 +95,13 @@ static void hx_fgemv_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool firs
 }
 
 static int hx_cpu_matmul_float(const struct hx_op *op, const struct hx_cpu_kernels *kr, int nt,
-                               void **mem, size_t *mem_bytes)
+                               bool fgemv, void *mem)
 {
     const struct hx_weight *w = op->weight;
     const int64_t k = w->n_cols, n = w->n_rows;
     const struct hx_cpu_x16 *x16 = op->weight_handle;
     const bool h = x16 && x16->magic == HX_X16_MAGIC;
-    if (op->src[0].n_rows == 1 && kr->gemv_float && !(h && x16->no_float_gemv)) {
+    if (fgemv) {
         struct hx_fgemv_job f = {.op = op, .kr = kr, .rb = hx_dtype_row_bytes(w->type, k)};
         f.pf = (size_t)(h ? x16->prefetch : hx__cpu_decode_prefetch(w->type));
         f.rows = h && x16->rows ? x16->rows : w->data;
@@ -108,9 +112,7 @@ static int hx_cpu_matmul_float(const struct hx_op *op, const struct hx_cpu_kerne
     }
     struct hx_float_job j = {.op = op, .kr = kr, .rb = hx_dtype_row_bytes(w->type, k),
                              .per = (size_t)HX_CPU_NR * k * 4 + 64};
-    int st = hx_cpu_scratch(mem, mem_bytes, j.per * (size_t)nt + 64);
-    if (st) return st;
-    j.base = *mem;
+    j.base = mem; /* hx__cpu_matmul_scratch bytes */
     hx__pool_for((n + HX_CPU_NR - 1) / HX_CPU_NR, nt, 0, hx_float_tile, &j);
     return HX_OK;
 }
@@ -148,6 +150,20 @@ static void hx_x16_quantize_chunk(void *arg, int64_t r0, int64_t r1, int tid, bo
 
 #define HX_X16_ACT_HDR 128 /* bytes ahead of a decode thread's activation data: its struct */
 _Static_assert(sizeof(struct hx_cpu_xact) <= HX_X16_ACT_HDR, "struct hx_cpu_xact fits its header");
+
+/* Q1_0 decode of one row by table lookup where the CPU has VBMI (cpu-x16-vbmi.c) */
+static bool hx_x16_lut(enum hx_dtype t, int64_t m)
+{
+    return t == HX_DTYPE_Q1_0 && m == 1 && hx__cpu_vbmi();
+}
+
+/* Bytes of one x16 activation buffer: the quantized rows (and the Q1_0 tables); a decode
+ * thread's own slice adds its alignment and its struct. */
+static size_t hx_x16_slice_bytes(enum hx_dtype t, int64_t m, int64_t k)
+{
+    size_t ab = hx__xact_bytes(m, k, t) + (hx_x16_lut(t, m) ? hx__x16_q1_lut_bytes(k) + 64 : 0);
+    return m <= HX_CPU_OWN_ROWS ? ab + 64 + HX_X16_ACT_HDR : ab;
+}
 
 static void hx_x16_gemm_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool first)
 {
@@ -192,19 +208,14 @@ static void hx_x16_gemm_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool f
     if (j->lut) act->lut_built = true;
 }
 
-static int hx_cpu_matmul_x16(const struct hx_op *op, const struct hx_cpu_x16 *x, int nt,
-                             void **mem, size_t *mem_bytes)
+static int hx_cpu_matmul_x16(const struct hx_op *op, const struct hx_cpu_x16 *x, int nt, void *mem)
 {
     const int64_t k = x->k, m = op->src[0].n_rows;
     if ((double)m * (double)x->n * (double)k < 65536.0) nt = 1;
     struct hx_x16_job j = {.op = op, .x = x, .m = m, .own = m <= HX_CPU_OWN_ROWS};
-    /* Q1_0 decode of one row by table lookup where the CPU has VBMI (cpu-x16-vbmi.c) */
-    j.lut = x->type == HX_DTYPE_Q1_0 && m == 1 && hx__cpu_vbmi();
-    j.ab = hx__xact_bytes(m, k, x->type) + (j.lut ? hx__x16_q1_lut_bytes(k) + 64 : 0);
-    if (j.own) j.ab += 64 + HX_X16_ACT_HDR; /* the slice's alignment and its struct */
-    int st = hx_cpu_scratch(mem, mem_bytes, j.ab * (j.own ? (size_t)nt : 1));
-    if (st) return st;
-    j.base = *mem;
+    j.lut = hx_x16_lut(x->type, m);
+    j.ab = hx_x16_slice_bytes(x->type, m, k);
+    j.base = mem; /* hx__cpu_matmul_scratch bytes */
     /* AMX for the full blocks of 16 rows of a Q8_0 prefill */
     j.amx = x->type == HX_DTYPE_Q8_0 && m >= 16 && hx__cpu_amx();
     if (!j.own) hx__pool_chunks(m, 16, nt, hx_x16_quantize_chunk, &j);
@@ -270,6 +281,42 @@ static void hx_gen_chunk(void *arg, int64_t t0, int64_t t1, int tid, bool first)
     }
 }
 
+/* Which kernels run op: x16 tiles, the float GEMV (no scratch), or panels. repack < 0: from
+ * its handle, as a run goes; a plan's op has none, and then repack (0, 1) says whether
+ * weight_prepare will make tiles (and HX_CPU_FLOAT_GEMV is read as weight_prepare reads it). */
+static void hx_cpu_mm_path(const struct hx_op *op, int repack, bool *x16p, bool *fgemv)
+{
+    const struct hx_cpu_x16 *x = op->weight_handle;
+    const bool h = x && x->magic == HX_X16_MAGIC;
+    const bool avx512 = hx__cpu_isa() == HX_CPU_ISA_AVX512;
+    bool no_fgemv;
+    if (repack < 0) {
+        *x16p = h && x->data && avx512;
+        no_fgemv = h && x->no_float_gemv;
+    } else {
+        const char *fg = getenv("HX_CPU_FLOAT_GEMV");
+        *x16p = repack && avx512;
+        no_fgemv = !repack && fg && !strcmp(fg, "0");
+    }
+    *fgemv = op->src[0].n_rows == 1 && hx__cpu_kernels(hx__cpu_isa())->gemv_float && !no_fgemv &&
+             !hx_dtype_is_quantized(op->weight->type);
+}
+
+size_t hx__cpu_matmul_scratch(const struct hx_op *op, int n_threads, int repack)
+{
+    const struct hx_weight *w = op->weight;
+    const int64_t k = w->n_cols, n = w->n_rows, m = op->src[0].n_rows;
+    if (m <= 0 || n == 0) return 0;
+    bool x16p, fgemv;
+    hx_cpu_mm_path(op, repack, &x16p, &fgemv);
+    int nt = n_threads > 0 ? n_threads : 1;
+    if ((double)m * (double)n * (double)k < 65536.0) nt = 1;
+    if (x16p) return hx_x16_slice_bytes(w->type, m, k) * (m <= HX_CPU_OWN_ROWS ? (size_t)nt : 1);
+    if (fgemv) return 0;
+    if (!hx_dtype_is_quantized(w->type)) return ((size_t)HX_CPU_NR * k * 4 + 64) * (size_t)nt + 64;
+    return hx__cpu_act_bytes(m, k) + hx__cpu_panel_bytes(HX_CPU_NR, k) * (size_t)nt + 128;
+}
+
 int hx__cpu_matmul(const struct hx_op *op, int n_threads, void **mem, size_t *mem_bytes)
 {
     const struct hx_weight *w = op->weight;
@@ -278,16 +325,18 @@ int hx__cpu_matmul(const struct hx_op *op, int n_threads, void **mem, size_t *me
     int nt = n_threads > 0 ? n_threads : 1;
     if ((double)m * (double)n * (double)k < 65536.0) nt = 1;
     if (m == 0 || n == 0) return HX_OK;
-    const struct hx_cpu_x16 *x16 = op->weight_handle;
-    if (x16 && x16->magic == HX_X16_MAGIC && x16->data && hx__cpu_isa() == HX_CPU_ISA_AVX512)
-        return hx_cpu_matmul_x16(op, x16, n_threads > 0 ? n_threads : 1, mem, mem_bytes);
-    if (!hx_dtype_is_quantized(w->type)) return hx_cpu_matmul_float(op, kr, nt, mem, mem_bytes);
+    /* one sizing of the scratch, for this run and for a plan's memory (cpu.c scratch_bytes) */
+    int st = hx_cpu_scratch(mem, mem_bytes, hx__cpu_matmul_scratch(op, n_threads, -1));
+    if (st) return st;
+    bool x16p, fgemv;
+    hx_cpu_mm_path(op, -1, &x16p, &fgemv);
+    if (x16p) return hx_cpu_matmul_x16(op, op->weight_handle, n_threads > 0 ? n_threads : 1, *mem);
+    if (!hx_dtype_is_quantized(w->type)) return hx_cpu_matmul_float(op, kr, nt, fgemv, *mem);
 
+    const struct hx_cpu_x16 *x16 = op->weight_handle;
     struct hx_gen_job j = {.kr = kr, .op = op};
     const size_t act_bytes = hx__cpu_act_bytes(m, k);
     j.per = hx__cpu_panel_bytes(HX_CPU_NR, k);
-    int st = hx_cpu_scratch(mem, mem_bytes, act_bytes + j.per * (size_t)nt + 128);
-    if (st) return st;
     char *base = *mem;
     hx__cpu_act_init(&j.act, base, m, k, hx__cpu_act_qb(w->type, k));
     j.perm = hx__cpu_type_permuted(w->type, k);

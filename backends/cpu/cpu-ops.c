@@ -238,8 +238,37 @@ static void hx_attn_pair(void *arg, int64_t ph, int tid)
     memcpy(hx_tensor_row(&op->dst, r) + (size_t)h * hd, o, (size_t)hd * sizeof(float));
 }
 
+size_t hx__cpu_attn_per_thread(const struct hx_op *op)
+{
+    return (size_t)op->desc.p.attn.n_ctx + (size_t)op->desc.p.attn.head_dim + 16;
+}
+
+/* The head-major copy is made for a prefill of one sequence of 16 rows or more with the
+ * AVX-512 kernels; lp (the keys rounded up to 32) <= n_ctx + hd is checked per call, so a
+ * context where even 32 keys fail it never makes one. */
+static bool hx_attn_v512(const struct hx_op *op)
+{
+    const int64_t hd = op->desc.p.attn.head_dim;
+    return hx__cpu_isa() == HX_CPU_ISA_AVX512 && hd % 16 == 0 && hd <= 256;
+}
+
+static size_t hx_attn_kt_cap(const struct hx_op *op)
+{
+    const size_t lp = ((size_t)op->desc.p.attn.n_ctx + 31) / 32 * 32;
+    return 2 * sizeof(float) * (size_t)op->desc.p.attn.n_head_kv *
+           (size_t)op->desc.p.attn.head_dim * lp;
+}
+
+size_t hx__cpu_attn_kt_bytes(const struct hx_op *op, int64_t n_rows)
+{
+    if (!hx_attn_v512(op) || n_rows < 16 ||
+        32 > op->desc.p.attn.n_ctx + (int64_t)op->desc.p.attn.head_dim)
+        return 0;
+    return hx_attn_kt_cap(op);
+}
+
 void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_threads,
-                     float *scratch, size_t per_thread)
+                     float *scratch, size_t per_thread, size_t *kt_peak)
 {
     struct hx_attn_job j = {
         .op = op, .s = s, .n = op->src[0].n_rows, .n_ctx = op->desc.p.attn.n_ctx,
@@ -255,7 +284,7 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
         memcpy(hx_tensor_row(&op->k_cache, row), hx_tensor_row(&op->src[1], r), kv_bytes);
         memcpy(hx_tensor_row(&op->v_cache, row), hx_tensor_row(&op->src[2], r), kv_bytes);
     }
-    j.v512 = hx__cpu_isa() == HX_CPU_ISA_AVX512 && j.hd % 16 == 0 && j.hd <= 256;
+    j.v512 = hx_attn_v512(op);
     j.ks = op->k_cache.row_stride_bytes / sizeof(float), j.vs = op->v_cache.row_stride_bytes / sizeof(float);
     int64_t work = 0;
     bool one_seq = true;
@@ -273,9 +302,15 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
      * for Qwen3), so the 32 rows of a block fell into one L1 set and were fetched again for
      * every pair of queries. */
     j.head_floats = (size_t)j.hd * (size_t)j.lp;
-    if (j.v512 && one_seq && n >= 16 && j.lp <= j.n_ctx + j.hd) {
-        j.kt = hx_malloc(2 * sizeof(float) * (size_t)j.n_kv * j.head_floats);
+    /* Allocated at the context's length (lp is at most that rounded up to 32), whatever the
+     * positions: the plan counts one size (hx__cpu_attn_kt_bytes), and pages past lp's are
+     * never touched. */
+    const size_t cap = hx_attn_kt_cap(op);
+    if (j.v512 && one_seq && n >= 16 && j.lp <= j.n_ctx + j.hd &&
+        2 * sizeof(float) * (size_t)j.n_kv * j.head_floats <= cap) {
+        j.kt = hx_malloc(cap);
         j.vh = j.kt ? j.kt + (size_t)j.n_kv * j.head_floats : NULL;
+        if (j.kt && kt_peak) *kt_peak = HX_MAX(*kt_peak, cap);
     }
     if (j.kt) hx__pool_for(j.lp / 32, n_threads, 0, hx_attn_transpose, &j);
     if (j.kt && j.grp <= 8) {

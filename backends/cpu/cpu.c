@@ -5,6 +5,9 @@
  * are used in place from the model's mapping. run() executes the split synchronously, so
  * synchronize has nothing to wait for. Scratch (quantized activations, panels, attention
  * scores) is owned by the device and grown on demand; a device is used by one thread at a time.
+ * scratch_bytes reports it (the plan's memory, docs/policies.md): the matmul buffer as
+ * hx__cpu_matmul_scratch sizes it, the attention scores of every thread, and the largest
+ * head-major K/V copy a prefill's attention made for its call.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +28,7 @@ struct hx_cpu_dev {
     size_t mem_bytes;
     float *attn;           /* attention scratch: n_threads × attn_per floats */
     size_t attn_per, attn_threads;
+    size_t kt_peak;        /* the largest head-major K/V copy of a prefill (held per call) */
 };
 
 static int hx_cpu_probe(struct hx_backend_probe *out)
@@ -207,7 +211,7 @@ static bool hx_cpu_supports(struct hx_device *dev, const struct hx_op_desc *op)
 
 static int hx_cpu_attn_scratch(struct hx_cpu_dev *c, const struct hx_op *op)
 {
-    size_t per = (size_t)op->desc.p.attn.n_ctx + (size_t)op->desc.p.attn.head_dim + 16;
+    size_t per = hx__cpu_attn_per_thread(op);
     size_t nt = (size_t)c->n_threads;
     if (c->attn && c->attn_per >= per && c->attn_threads >= nt) return HX_OK;
     hx_free(c->attn);
@@ -233,7 +237,7 @@ static int hx_cpu_run_op(struct hx_device *dev, const struct hx_op *op, const st
     case HX_OP_ROPE: hx__cpu_op_rope(op, s, c->n_threads); break;
     case HX_OP_ATTN:
         if ((st = hx_cpu_attn_scratch(c, op)) == HX_OK)
-            hx__cpu_op_attn(op, s, c->n_threads, c->attn, c->attn_per);
+            hx__cpu_op_attn(op, s, c->n_threads, c->attn, c->attn_per, &c->kt_peak);
         break;
     case HX_OP_SWIGLU:
     case HX_OP_RELU2_GLU: hx__cpu_op_glu(op, c->n_threads); break;
@@ -252,6 +256,34 @@ static int hx_cpu_run(struct hx_device *dev, const struct hx_split *split)
     for (int64_t i = 0; i < split->n_ops; i++) {
         int st = hx_cpu_run_op(dev, &split->ops[i], split);
         if (st != HX_OK) return st;
+    }
+    return HX_OK;
+}
+
+/* The device's scratch: [0] the matmul buffer, [1] the attention scores (every thread's),
+ * [2] the head-major K/V copy (the most a call held). */
+static int hx_cpu_scratch_bytes(struct hx_device *dev, const struct hx_split *sp,
+                                size_t out[HX_SCRATCH_BUFS])
+{
+    struct hx_cpu_dev *c = dev->ctx;
+    if (!sp) {
+        out[0] = c->mem ? c->mem_bytes : 0;
+        out[1] = c->attn ? c->attn_per * c->attn_threads * sizeof(float) : 0;
+        out[2] = c->kt_peak;
+        return HX_OK;
+    }
+    for (int64_t i = 0; i < sp->n_ops; i++) {
+        const struct hx_op *op = &sp->ops[i];
+        if (op->desc.kind == HX_OP_MATMUL && op->weight) {
+            /* a plan's op has no handle: what weight_prepare will make */
+            const int repack = op->weight_handle ? -1 : hx_cpu_repacks(op->weight);
+            out[0] = HX_MAX(out[0], hx__cpu_matmul_scratch(op, c->n_threads, repack));
+        }
+        if (op->desc.kind == HX_OP_ATTN) {
+            const size_t scores = hx__cpu_attn_per_thread(op) * (size_t)c->n_threads;
+            out[1] = HX_MAX(out[1], scores * sizeof(float));
+            out[2] = HX_MAX(out[2], hx__cpu_attn_kt_bytes(op, op->src[0].n_rows));
+        }
     }
     return HX_OK;
 }
@@ -302,4 +334,5 @@ const struct hx_backend_ops hx__backend_cpu_ops = {
     .supports = hx_cpu_supports,
     .run = hx_cpu_run,
     .describe = hx_cpu_describe,
+    .scratch_bytes = hx_cpu_scratch_bytes,
 };

@@ -1,12 +1,15 @@
 /*
  * ref.c — the reference backend: the executable definition of docs/ops.md. Plain scalar C,
  * one thread, dequantize a weight row to f32 and accumulate dot products in double. It is
- * never optimized: every other backend is checked against it.
+ * never optimized: every other backend is checked against it. Its scratch (one dequantized
+ * weight row, one head's attention scores) grows to the largest op run and is reported by
+ * scratch_bytes for the plan's memory.
  */
 #include <math.h>
 #include <string.h>
 
 #include "host-buffer.h"
+#include "hx-impl.h"
 
 struct hx_ref_dev {
     float *row;       /* one dequantized weight row */
@@ -218,6 +221,29 @@ static int hx_ref_run(struct hx_device *dev, const struct hx_split *sp)
     return HX_OK;
 }
 
+/* [0] the dequantized weight row (the widest weight an embed with rows or a matmul read),
+ * [1] the attention scores (n_ctx floats). */
+static int hx_ref_scratch_bytes(struct hx_device *dev, const struct hx_split *sp,
+                                size_t out[HX_SCRATCH_BUFS])
+{
+    const struct hx_ref_dev *c = dev->ctx;
+    if (!sp) {
+        out[0] = (size_t)c->row_cap * sizeof(float);
+        out[1] = (size_t)c->scores_cap * sizeof(float);
+        return HX_OK;
+    }
+    for (int64_t i = 0; i < sp->n_ops; i++) {
+        const struct hx_op *op = &sp->ops[i];
+        const struct hx_weight *w = op->weight;
+        if (w && w->n_rows > 0 &&
+            (op->desc.kind == HX_OP_MATMUL || (op->desc.kind == HX_OP_EMBED && op->dst.n_rows > 0)))
+            out[0] = HX_MAX(out[0], (size_t)w->n_cols * sizeof(float));
+        if (op->desc.kind == HX_OP_ATTN)
+            out[1] = HX_MAX(out[1], (size_t)op->desc.p.attn.n_ctx * sizeof(float));
+    }
+    return HX_OK;
+}
+
 const struct hx_backend_ops hx__backend_ref_ops = {
     .abi_version = HX_BACKEND_ABI_VERSION,
     .struct_size = sizeof(struct hx_backend_ops),
@@ -234,4 +260,5 @@ const struct hx_backend_ops hx__backend_ref_ops = {
     .weight_prepare = hx__host_weight_prepare,
     .supports = hx_ref_supports,
     .run = hx_ref_run,
+    .scratch_bytes = hx_ref_scratch_bytes,
 };

@@ -206,6 +206,7 @@ struct hx_npu_dev {
     int8_t *qrow; size_t qrow_cap;
     char cover[256];             /* answer of the "hx.npu.cover:K:N" extension */
     float *res;  size_t res_cap; /* one activation row's residual */
+    size_t kernel_bytes;         /* the kernels' own buffers: instruction, A×2, C×2 BOs, scales */
 };
 
 static inline struct hx_npu_dev *hx_npu_ctx(struct hx_device *dev)
@@ -227,6 +228,11 @@ int hx__npu_weight_prepare(struct hx_device *dev, const struct hx_weight *w, voi
 int hx__npu_weight_bytes(struct hx_device *dev, const struct hx_weight *w, void *handle,
                          size_t *out);
 void hx__npu_weight_release(struct hx_device *dev, void *handle);
+/* The backend's own buffers for the plan's memory (hx_backend_ops.scratch_bytes): [0] every
+ * kernel's BOs and A scales (from the opening on), [1..4] the K-tiling scratch (qa, sa, acc)
+ * and the residual row of a run, [5..6] the row buffers of a weight's conversion. */
+int hx__npu_scratch_bytes(struct hx_device *dev, const struct hx_split *sp,
+                          size_t out[HX_SCRATCH_BUFS]);
 /* Grow *p to hold n elements of elem bytes. */
 int hx__npu_grow(void **p, size_t *cap, size_t n, size_t elem);
 

@@ -138,6 +138,8 @@ static int hx_npu_kinst_open(struct hx_device *dev, struct hx_npu_kinst *ki,
         }
         if (st == HX_OK && !(ki->a_scale[s] = hx_calloc((size_t)kd.M, sizeof(float)))) st = HX_E_NOMEM;
     }
+    if (st == HX_OK) /* the plan's memory counts these (hx__npu_scratch_bytes) */
+        d->kernel_bytes += nw * 4 + 2 * (a_bytes + c_bytes + (size_t)kd.M * sizeof(float));
     return st;
 }
 
@@ -204,6 +206,7 @@ void hx__npu_dev_fini(struct hx_device *dev)
     hx_free(d->res), d->res = NULL, d->res_cap = 0;
     d->qa = NULL, d->sa = NULL, d->acc = NULL, d->row = NULL, d->qrow = NULL;
     d->qa_cap = d->sa_cap = d->acc_cap = d->row_cap = d->qrow_cap = 0;
+    d->kernel_bytes = 0;
     d->glue = NULL;
 }
 
@@ -397,4 +400,46 @@ void hx__npu_weight_release(struct hx_device *dev, void *handle)
     hx_free(w->b_bo);
     hx_free(w->s_w);
     hx_free(w);
+}
+
+/* ---- the plan's memory ------------------------------------------------------------------- */
+
+/* What the buffers above grow to, sized as hx_npu_check_split (npu-gemm.c) and
+ * hx_npu_weight_fill grow them: a weight's kernel from its handle, or (a plan's op, no handle
+ * yet) the one weight_prepare will pick. BOs count the bytes asked of the driver (the
+ * simulator keeps a device-side copy of each as well, its own memory). */
+int hx__npu_scratch_bytes(struct hx_device *dev, const struct hx_split *sp,
+                          size_t out[HX_SCRATCH_BUFS])
+{
+    struct hx_npu_dev *d = hx_npu_ctx(dev);
+    out[0] = d->kernel_bytes;
+    if (!sp) {
+        out[1] = d->qa_cap, out[2] = d->sa_cap * sizeof(float);
+        out[3] = d->acc_cap * sizeof(int32_t), out[4] = d->res_cap * sizeof(float);
+        out[5] = d->row_cap * sizeof(float), out[6] = d->qrow_cap;
+        return HX_OK;
+    }
+    for (int64_t i = 0; i < sp->n_ops; i++) {
+        const struct hx_op *op = &sp->ops[i];
+        const struct hx_weight *hw = op->weight;
+        const struct hx_npu_weight *w = op->weight_handle;
+        struct hx_npu_choice ch;
+        if (op->desc.kind != HX_OP_MATMUL || !hw) continue;
+        if (w)
+            ch.kernel = w->ki, ch.n_kt = w->n_kt;
+        else if (hw->n_rows < 1 ||
+                 !hx__npu_pick_kernel(&d->man, d->ki_ok, hw->n_cols, hw->n_rows, &ch))
+            continue; /* weight_prepare refuses it */
+        const struct hx_npu_kernel_desc *kd = &d->ki[ch.kernel].kn->d;
+        const size_t K = (size_t)hw->n_cols;
+        if (op->desc.n_rows > 0) out[4] = HX_MAX(out[4], K * sizeof(float));
+        if (op->desc.n_rows > 0 && ch.n_kt > 1) {
+            out[1] = HX_MAX(out[1], (size_t)(kd->M * ch.n_kt * kd->K));
+            out[2] = HX_MAX(out[2], (size_t)kd->M * sizeof(float));
+            out[3] = HX_MAX(out[3], (size_t)(kd->M * kd->N) * sizeof(int32_t));
+        }
+        out[5] = HX_MAX(out[5], K * sizeof(float));
+        out[6] = HX_MAX(out[6], K);
+    }
+    return HX_OK;
 }

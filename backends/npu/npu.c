@@ -265,7 +265,7 @@ static int hx_npu_xrt_init(struct hx_device *dev, const struct hx_device_config 
     .buffer_alloc = hx__npu_buffer_alloc, .buffer_free = hx__npu_buffer_free,                \
     .buffer_write = hx__npu_buffer_write, .buffer_read = hx__npu_buffer_read,                \
     .weight_prepare = hx__npu_weight_prepare, .weight_release = hx__npu_weight_release,      \
-    .weight_bytes = hx__npu_weight_bytes,                                                    \
+    .weight_bytes = hx__npu_weight_bytes, .scratch_bytes = hx__npu_scratch_bytes,           \
     .supports = hx__npu_supports, .run = hx__npu_run, .synchronize = hx__npu_synchronize,    \
     .estimate_cost = hx__npu_estimate_cost, .get_extension = hx_npu_get_extension,           \
     .describe = hx_npu_describe

@@ -399,6 +399,7 @@ int hx__vk_scratch_bytes(struct hx_device *dev, const struct hx_split *sp,
         out[1] = d->meta.buf ? d->meta.nbytes : 0;
         return HX_OK;
     }
+    if (!sp->n_ops) return HX_OK; /* both grow with the splits run: none at the opening */
     out[0] = hx__vk_scratch_size(d, hx_vk_split_scratch(dev, sp));
     out[1] = hx_vk_meta_size(sp->n_rows);
     return HX_OK;
