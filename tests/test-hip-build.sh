@@ -237,11 +237,17 @@ if [ -x "$tbo" ]; then
     else bad "test-backend-ops --backend hip (emulated), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
     # the prefill GEMM on each matrix-unit path (hip-mma.h), the emulated device as the GPU
     # (m = 512 on the default NVIDIA path only; test-hip-mma runs every path at m = 512)
-    for v in "HX_HIP_EMU_ARCH=sm_80" "HX_HIP_EMU_ARCH=sm_80 HX_HIP_GEMM=mma16" "HX_HIP_EMU_ARCH=gfx1100"; do
+    # (AMD: gfx1100 takes wmma int8 + f16, HX_HIP_GEMM=wmma its f16 WMMA for every type;
+    # gfx1200 the RDNA4 WMMA, int8 + f16, and wmma12-16 its f16 for every type)
+    for v in "HX_HIP_EMU_ARCH=sm_80" "HX_HIP_EMU_ARCH=sm_80 HX_HIP_GEMM=mma16" "HX_HIP_EMU_ARCH=gfx1100" \
+             "HX_HIP_EMU_ARCH=gfx1100 HX_HIP_GEMM=wmma" "HX_HIP_EMU_ARCH=gfx1200" \
+             "HX_HIP_EMU_ARCH=gfx1200 HX_HIP_GEMM=wmma12-16"; do
         ms=64; case $v in *=sm_80) ms=64,512 ;; esac
         out=$(env $v "$tbo" --backend hip --op matmul --m $ms -q 2>&1); rc=$?
         last=$(echo "$out" | tail -1)
-        want=$(case $v in *mma16*) echo "mma (f16)" ;; *sm_80*) echo "mma (int8 + f16)" ;; *) echo "wmma (f16)" ;; esac)
+        want=$(case $v in *mma16*) echo "mma (f16)" ;; *sm_80*) echo "mma (int8 + f16)" ;;
+               *=wmma) echo "wmma (f16)" ;; *gfx1100*) echo "wmma (int8 + f16)" ;;
+               *wmma12-16) echo "wmma12 (f16)" ;; *) echo "wmma12 (int8 + f16)" ;; esac)
         if [ $rc -eq 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed' && echo "$out" | grep -qF "prefill GEMM $want"; then
             ok "test-backend-ops matmul m=$ms, $v (emulated, prefill GEMM $want): $last"
         else bad "test-backend-ops matmul m=$ms, $v (emulated; want prefill GEMM $want), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
@@ -278,7 +284,9 @@ if [ -n "$D" ] && [ -d "$D" ]; then
     # matrix-unit path: every op against ref within its threshold, the same greedy tokens
     if "$E" diff --help > /dev/null 2>&1; then
         P="Once upon a time, in a small village by the sea, there lived an old fisherman who every morning walked down to the harbour, mended his nets, and told stories to the children about the great storms of his youth."
-        for mv in qwen3/qwen3-tern-tq2_0.gguf:sm_80 qwen3/qwen3-micro-q8_0.gguf:sm_80 qwen3/qwen3-micro-f16.gguf:gfx1100; do
+        for mv in qwen3/qwen3-tern-tq2_0.gguf:sm_80 qwen3/qwen3-micro-q8_0.gguf:sm_80 qwen3/qwen3-micro-f16.gguf:gfx1100 \
+                  qwen3/qwen3-micro-q8_0.gguf:gfx1100 qwen3/qwen3-micro-f16.gguf:gfx1200 \
+                  qwen3/qwen3-tern-tq2_0.gguf:gfx1200; do
             m=${mv%%:*} a=${mv##*:}
             [ -f "$D/$m" ] || continue
             out=$(HX_HIP_EMU_ARCH=$a "$E" diff -m "$D/$m" --backend hip -p "$P" -n 4 2>&1); rc=$?
