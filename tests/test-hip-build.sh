@@ -2,7 +2,7 @@
 # test-hip-build.sh — the HIP backend builds, loads and computes, on a machine without a GPU:
 #  1. every GPU toolchain CMake found is built into its module for the configured targets
 #     (cmake --build, so a stale module is really recompiled), and every target's device code
-#     holds all 121 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
+#     holds all 145 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
 #     per gfx target, whose quantized GEMVs all use v_dot4 (llvm-objdump); the prefill GEMM's
 #     sm_80 PTX holds the mma.sync m16n8k16 f16 and m16n8k32 s8 instructions (nvcc -ptx of
 #     the kernel headers; no SASS disassembler here); the module exports only its entry point;
@@ -74,12 +74,15 @@ def funcs(blob):
             st_name, st_info = struct.unpack_from('<IB', blob, s[5] + i * 24)
             if st_info & 0xf == 2: out.add(blob[so + st_name:blob.index(b'\0', so + st_name)].decode())
     return out
-# the 121 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
+# the 145 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
 need = ['hx_hip_gemv_qILi%dELi%dE' % (t, c) for t in range(3, 12) for c in (1, 2, 4, 8)]
 need += ['hx_hip_gemv_fILi%dELi%dELb%dE' % (t, c, v) for t in range(3) for c in (1, 2, 4, 8) for v in (0, 1)]
 need += ['hx_hip_%sILi%dE' % (k, t) for k in ('gemm', 'embed') for t in range(12)]
 need += ['hx_hip_gemm_tcILi%dELi%dE' % (t, p) for t in range(12) if t not in (0, 2) for p in (1, 3)]
 need += ['hx_hip_gemm_tcILi%dELi2E' % t for t in (3, 4, 7, 8, 9, 10, 11)]
+# AMD WMMA beyond RDNA3's f16: RDNA4 f16 (9) for the f16 types, RDNA3 / RDNA4 int8 (8, 10)
+need += ['hx_hip_gemm_wmmaILi%dELi9E' % t for t in range(12) if t not in (0, 2)]
+need += ['hx_hip_gemm_wmmaILi%dELi%dE' % (t, p) for t in (3, 4, 7, 8, 9, 10, 11) for p in (8, 10)]
 need += ['hx_hip_gemm_caps']
 need += ['hx_hip_' + k for k in ('quantize_q8', 'gemv_combine', 'rms_norm', 'copy_rows', 'rope', 'kv_store', 'attn', 'attn_flash', 'eltwise')]
 d = open(path, 'rb').read()

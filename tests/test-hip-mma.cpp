@@ -75,7 +75,8 @@ static __device__ void amd_frag(int kind, int bad, int l, const float *A, const 
                                 const float *C, float *D)
 {
     const bool rdna4 = kind != HX_EMU_WMMA_I8;
-    const int la = bad == 1 && rdna4 && (l == 1 || l == 17) ? l ^ 16 : l; /* whose A this lane loads */
+    /* whose A this lane loads */
+    const int la = bad == 1 && rdna4 && (l == 1 || l == 17) ? l ^ 16 : l;
     const int h = l / 16, r = l % 16, ha = la / 16;
     float d[8];
     for (int v = 0; v < 8; v++) d[v] = C[(rdna4 ? 8 * h + v : 2 * v + h) * 16 + r];
@@ -96,8 +97,10 @@ static __device__ void amd_frag(int kind, int bad, int l, const float *A, const 
             b[e / 4] |= (uint32_t)(uint8_t)(int8_t)B[kb * 16 + r] << 8 * (e % 4);
         }
         if (bad == 2 && l >= 16) a[0] ^= 1;
-        if (kind == HX_EMU_WMMA_I8) hx_hip_wmma_i8(di, a, b);
-        else hx_hip_wmma12_i8(di, a, b);
+        if (kind == HX_EMU_WMMA_I8)
+            hx_hip_wmma_i8(di, a, b);
+        else
+            hx_hip_wmma12_i8(di, a, b);
         for (int v = 0; v < 8; v++) d[v] = (float)di[v];
     }
     for (int v = 0; v < 8; v++) D[(rdna4 ? 8 * h + v : 2 * v + h) * 16 + r] = d[v];
@@ -165,11 +168,14 @@ __global__ void frag_kernel(int kind, int bad, const float *A, const float *B, c
 /* Runs one fragment op; returns the launch status, *exact whether D == A.B + C. */
 static hipError_t frag_run(int kind, int bad, bool *exact)
 {
-    const bool amd = kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_F16 || kind == HX_EMU_WMMA12_I8;
-    const int M = 16, N = kind == HX_EMU_WMMA_F16 || amd ? 16 : 8, K = kind == HX_EMU_MMA_S8 ? 32 : 16;
+    const bool amd =
+        kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_F16 || kind == HX_EMU_WMMA12_I8;
+    const int M = 16, N = kind == HX_EMU_WMMA_F16 || amd ? 16 : 8,
+              K = kind == HX_EMU_MMA_S8 ? 32 : 16;
     float A[16 * 32], B[32 * 16], C[16 * 16], D[16 * 16], R[16 * 16];
     /* s8: -127..127; f16: exact sums */
-    const int span = kind == HX_EMU_MMA_S8 || kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_I8 ? 255 : 17;
+    const bool i8 = kind == HX_EMU_MMA_S8 || kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_I8;
+    const int span = i8 ? 255 : 17;
     for (int i = 0; i < M * K; i++) A[i] = (float)((int)(rnd() % span) - span / 2);
     for (int i = 0; i < K * N; i++) B[i] = (float)((int)(rnd() % span) - span / 2);
     for (int i = 0; i < M * N; i++) C[i] = (float)((int)(rnd() % 101) - 50);

@@ -11,7 +11,7 @@ enum { HX_HIP_GEMM_SIMT = 0, HX_HIP_GEMM_MMA = 1, HX_HIP_GEMM_MMA_F16 = 2, HX_HI
  * int8 + f16 (wmma12), gfx12 f16 for every type (wmma12-16). "wmma" stays gfx11 f16 for every
  * type. */
 enum { HX_HIP_GEMM_WMMA_I8 = 4, HX_HIP_GEMM_WMMA12 = 5, HX_HIP_GEMM_WMMA12_F16 = 6 };
-static const char *const hx_hip_gemm_names[] = {"simt",   "mma",    "mma16",    "wmma",
+static const char *const hx_hip_gemm_names[] = {"simt",  "mma",    "mma16",    "wmma",
                                                 "wmma8", "wmma12", "wmma12-16"};
 #define HX_HIP_GEMM_N_NAMES ((int)(sizeof hx_hip_gemm_names / sizeof hx_hip_gemm_names[0]))
 

@@ -194,7 +194,8 @@ static int hx_hip_gemm_path(const struct hx_hip_dev *d, enum hx_dtype t)
     case HX_HIP_GEMM_MMA_F16: return HX_HIP_TC_MMA_F16;
     case HX_HIP_GEMM_WMMA: return HX_HIP_TC_WMMA_F16;
     /* AMD WMMA beyond RDNA3's f16 */
-    case HX_HIP_GEMM_WMMA_I8: return hx_hip_tc_int8(t) ? (int)HX_HIP_TC_WMMA_I8 : HX_HIP_TC_WMMA_F16;
+    case HX_HIP_GEMM_WMMA_I8:
+        return hx_hip_tc_int8(t) ? (int)HX_HIP_TC_WMMA_I8 : HX_HIP_TC_WMMA_F16;
     case HX_HIP_GEMM_WMMA12: return hx_hip_tc_int8(t) ? HX_HIP_TC_WMMA12_I8 : HX_HIP_TC_WMMA12_F16;
     case HX_HIP_GEMM_WMMA12_F16: return HX_HIP_TC_WMMA12_F16;
     default: return HX_HIP_TC_SIMT;
