@@ -2,16 +2,17 @@
 # test-hip-build.sh — the HIP backend builds, loads and computes, on a machine without a GPU:
 #  1. every GPU toolchain CMake found is built into its module for the configured targets
 #     (cmake --build, so a stale module is really recompiled), and every target's device code
-#     holds all 145 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
+#     holds all 147 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
 #     per gfx target, whose quantized GEMVs all use v_dot4 (llvm-objdump); the prefill GEMM's
-#     sm_80 PTX holds the mma.sync m16n8k16 f16 and m16n8k32 s8 instructions (nvcc -ptx of
+#     sm_80 PTX holds the mma.sync m16n8k16 f16, m16n8k32 s8, m16n8k16 bf16 and m16n8k8 tf32
+#     instructions (and the cvt.rn.bf16x2 / cvt.rna.tf32 roundings of the float paths; nvcc -ptx of
 #     the kernel headers; no SASS disassembler here); the module exports only its entry point;
 #  2. `engine devices` exits 0 and says why HIP is unavailable: no module, no runtime library,
 #     no device, a driver error (the emulator module and a copy of the AMD module whose
 #     runtime dependency is renamed stand in for the machines that have those problems);
 #  3. hx-hip-emu.so (the same kernels built for the host CPU) passes test-backend-ops
 #     against ref (and its matmuls with the emulated device as sm_80, sm_80 with HX_HIP_GEMM=
-#     mma16, and gfx1100: each prefill GEMM path of hip-mma.h), `engine run` on the test models gives the tokens of cpu or ref, `engine
+#     mma16, gfx1100, and sm_80 with HX_HIP_GEMM=mma-fsimt: each prefill GEMM path of hip-mma.h), `engine run` on the test models gives the tokens of cpu or ref, `engine
 #     diff` passes, and an
 #     out-of-memory or a failing kernel launch is reported cleanly (or falls back to cpu).
 # Skips (exit 77; a failure in CI, tests/lib.sh) only when no GPU toolchain is installed; a build
@@ -74,15 +75,16 @@ def funcs(blob):
             st_name, st_info = struct.unpack_from('<IB', blob, s[5] + i * 24)
             if st_info & 0xf == 2: out.add(blob[so + st_name:blob.index(b'\0', so + st_name)].decode())
     return out
-# the 145 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
+# the 147 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
 need = ['hx_hip_gemv_qILi%dELi%dE' % (t, c) for t in range(3, 12) for c in (1, 2, 4, 8)]
 need += ['hx_hip_gemv_fILi%dELi%dELb%dE' % (t, c, v) for t in range(3) for c in (1, 2, 4, 8) for v in (0, 1)]
 need += ['hx_hip_%sILi%dE' % (k, t) for k in ('gemm', 'embed') for t in range(12)]
 need += ['hx_hip_gemm_tcILi%dELi%dE' % (t, p) for t in range(12) if t not in (0, 2) for p in (1, 3)]
 need += ['hx_hip_gemm_tcILi%dELi2E' % t for t in (3, 4, 7, 8, 9, 10, 11)]
-# AMD WMMA beyond RDNA3's f16: RDNA4 f16 (9) for the f16 types, RDNA3 / RDNA4 int8 (8, 10)
-need += ['hx_hip_gemm_wmmaILi%dELi9E' % t for t in range(12) if t not in (0, 2)]
-need += ['hx_hip_gemm_wmmaILi%dELi%dE' % (t, p) for t in (3, 4, 7, 8, 9, 10, 11) for p in (8, 10)]
+need += ['hx_hip_gemm_tcfILi0ELi9E', 'hx_hip_gemm_tcfILi2ELi8E']  # F32 3xTF32, BF16 split bf16
+# AMD WMMA beyond RDNA3's f16: RDNA4 f16 (17) for the f16 types, RDNA3 / RDNA4 int8 (16, 18)
+need += ['hx_hip_gemm_wmmaILi%dELi17E' % t for t in range(12) if t not in (0, 2)]
+need += ['hx_hip_gemm_wmmaILi%dELi%dE' % (t, p) for t in (3, 4, 7, 8, 9, 10, 11) for p in (16, 18)]
 need += ['hx_hip_gemm_caps']
 need += ['hx_hip_' + k for k in ('quantize_q8', 'gemv_combine', 'rms_norm', 'copy_rows', 'rope', 'kv_store', 'attn', 'attn_flash', 'eltwise')]
 d = open(path, 'rb').read()
@@ -176,7 +178,9 @@ for kind in amd nv; do
         t=$(mktemp -d)
         printf '%s\n' '#include "hip-ops.h"' \
             'void *hx_k[] = {(void *)hx_hip_gemm_tc<HX_DTYPE_Q8_0, HX_HIP_TC_MMA_S8>,' \
-            '                (void *)hx_hip_gemm_tc<HX_DTYPE_Q4_K, HX_HIP_TC_MMA_F16>};' > "$t/k.cu"
+            '                (void *)hx_hip_gemm_tc<HX_DTYPE_Q4_K, HX_HIP_TC_MMA_F16>,' \
+            '                (void *)hx_hip_gemm_tcf<HX_DTYPE_BF16, HX_HIP_TC_MMA_BF16>,' \
+            '                (void *)hx_hip_gemm_tcf<HX_DTYPE_F32, HX_HIP_TC_MMA_TF32>};' > "$t/k.cu"
         src=$(dirname "$0")/..
         if "$nvcc" -std=c++17 -ptx -arch=compute_80 -I"$src/include" -I"$src/backends/hip" \
             "$t/k.cu" -o "$t/k.ptx" > "$t/log" 2>&1; then
@@ -184,6 +188,13 @@ for kind in amd nv; do
             s8=$(grep -c 'mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32' "$t/k.ptx")
             [ "$f16" -gt 0 ] && [ "$s8" -gt 0 ] && ok "sm_80 PTX of the prefill GEMM: $f16 mma m16n8k16 f16, $s8 mma m16n8k32 s8" \
                 || bad "sm_80 PTX of the prefill GEMM: $f16 mma f16, $s8 mma s8 (want both > 0)"
+            # the float-weight paths: bf16 and tf32 mma, and the roundings that split their operands
+            bf=$(grep -c 'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32' "$t/k.ptx")
+            tf=$(grep -c 'mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32' "$t/k.ptx")
+            cb=$(grep -c 'cvt.rn.bf16x2.f32' "$t/k.ptx") ct=$(grep -c 'cvt.rna.tf32.f32' "$t/k.ptx")
+            [ "$bf" -gt 0 ] && [ "$tf" -gt 0 ] && [ "$cb" -gt 0 ] && [ "$ct" -gt 0 ] \
+                && ok "sm_80 PTX of the float-weight GEMM: $bf mma m16n8k16 bf16, $tf mma m16n8k8 tf32, $cb cvt.rn.bf16x2, $ct cvt.rna.tf32" \
+                || bad "sm_80 PTX of the float-weight GEMM: $bf mma bf16, $tf mma tf32, $cb cvt.rn.bf16x2, $ct cvt.rna.tf32 (want all > 0)"
         else
             bad "nvcc -ptx of the prefill GEMM failed: $(tail -3 "$t/log")"
         fi
@@ -243,14 +254,13 @@ if [ -x "$tbo" ]; then
     # (AMD: gfx1100 takes wmma int8 + f16; gfx1200 the RDNA4 WMMA, int8 + f16, and wmma12-16
     # its f16 for every type; gfx11's f16 WMMA on the int8 types, HX_HIP_GEMM=wmma, is left to
     # test-hip-mma: each run costs CI ~8 s)
-    for v in "HX_HIP_EMU_ARCH=sm_80" "HX_HIP_EMU_ARCH=sm_80 HX_HIP_GEMM=mma16" "HX_HIP_EMU_ARCH=gfx1100" \
+    for v in "HX_HIP_EMU_ARCH=sm_80" "HX_HIP_EMU_ARCH=sm_80 HX_HIP_GEMM=mma16" "HX_HIP_EMU_ARCH=gfx1100" "HX_HIP_EMU_ARCH=sm_80 HX_HIP_GEMM=mma-fsimt" \
              "HX_HIP_EMU_ARCH=gfx1200" "HX_HIP_EMU_ARCH=gfx1200 HX_HIP_GEMM=wmma12-16"; do
         ms=64; case $v in *=sm_80) ms=64,512 ;; esac
         out=$(env $v "$tbo" --backend hip --op matmul --m $ms -q 2>&1); rc=$?
         last=$(echo "$out" | tail -1)
-        want=$(case $v in *mma16*) echo "mma (f16)" ;; *sm_80*) echo "mma (int8 + f16)" ;;
-               *=wmma) echo "wmma (f16)" ;; *gfx1100*) echo "wmma (int8 + f16)" ;;
-               *wmma12-16) echo "wmma12 (f16)" ;; *) echo "wmma12 (int8 + f16)" ;; esac)
+        want=$(case $v in *mma16*) echo "mma (f16 + bf16x2 + 3xtf32)" ;; *fsimt*) echo "mma (int8 + f16)" ;; *sm_80*) echo "mma (int8 + f16 + bf16x2 + 3xtf32)" ;;
+               *gfx1100*) echo "wmma (int8 + f16)" ;; *wmma12-16) echo "wmma12 (f16)" ;; *) echo "wmma12 (int8 + f16)" ;; esac)
         if [ $rc -eq 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed' && echo "$out" | grep -qF "prefill GEMM $want"; then
             ok "test-backend-ops matmul m=$ms, $v (emulated, prefill GEMM $want): $last"
         else bad "test-backend-ops matmul m=$ms, $v (emulated; want prefill GEMM $want), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
@@ -287,16 +297,26 @@ if [ -n "$D" ] && [ -d "$D" ]; then
     # matrix-unit path: every op against ref within its threshold, the same greedy tokens
     if "$E" diff --help > /dev/null 2>&1; then
         P="Once upon a time, in a small village by the sea, there lived an old fisherman who every morning walked down to the harbour, mended his nets, and told stories to the children about the great storms of his youth."
+        # F32 and BF16 weights (the float mma paths, 3xTF32 and bf16x2): qwen3-micro-f16 converted
+        fm=$(mktemp -d)
+        if [ -f "$D/qwen3/qwen3-micro-f16.gguf" ]; then
+            for ty in BF16 F32; do
+                "$E" quantize "$D/qwen3/qwen3-micro-f16.gguf" "$fm/qwen3-micro-$ty.gguf" $ty > /dev/null 2>&1 \
+                    || bad "engine quantize qwen3-micro-f16 to $ty failed"
+            done
+        fi
         for mv in qwen3/qwen3-tern-tq2_0.gguf:sm_80 qwen3/qwen3-micro-q8_0.gguf:sm_80 qwen3/qwen3-micro-f16.gguf:gfx1100 \
-                  qwen3/qwen3-micro-q8_0.gguf:gfx1100 qwen3/qwen3-micro-f16.gguf:gfx1200 \
-                  qwen3/qwen3-tern-tq2_0.gguf:gfx1200; do
+            "$fm/qwen3-micro-BF16.gguf:sm_80" "$fm/qwen3-micro-F32.gguf:sm_80" \
+            qwen3/qwen3-micro-q8_0.gguf:gfx1100 qwen3/qwen3-micro-f16.gguf:gfx1200 qwen3/qwen3-tern-tq2_0.gguf:gfx1200; do
             m=${mv%%:*} a=${mv##*:}
-            [ -f "$D/$m" ] || continue
-            out=$(HX_HIP_EMU_ARCH=$a "$E" diff -m "$D/$m" --backend hip -p "$P" -n 4 2>&1); rc=$?
+            case $m in /*) f=$m ;; *) f=$D/$m ;; esac
+            [ -f "$f" ] || continue
+            out=$(HX_HIP_EMU_ARCH=$a "$E" diff -m "$f" --backend hip -p "$P" -n 4 2>&1); rc=$?
             s=$(echo "$out" | grep -E 'greedy tokens' | xargs)
-            [ $rc -eq 0 ] && ok "engine diff $m, 100-token prefill, HX_HIP_EMU_ARCH=$a (emulated): $s" \
-                || bad "engine diff $m, 100-token prefill, HX_HIP_EMU_ARCH=$a (exit $rc): $(echo "$out" | tail -3)"
+            [ $rc -eq 0 ] && ok "engine diff $(basename "$m"), 100-token prefill, HX_HIP_EMU_ARCH=$a (emulated): $s" \
+                || bad "engine diff $(basename "$m"), 100-token prefill, HX_HIP_EMU_ARCH=$a (exit $rc): $(echo "$out" | tail -3)"
         done
+        rm -rf "$fm"
     fi
     # the memory a plan accounts on hip (weights, KV, activations, the split scratch) is what
     # the emulated device holds after the runs (test-mem's accounting_hip)

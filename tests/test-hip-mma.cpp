@@ -22,7 +22,8 @@
  *   qwen       (Release only) Qwen3-0.6B's 1024 -> 3072 (Q8_0, mma int8) and 3072 -> 1024
  *              (TQ2_0, mma int8; F16, wmma) at m = 512.
  *
- * Usage: test-hip-mma [fragments|gemm|qwen]...; exit 1 on a failure.
+ * Usage: test-hip-mma [fragments|gemm|qwen|float]... (float: the float-weight gemm cases
+ * alone); exit 1 on a failure.
  */
 #include <math.h>
 #include <stdint.h>
@@ -470,6 +471,241 @@ static void test_gemm(void)
     gemm_type<HX_DTYPE_I2_S>();
 }
 
+/* ---- float weights (issue #30 item 4): mma bf16 m16n8k16, mma tf32 m16n8k8 ----------------- */
+
+static float u2f_host(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static uint32_t f2u_host(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* One warp through the float fragment ops, with the layouts written out here from the PTX ISA
+ * tables: bf16 m16n8k16 (A 16x16, B 16x8) and tf32 m16n8k8 (A 16x8, B 8x8); small integers,
+ * so D is exact. bad: A registers 1 and 2 swapped. */
+__global__ void frag_float_kernel(int kind, int bad, const float *A, const float *B,
+                                  const float *C, float *D)
+{
+    const int l = threadIdx.x, g = l / 4, t = l % 4;
+    uint32_t a[4], b[2];
+    float d[4];
+    if (kind == HX_EMU_MMA_BF16) {
+        for (int i = 0; i < 4; i++) {
+            const int r = g + 8 * (i & 1), c = 2 * t + 8 * (i >> 1);
+            a[i] = hx_hip_f2bf2(A[r * 16 + c], A[r * 16 + c + 1]);
+        }
+        for (int i = 0; i < 2; i++) {
+            const int k = 2 * t + 8 * i;
+            b[i] = hx_hip_f2bf2(B[k * 8 + g], B[(k + 1) * 8 + g]);
+        }
+    } else {
+        for (int i = 0; i < 4; i++) a[i] = hx_hip_tf32(A[(g + 8 * (i & 1)) * 8 + t + 4 * (i >> 1)]);
+        for (int i = 0; i < 2; i++) b[i] = hx_hip_tf32(B[(t + 4 * i) * 8 + g]);
+    }
+    for (int i = 0; i < 4; i++) d[i] = C[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)];
+    if (bad) {
+        const uint32_t x = a[1];
+        a[1] = a[2], a[2] = x;
+    }
+    if (kind == HX_EMU_MMA_BF16) hx_hip_mma_bf16(d, a, b);
+    else hx_hip_mma_tf32(d, a, b);
+    for (int i = 0; i < 4; i++) D[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = d[i];
+}
+
+static hipError_t frag_float_run(int kind, int bad, bool *exact)
+{
+    const int M = 16, N = 8, K = kind == HX_EMU_MMA_BF16 ? 16 : 8;
+    float A[16 * 16], B[16 * 8], C[16 * 8], D[16 * 8], R[16 * 8];
+    for (int i = 0; i < M * K; i++) A[i] = (float)((int)(rnd() % 255) - 127);
+    for (int i = 0; i < K * N; i++) B[i] = (float)((int)(rnd() % 255) - 127);
+    for (int i = 0; i < M * N; i++) C[i] = (float)((int)(rnd() % 101) - 50);
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) {
+            double s = C[r * N + c];
+            for (int k = 0; k < K; k++) s += (double)A[r * K + k] * B[k * N + c];
+            R[r * N + c] = (float)s;
+        }
+    float *dA = dev_copy(A, 256), *dB = dev_copy(B, 128), *dC = dev_copy(C, 128),
+          *dD = dev_copy<float>(NULL, 128);
+    hipError_t e = hx_hip_launch(frag_float_kernel, dim3(1), dim3(32), NULL, kind, bad,
+                                 (const float *)dA, (const float *)dB, (const float *)dC, dD);
+    hipMemcpyAsync(D, dD, sizeof D, hipMemcpyDeviceToHost, NULL);
+    *exact = e == hipSuccess && !memcmp(D, R, sizeof D);
+    hipFree(dA), hipFree(dB), hipFree(dC), hipFree(dD);
+    return e;
+}
+
+static void test_fragments_float(void)
+{
+    /* the conversions, at ties and edges: bf16 to nearest even, tf32 to nearest, ties away */
+    static const uint32_t bf[][2] = {
+        {0x3f808000u, 0x3f80u}, /* tie, even below */
+        {0x3f818000u, 0x3f82u}, /* tie, odd below: up */
+        {0x3f808001u, 0x3f81u}, {0x3f807fffu, 0x3f80u}, {0xbf818000u, 0xbf82u},
+        {0x7f7f8000u, 0x7f80u}, /* rounds past the largest finite value: infinity */
+        {0x00018000u, 0x0002u}, /* subnormal tie, odd below */
+        {0x7f800000u, 0x7f80u}, {0xff800000u, 0xff80u}, {0x7fc00001u, 0x7fffu}};
+    for (const auto &c : bf) {
+        const uint32_t got = hx_hip_f2bf2(u2f_host(c[0]), 1.0f);
+        CHECK((got & 0xffffu) == c[1] && got >> 16 == 0x3f80u, "bf16(%08x) = %04x, want %04x",
+              c[0], got & 0xffffu, c[1]);
+    }
+    static const uint32_t tf[][2] = {
+        {0x3f801000u, 0x3f802000u}, /* tie, even below: away (up) */
+        {0x3f803000u, 0x3f804000u}, {0x3f800fffu, 0x3f800000u}, {0xbf801000u, 0xbf802000u},
+        {0x7f7ff000u, 0x7f800000u}, {0x7f800000u, 0x7f800000u}};
+    for (const auto &c : tf)
+        CHECK(hx_hip_tf32(u2f_host(c[0])) == c[1], "tf32(%08x) = %08x, want %08x", c[0],
+              hx_hip_tf32(u2f_host(c[0])), c[1]);
+    static const char *const names[] = {"mma m16n8k16 bf16", "mma m16n8k8 tf32"};
+    for (int j = 0; j < 2; j++) {
+        const int kind = j ? HX_EMU_MMA_TF32 : HX_EMU_MMA_BF16;
+        bool exact = false;
+        hipError_t e = frag_float_run(kind, 0, &exact);
+        CHECK(e == hipSuccess && exact, "%s: D != A.B + C through the documented layout (%s)",
+              names[j], hipGetErrorString(e));
+        e = frag_float_run(kind, 1, &exact);
+        CHECK(e == hipSuccess && !exact, "%s: a misplaced A register still gave the right D",
+              names[j]);
+        printf("ok   fragments %s (and bf16 / tf32 rounding at ties)\n", names[j]);
+    }
+}
+
+/* The split a path makes of one operand value (hip-mma.h hx_hip_split_bf16 / _tf32, clamp
+ * included), in exact doubles. */
+static void split_host(bool tf32, float x, double *hi, double *lo)
+{
+    if (tf32) {
+        const float m = u2f_host(0x7f7fe000u), h = u2f_host(hx_emu_tf32(fminf(fmaxf(x, -m), m)));
+        *hi = h, *lo = u2f_host(hx_emu_tf32(x - h));
+    } else {
+        const float m = u2f_host(0x7f7f0000u);
+        const float h = u2f_host((uint32_t)hx_emu_f2bf(fminf(fmaxf(x, -m), m)) << 16);
+        *hi = h, *lo = u2f_host((uint32_t)hx_emu_f2bf(x - h) << 16);
+    }
+}
+
+/* hx_hip_gemm_tcf<T, P> at (m, N, K) against (a) a double reference of what the path computes
+ * (activations as bf16 hi + lo; or 3xTF32's hi.hi + hi.lo + lo.hi): within 4·K·u·Σ|terms|,
+ * f32 accumulation only; (b) the exact double reference within numerics.h's form of bound,
+ * 7·√(2·var + floor·typ) (floor = 64·K·u²/6, typ = Σ_b mean(x²)·Σ w² over 256-blocks), with
+ * var from the split's own residual: 3xTF32 none (the F32 weight's bound: its residual must
+ * hide under f32 accumulation's), bf16 hi + lo its actual x − hi − lo (≤ 2^-16 |x|); (c) the
+ * exact reference within numerics.h's bound of the weight type (BF16: one bf16 rounding of
+ * each activation allowed). big: one activation of each row past bf16's / tf32's largest
+ * finite value (the clamp). */
+template <int T, int P> static void gemm_case_float(int64_t m, int64_t N, int64_t K, bool big)
+{
+    const bool tf = P == HX_HIP_TC_MMA_TF32;
+    int64_t rb = 0;
+    uint8_t *w = make_weight<T>(N, K, &rb);
+    const float ts = 0.05f, scale = 0.75f;
+    float *x = (float *)malloc((size_t)(m * K) * sizeof(float));
+    for (int64_t i = 0; i < m * K; i++) x[i] = frand() * (rnd() % 61 == 0 ? 20.0f : 1.0f);
+    if (big)
+        for (int64_t r = 0; r < m; r++) {
+            for (int64_t k = 0; k < K; k++) x[r * K + k] *= 1e-30f;
+            x[r * K + (r * 7) % K] = (r % 2 ? -1.0f : 1.0f) * u2f_host(0x7f7fff00u);
+        }
+    uint8_t *dW = dev_copy(w, (size_t)(N * rb));
+    float *dx = dev_copy(x, (size_t)(m * K)), *dy = dev_copy<float>(NULL, (size_t)(m * N));
+    const dim3 g((unsigned)((N + HX_HIP_BN - 1) / HX_HIP_BN),
+                 (unsigned)((m + HX_HIP_BM - 1) / HX_HIP_BM));
+    const hipError_t e = hx_hip_launch(hx_hip_gemm_tcf<T, P>, g, dim3(256), NULL,
+                                       (const uint8_t *)dW, rb, N, K, (const float *)dx, K, m, dy,
+                                       N, scale, (int)(K % 8 == 0), ts);
+    float *y = (float *)malloc((size_t)(m * N) * sizeof(float));
+    hipMemcpyAsync(y, dy, (size_t)(m * N) * sizeof(float), hipMemcpyDeviceToHost, NULL);
+    const char *pn = tf ? "mma-3xtf32" : "mma-bf16x2";
+    CHECK(e == hipSuccess, "%s T=%d m=%lld N=%lld K=%lld: launch %s (%s)", pn, T, (long long)m,
+          (long long)N, (long long)K, hipGetErrorName(e), hx_emu_last_message());
+    double *xh = (double *)malloc((size_t)(m * K) * sizeof(double)),
+           *xl = (double *)malloc((size_t)(m * K) * sizeof(double));
+    for (int64_t i = 0; i < m * K; i++) split_host(tf, x[i], &xh[i], &xl[i]);
+    double *wh = (double *)malloc((size_t)K * sizeof(double)),
+           *wl = (double *)malloc((size_t)K * sizeof(double)),
+           *wv = (double *)malloc((size_t)K * sizeof(double));
+    double worst_r = 0.0, worst_x = 0.0, worst_n = 0.0;
+    int64_t wr = 0, wc = 0;
+    const double u = 5.9604644775390625e-8;
+    for (int64_t j = 0; j < N && !g_fail; j++) {
+        for (int64_t k = 0; k < K; k++) {
+            wv[k] = hx_hip_dq1<T>(w + j * rb, k, ts);
+            if (tf) split_host(true, (float)wv[k], &wh[k], &wl[k]);
+            else wh[k] = wv[k], wl[k] = 0.0; /* bf16 weights: exact */
+        }
+        const int64_t step = m > 128 ? 8 : 1;
+        for (int64_t r = 0; r < m; r++) {
+            if (r % step && r != m - 1) continue;
+            double sr = 0, sx = 0, sabs = 0, typ = 0, var = 0, vb16 = 0;
+            double xm = 0, ew = 0, sp = 0, s16 = 0; /* per 256-block */
+            for (int64_t k = 0; k < K; k++) {
+                const int64_t at = r * K + k;
+                const double a = x[at], b = wv[k];
+                sr += tf ? xh[at] * wh[k] + xh[at] * wl[k] + xl[at] * wh[k]
+                         : (xh[at] + xl[at]) * b;
+                sx += a * b;
+                sabs += fabs(a * b);
+                xm += a * a, ew += b * b;
+                if (!tf) {
+                    const double e = a - xh[at] - xl[at];
+                    double e1 = a - u2f_host((uint32_t)hx_emu_f2bf(x[at]) << 16);
+                    if (!isfinite(e1)) e1 = e; /* past bf16's range: the clamped split */
+                    sp += e * e, s16 += e1 * e1;
+                }
+                if ((k + 1) % 256 == 0 || k == K - 1) { /* numerics.h's 256-blocks */
+                    const double nb = (double)(k % 256 + 1);
+                    typ += xm / nb * ew, var += sp / nb * ew, vb16 += s16 / nb * ew;
+                    xm = ew = sp = s16 = 0;
+                }
+            }
+            const double got = (double)y[r * N + j] / scale;
+            const double lim_r = 4.0 * (double)K * u * sabs + 1e-300;
+            const double floor_typ = 64.0 * (double)K * u * u / 6.0 * typ;
+            const double lim_x = 7.0 * sqrt(2.0 * var + floor_typ) + 1e-300;
+            const double er = fabs(got - sr) / lim_r, ex = fabs(got - sx) / lim_x;
+            if (!(er <= worst_r) || !(ex <= worst_x)) wr = r, wc = j;
+            worst_r = isnan(er) ? INFINITY : fmax(worst_r, er);
+            worst_x = isnan(ex) ? INFINITY : fmax(worst_x, ex);
+            /* numerics.h's own bound for the type (BF16: one bf16 rounding of x allowed) */
+            const double en = fabs(got - sx) / (7.0 * sqrt(2.0 * vb16 + floor_typ) + 1e-300);
+            worst_n = isnan(en) ? INFINITY : fmax(worst_n, en);
+        }
+    }
+    CHECK(worst_r <= 1.0 && worst_x <= 1.0 && worst_n <= 1.0,
+          "%s type %d m=%lld N=%lld K=%lld%s: worst error / allowed %.3g (the path's reference), "
+          "%.3g (exact, the split's own residual), %.3g (numerics.h's bound of the type) at row "
+          "%lld col %lld",
+          pn, T, (long long)m, (long long)N, (long long)K, big ? " big" : "", worst_r, worst_x,
+          worst_n, (long long)wr, (long long)wc);
+    if (!g_fail)
+        printf("ok   gemm %-10s type %2d m=%3lld N=%4lld K=%4lld%s  err/allowed %.2g (path ref) "
+               "%.2g (exact, own residual) %.2g (exact, numerics.h)\n",
+               pn, T, (long long)m, (long long)N, (long long)K, big ? " big" : "    ", worst_r,
+               worst_x, worst_n);
+    free(w), free(x), free(y), free(xh), free(xl), free(wh), free(wl), free(wv);
+    hipFree(dW), hipFree(dx), hipFree(dy);
+}
+
+static void test_gemm_float(void)
+{
+    /* odd m, N = 1 / 65 / 130, K one short step, odd, and not a multiple of 8 or 64 */
+    gemm_case_float<HX_DTYPE_BF16, HX_HIP_TC_MMA_BF16>(37, 65, 67, false);
+    gemm_case_float<HX_DTYPE_BF16, HX_HIP_TC_MMA_BF16>(33, 1, 5, false);
+    gemm_case_float<HX_DTYPE_BF16, HX_HIP_TC_MMA_BF16>(70, 130, 200, false);
+    gemm_case_float<HX_DTYPE_BF16, HX_HIP_TC_MMA_BF16>(17, 9, 67, true);
+    gemm_case_float<HX_DTYPE_F32, HX_HIP_TC_MMA_TF32>(37, 65, 67, false);
+    gemm_case_float<HX_DTYPE_F32, HX_HIP_TC_MMA_TF32>(33, 1, 5, false);
+    gemm_case_float<HX_DTYPE_F32, HX_HIP_TC_MMA_TF32>(70, 130, 200, false);
+    gemm_case_float<HX_DTYPE_F32, HX_HIP_TC_MMA_TF32>(17, 9, 67, true);
+}
+
 /* Qwen3-0.6B's gate/up-sized (1024 -> 3072) and down (3072 -> 1024) GEMMs at m = 512. */
 static void test_qwen(void)
 {
@@ -481,18 +717,20 @@ static void test_qwen(void)
 
 int main(int argc, char **argv)
 {
-    bool frag = argc < 2, gemm = argc < 2, qwen = argc < 2 && !HX_T_MMA_SANITIZED;
+    bool frag = argc < 2, gemm = argc < 2, qwen = argc < 2 && !HX_T_MMA_SANITIZED, fl = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "fragments")) frag = true;
         else if (!strcmp(argv[i], "gemm")) gemm = true;
         else if (!strcmp(argv[i], "qwen")) qwen = true;
+        else if (!strcmp(argv[i], "float")) fl = true; /* the float-weight gemm cases only */
         else {
-            fprintf(stderr, "usage: %s [fragments|gemm|qwen]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [fragments|gemm|qwen|float]...\n", argv[0]);
             return 2;
         }
     }
-    if (frag) test_fragments();
+    if (frag) test_fragments(), test_fragments_float();
     if (gemm) test_gemm();
+    if (gemm || fl) test_gemm_float();
     if (qwen) test_qwen();
     else if (argc < 2)
         printf("n/a  qwen shapes (m = 512): the Release run has them, not the sanitizer build\n");

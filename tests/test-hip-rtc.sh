@@ -5,7 +5,8 @@
 #  1. gfx1030 compiles: an AMDGPU ELF code object (e_machine 224, the gfx1030 machine flag)
 #     holding, as kernels, the lowered name of every kernel the module registers (the .map),
 #     which are all the kernels the module launches (the list test-hip-build checks);
-#  2. a second get is a cache hit (same file, untouched, no compile); another target is
+#  2. a second get is a cache hit (same file, unchanged, marked used, no compile) that removes
+#     entries unused for 30 days and keeps younger ones and foreign files; another target is
 #     another cache entry; no temporary files are left;
 #  3. a target this ROCm cannot compile for (gfx1100 on ROCm 5.2, whose hipRTC aborts) and a
 #     malformed target are clear errors with exit status 1, not a crash of the caller.
@@ -117,16 +118,33 @@ else
 fi
 
 # ---- 2. the cache ---------------------------------------------------------------------------------
-before=$(stat -c %Y.%s "$co" 2>/dev/null)
-sleep 1
+before=$(stat -c %i.%s "$co" 2>/dev/null)
+sum=$(cksum < "$co")
+# entries of other builds: one unused for 40 days (removed by the next get), one for 10 (kept),
+# and a file that is not the cache's (kept whatever its age)
+cdir=$(dirname "$co")
+for f in hip-0000old-gfx1030-rocm0.co hip-0000old-gfx1030-rocm0.co.map hip-0000new-gfx1030-rocm0.co \
+         hip-0000new-gfx1030-rocm0.co.map notes.txt; do
+    echo planted > "$cdir/$f"
+done
+touch -d '40 days ago' "$cdir"/hip-0000old-* "$cdir/notes.txt" "$co" "$co.map"
+touch -d '10 days ago' "$cdir"/hip-0000new-*
 get gfx1030
 rc=$?
 if [ $rc -eq 0 ] && [ "$(field gfx1030 note)" = "from cache" ] && [ "$(field gfx1030 path)" = "$co" ] &&
-   [ "$(stat -c %Y.%s "$co")" = "$before" ]; then
-    ok "second get: from cache, the same untouched file"
+   [ "$(stat -c %i.%s "$co")" = "$before" ] && [ "$(cksum < "$co")" = "$sum" ]; then
+    ok "second get: from cache, the same unchanged file"
 else
     bad "second get: status $rc, note '$(field gfx1030 note)', path '$(field gfx1030 path)'"
 fi
+if [ -n "$(find "$co" "$co.map" -mmin -5 | sed -n 2p)" ] && [ ! -e "$cdir/hip-0000old-gfx1030-rocm0.co" ] &&
+   [ ! -e "$cdir/hip-0000old-gfx1030-rocm0.co.map" ] && [ -e "$cdir/hip-0000new-gfx1030-rocm0.co" ] &&
+   [ -e "$cdir/hip-0000new-gfx1030-rocm0.co.map" ] && [ -e "$cdir/notes.txt" ]; then
+    ok "the hit marked its entry used, removed the entry unused for 40 days, kept the 10-day one and a foreign file"
+else
+    bad "cache pruning: $(cd "$cdir" && ls -l --time-style=+%F | sed 1d | awk '{print $6, $7}' | tr '\n' ' ')"
+fi
+rm -f "$cdir"/hip-0000new-* "$cdir/notes.txt"
 if get gfx1036 && co2=$(field gfx1036 path) && [ "$co2" != "$co" ] &&
    [ "${co2/gfx1036/gfx1030}" = "$co" ] && msg=$(check_co "$co2" 0x45); then
     ok "gfx1036: its own cache entry ($(field gfx1036 note)); $msg"

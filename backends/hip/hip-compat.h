@@ -89,11 +89,12 @@ static __device__ __forceinline__ float hx_hip_shfl_xor(float v, int m)
 
 /* Signed 8-bit 4-way dot product with 32-bit accumulate: v_dot4_i32_i8 where the ISA has it
  * (dot1-insts: gfx906/908/90a, gfx1011/1012, RDNA2), v_dot4_i32_iu8 with both operands
- * signed on RDNA3 (dot8-insts), a scalar fallback elsewhere. */
+ * signed on RDNA3 and RDNA4 (dot8-insts), a scalar fallback elsewhere. */
 static __device__ __forceinline__ int hx_hip_dp4a(int a, int b, int c)
 {
 #if defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) ||                        \
-    defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__)
+    defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__) ||                        \
+    defined(__gfx1152__) || defined(__gfx1200__) || defined(__gfx1201__)
     return __builtin_amdgcn_sudot4(true, a, true, b, c, false);
 #elif defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx1011__) || \
     defined(__gfx1012__) || defined(__gfx1030__) || defined(__gfx1031__) ||                        \
@@ -310,6 +311,84 @@ static __device__ __forceinline__ void hx_hip_wmma12_i8(int *d, const uint32_t *
 #else
     (void)d, (void)a, (void)b;
     __builtin_trap();
+#endif
+}
+#endif
+
+/* ---- float-weight matrix fragments (hip-mma.h hx_hip_gemm_tcf; issue #30 item 4) --------------
+ * Kept apart from the block above so the f16 / int8 / WMMA paths and these can change alone:
+ *   hx_hip_mma_bf16  NVIDIA mma.sync m16n8k16 row.col, bf16 A (4 x 2) and B (2 x 2), f32 C/D (4):
+ *                    the same register layout as hx_hip_mma_f16 (PTX ISA: one table for .f16 and
+ *                    .bf16); sm_80+
+ *   hx_hip_mma_tf32  NVIDIA mma.sync m16n8k8 row.col, tf32 A (4 words, one element each) and B
+ *                    (2), f32 C/D (4): sm_80+
+ *   hx_hip_f2bf2     two f32 to a bf16 pair (x0 in the low half), round to nearest even
+ *                    (cvt.rn.bf16x2.f32 on sm_80+; the same rounding in integer arithmetic
+ *                    elsewhere and in the emulator)
+ *   hx_hip_tf32      f32 to tf32 bits (the f32 with its low 13 bits zero), round to nearest,
+ *                    ties away from zero (cvt.rna.tf32.f32 on sm_80+, the same bit arithmetic
+ *                    elsewhere); a finite input whose rounding carries past the largest finite
+ *                    value becomes infinity, as the instruction's does: callers clamp.
+ * Both mma wrappers trap where HX_HIP_HAVE_MMA is not defined (never launched there). */
+#if !defined(HX_HIP_EMU)
+#if defined(__CUDACC__) && !defined(__HIP__)
+#define HX_HIP_FTRAP() __trap()
+#else
+#define HX_HIP_FTRAP() __builtin_trap()
+#endif
+static __device__ __forceinline__ uint32_t hx_hip_f2bf_bits(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu; /* NaN: the canonical one */
+    u += 0x7fffu + ((u >> 16) & 1u);                     /* to nearest, ties to even */
+    return u >> 16;
+}
+static __device__ __forceinline__ uint32_t hx_hip_f2bf2(float x0, float x1)
+{
+#if defined(__CUDACC__) && !defined(__HIP__) && defined(HX_HIP_HAVE_MMA)
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(x1), "f"(x0)); /* a: high half */
+    return d;
+#else
+    return hx_hip_f2bf_bits(x0) | hx_hip_f2bf_bits(x1) << 16;
+#endif
+}
+static __device__ __forceinline__ uint32_t hx_hip_tf32(float x)
+{
+#if defined(__CUDACC__) && !defined(__HIP__) && defined(HX_HIP_HAVE_MMA)
+    uint32_t d;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(d) : "f"(x));
+    return d;
+#else
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7f800000u) != 0x7f800000u) u += 0x1000u; /* half an ulp of tf32: ties away */
+    return u & 0xffffe000u;
+#endif
+}
+static __device__ __forceinline__ void hx_hip_mma_bf16(float *d, const uint32_t *a,
+                                                       const uint32_t *b)
+{
+#if defined(__CUDACC__) && !defined(__HIP__) && defined(HX_HIP_HAVE_MMA)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    (void)d, (void)a, (void)b;
+    HX_HIP_FTRAP();
+#endif
+}
+static __device__ __forceinline__ void hx_hip_mma_tf32(float *d, const uint32_t *a,
+                                                       const uint32_t *b)
+{
+#if defined(__CUDACC__) && !defined(__HIP__) && defined(HX_HIP_HAVE_MMA)
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    (void)d, (void)a, (void)b;
+    HX_HIP_FTRAP();
 #endif
 }
 #endif

@@ -57,6 +57,69 @@ float u2f(uint32_t u)
 
 } // namespace
 
+/* ---- float-weight fragment ops (issue #30 item 4) ------------------------------------------
+ * f32 -> bf16 and f32 -> tf32 as the instructions round: cvt.rn.bf16x2.f32 to nearest even
+ * (a NaN becomes the canonical 0x7fff), cvt.rna.tf32.f32 to nearest with ties away from zero
+ * (add half a tf32 ulp to the magnitude's bits, keep the top 19; an infinity or NaN unchanged
+ * but for the dropped bits). */
+uint16_t hx_emu_f2bf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+uint32_t hx_emu_tf32(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u) u += 0x1000u;
+    return u & 0xffffe000u;
+}
+
+/* Layouts (PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type", one table
+ * for .f16 and .bf16, and "Matrix Fragments for mma.m16n8k8", .tf32), lane l, g = l / 4,
+ * t = l % 4:
+ *   m16n8k16 bf16  as f16: A reg i, half h: row g + 8 (i & 1), col 2t + 8 (i >> 1) + h;
+ *                  B reg i, half h: row (k) 2t + 8i + h, col g
+ *   m16n8k8 tf32   A reg i: row g + 8 (i & 1), col t + 4 (i >> 1); B reg i: row (k) t + 4i,
+ *                  col g
+ *   both           C/D reg i: row g + 8 (i >> 1), col 2t + (i & 1)
+ * A tf32 operand is read as its top 19 bits (an f32 the kernel did not round is truncated
+ * here; hip-mma.h always rounds first, so it never depends on this). Every bf16 x bf16 and
+ * tf32 x tf32 product is exact in f32; they are summed in k order onto C in f32. */
+void hx_emu_mma_float(int kind, const uint32_t *const *lanes, uint32_t (*out)[8])
+{
+    const bool bf = kind == HX_EMU_MMA_BF16;
+    const int K = bf ? 16 : 8;
+    float A[16][16], B[16][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+        const uint32_t *r = lanes[l];
+        const int g = l / 4, t = l % 4;
+        if (bf) {
+            for (int i = 0; i < 4; i++)
+                for (int h = 0; h < 2; h++)
+                    A[g + 8 * (i & 1)][2 * t + 8 * (i >> 1) + h] = u2f((r[i] >> 16 * h) << 16);
+            for (int i = 0; i < 2; i++)
+                for (int h = 0; h < 2; h++)
+                    B[2 * t + 8 * i + h][g] = u2f((r[4 + i] >> 16 * h) << 16);
+        } else {
+            for (int i = 0; i < 4; i++)
+                A[g + 8 * (i & 1)][t + 4 * (i >> 1)] = u2f(r[i] & 0xffffe000u);
+            for (int i = 0; i < 2; i++) B[t + 4 * i][g] = u2f(r[4 + i] & 0xffffe000u);
+        }
+        for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = u2f(r[6 + i]);
+    }
+    for (int l = 0; l < 32; l++)
+        for (int i = 0; i < 4; i++) {
+            const int row = l / 4 + 8 * (i >> 1), col = 2 * (l % 4) + (i & 1);
+            float s = C[row][col];
+            for (int k = 0; k < K; k++) s += A[row][k] * B[k][col]; /* exact products */
+            out[l][i] = f2u(s);
+        }
+}
+
 /* The layouts, lane l, g = l / 4, t = l % 4 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with
  * floating point type" and "for mma.m16n8k32" with .s8):
  *   m16n8k16 f16  A reg i, half h: row g + 8 (i & 1), col 2t + 8 (i >> 1) + h
@@ -73,6 +136,10 @@ void hx_emu_mma_compute(int kind, const uint32_t *const *lanes, uint32_t (*out)[
 {
     if (kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_F16 || kind == HX_EMU_WMMA12_I8) {
         amd_wmma_compute(kind, lanes, out);
+        return;
+    }
+    if (kind == HX_EMU_MMA_BF16 || kind == HX_EMU_MMA_TF32) {
+        hx_emu_mma_float(kind, lanes, out);
         return;
     }
     if (kind == HX_EMU_MMA_F16) {

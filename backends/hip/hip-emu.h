@@ -151,11 +151,43 @@ static inline void hx_hip_wmma_f16(float *d, const uint16_t *a, const uint16_t *
     memcpy(d, out, 32);
 }
 
+/* Float-weight fragment ops (hip-compat.h's second fragment block; issue #30 item 4): NVIDIA
+ * mma m16n8k16 bf16 and m16n8k8 tf32, each 4 A words, 2 B words, 4 C words in, 4 D words out.
+ * Their kinds start at 8 so that other paths added beside them keep their own numbers. The
+ * conversions round as the instructions do: bf16 to nearest even (cvt.rn.bf16x2.f32), tf32 to
+ * nearest with ties away (cvt.rna.tf32.f32). */
+enum { HX_EMU_MMA_BF16 = 8, HX_EMU_MMA_TF32 = 9 };
+uint16_t hx_emu_f2bf(float x);
+uint32_t hx_emu_tf32(float x);
+
+static inline uint32_t hx_hip_f2bf2(float x0, float x1)
+{
+    return hx_emu_f2bf(x0) | (uint32_t)hx_emu_f2bf(x1) << 16;
+}
+static inline uint32_t hx_hip_tf32(float x)
+{
+    return hx_emu_tf32(x);
+}
+static inline void hx_hip_mma_bf16(float *d, const uint32_t *a, const uint32_t *b)
+{
+    uint32_t in[10], out[4];
+    memcpy(in, a, 16), memcpy(in + 4, b, 8), memcpy(in + 6, d, 16);
+    hx_emu_mma(HX_EMU_MMA_BF16, in, out);
+    memcpy(d, out, 16);
+}
+static inline void hx_hip_mma_tf32(float *d, const uint32_t *a, const uint32_t *b)
+{
+    uint32_t in[10], out[4];
+    memcpy(in, a, 16), memcpy(in + 4, b, 8), memcpy(in + 6, d, 16);
+    hx_emu_mma(HX_EMU_MMA_TF32, in, out);
+    memcpy(d, out, 16);
+}
+
 /* AMD WMMA beyond RDNA3's f16 (hip-compat.h's AMD WMMA block; layouts in hip-emu-mma.cpp):
- * RDNA3 int8 and RDNA4 f16 / int8. Kinds from 8 up, apart from the NVIDIA ones. in: A words, B
+ * RDNA3 int8 and RDNA4 f16 / int8. Kinds from 16 up, apart from the NVIDIA ones. in: A words, B
  * words, 8 C words: 4 + 4 (RDNA3 int8: 16 bytes; RDNA4 f16: 8 halves), 2 + 2 (RDNA4 int8: 8
  * bytes). RDNA3 int8 has RDNA3's half-wave repetition rule; RDNA4 has none. */
-enum { HX_EMU_WMMA_I8 = 8, HX_EMU_WMMA12_F16 = 9, HX_EMU_WMMA12_I8 = 10 };
+enum { HX_EMU_WMMA_I8 = 16, HX_EMU_WMMA12_F16 = 17, HX_EMU_WMMA12_I8 = 18 };
 static inline void hx_emu_wmma_amd(int kind, void *d, const void *a, const void *b, int ab_words)
 {
     uint32_t in[24], out[8];

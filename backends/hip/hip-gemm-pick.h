@@ -21,7 +21,7 @@ static int hx_hip_gemm_caps_of(struct hx_hip_dev *d)
 {
 #if defined(HX_HIP_EMU)
     (void)d;
-    return HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA | HX_HIP_TC_CAPS_WMMA_AMD;
+    return HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA | HX_HIP_TC_CAPS_MMAF | HX_HIP_TC_CAPS_WMMA_AMD;
 #else
 #if defined(HX_HIP_AMD_RTC)
     hx_hip_rtc_cur = d->rtc;
@@ -43,13 +43,16 @@ static int hx_hip_gemm_caps_of(struct hx_hip_dev *d)
 }
 
 /* The device's prefill GEMM (docs/hip.md "Prefill GEMM"): NVIDIA sm_80+ mma (int8 for the
- * types hx_hip_tc_int8 takes, f16 for the others), AMD gfx11 WMMA (int8 + f16 where the code
- * has both, else f16), AMD gfx12 WMMA (int8 + f16), else the SIMT GEMM; only where the code has
- * the instruction. HX_HIP_GEMM=auto|mma|mma16|wmma|wmma8|wmma12|wmma12-16|simt overrides it
- * where the code has that path (mma16: f16 mma for every type; wmma: gfx11 f16 WMMA for every
+ * types hx_hip_tc_int8 takes, f16 for the others, and for F32 / BF16 weights the float paths:
+ * 3xTF32, split bf16), AMD gfx11 WMMA (int8 + f16 where the code has both, else f16), AMD gfx12
+ * WMMA (int8 + f16), else the SIMT GEMM; only where the code has the instruction.
+ * HX_HIP_GEMM=auto|mma|mma16|wmma|wmma8|wmma12|wmma12-16|simt overrides it where the code has
+ * that path (mma16: f16 mma for every integer and f16-class type; wmma: gfx11 f16 WMMA for every
  * type; wmma8: gfx11 int8 + f16; wmma12: gfx12 int8 + f16; wmma12-16: gfx12 f16 for every
- * type); otherwise it is logged and ignored. On the emulator the architecture is
- * HX_HIP_EMU_ARCH's. The choice is logged (info) and is part of the device's description. */
+ * type); a "-fsimt" suffix on mma or mma16 keeps F32 and BF16 weights on the SIMT GEMM;
+ * otherwise it is logged and ignored. On the emulator the architecture is HX_HIP_EMU_ARCH's. The
+ * choice is logged (info) and is part of the device's description. */
+static void hx_hip_gemm_pick_float(struct hx_hip_dev *d, int caps);
 static void hx_hip_gemm_pick(struct hx_hip_dev *d, const hipDeviceProp_t *p)
 {
     const int caps = hx_hip_gemm_caps_of(d);
@@ -73,24 +76,44 @@ static void hx_hip_gemm_pick(struct hx_hip_dev *d, const hipDeviceProp_t *p)
               : gfx12 && wmma12 ? (int)HX_HIP_GEMM_WMMA12
                                 : (int)HX_HIP_GEMM_SIMT;
     const char *env = getenv("HX_HIP_GEMM");
+    /* "mma-fsimt", "mma16-fsimt": the path without its float-weight part */
+    char base[16] = "";
+    const size_t el = env ? strlen(env) : 0;
+    const bool fsimt = el > 6 && el - 6 < sizeof base && !strcmp(env + el - 6, "-fsimt");
+    if (fsimt) memcpy(base, env, el - 6), base[el - 6] = 0;
+    bool float_off = false;
     if (env && *env && strcmp(env, "auto")) {
         int want = -1;
         for (int i = 0; i < HX_HIP_GEMM_N_NAMES; i++)
-            if (!strcmp(env, hx_hip_gemm_names[i])) want = i;
+            if (!strcmp(fsimt ? base : env, hx_hip_gemm_names[i]) &&
+                (!fsimt || i == HX_HIP_GEMM_MMA || i == HX_HIP_GEMM_MMA_F16))
+                want = i;
         const bool ok = want == HX_HIP_GEMM_SIMT ||
                         ((want == HX_HIP_GEMM_MMA || want == HX_HIP_GEMM_MMA_F16) && mma) ||
                         (want == HX_HIP_GEMM_WMMA && wmma) ||
                         (want == HX_HIP_GEMM_WMMA_I8 && wmma8) ||
                         ((want == HX_HIP_GEMM_WMMA12 || want == HX_HIP_GEMM_WMMA12_F16) && wmma12);
-        if (ok) d->gemm = want;
+        if (ok) d->gemm = want, float_off = fsimt;
         else
             hx_hip_log(HX_LOG_LEVEL_WARN,
                        "hip: HX_HIP_GEMM=%s ignored (auto|mma|mma16|wmma|wmma8|wmma12|wmma12-16|"
-                       "simt, and only a path this device's code has); prefill GEMM %s",
+                       "simt, mma-fsimt, mma16-fsimt, and only a path this device's code has); "
+                       "prefill GEMM %s",
                        env, hx_hip_gemm_names[d->gemm]);
     }
-    hx_hip_log(HX_LOG_LEVEL_INFO, "hip: device %d: prefill GEMM %s (code has:%s%s%s%s%s)", d->idx,
-               hx_hip_gemm_names[d->gemm], mma ? " mma" : "", wmma ? " wmma" : "",
-               wmma8 ? " wmma8" : "", wmma12 ? " wmma12" : "",
+    hx_hip_gemm_pick_float(d, float_off ? 0 : caps);
+    hx_hip_log(HX_LOG_LEVEL_INFO, "hip: device %d: prefill GEMM %s%s (code has:%s%s%s%s%s%s)",
+               d->idx, hx_hip_gemm_names[d->gemm], d->gemm_float ? " + float mma" : "",
+               mma ? " mma" : "", wmma ? " wmma" : "", wmma8 ? " wmma8" : "",
+               wmma12 ? " wmma12" : "", caps & HX_HIP_TC_CAPS_MMAF ? " mma-float" : "",
                mma || wmma || wmma8 || wmma12 ? "" : " simt only");
+}
+
+/* Float weights (F32: 3xTF32, BF16: split bf16; hip-mma.h hx_hip_gemm_tcf) on the matrix units
+ * wherever the device's GEMM is an NVIDIA mma one and its code has the float paths; caps 0:
+ * never (HX_HIP_GEMM=...-fsimt). */
+static void hx_hip_gemm_pick_float(struct hx_hip_dev *d, int caps)
+{
+    d->gemm_float = (d->gemm == HX_HIP_GEMM_MMA || d->gemm == HX_HIP_GEMM_MMA_F16) &&
+                    (caps & HX_HIP_TC_CAPS_MMAF) == HX_HIP_TC_CAPS_MMAF;
 }

@@ -185,10 +185,14 @@ static hipError_t hx_hip_matmul_w(struct hx_hip_ctx *c, const struct hx_op *op,
                                   const hx_hip_weight *w, float *y, bool quantized);
 
 /* The kernel path (hip-mma.h HX_HIP_TC_*) of the device's prefill GEMM for weight type t:
- * F32 and BF16 stay SIMT; mma takes int8 where hx_hip_tc_int8 says, f16 elsewhere. */
+ * mma takes int8 where hx_hip_tc_int8 says, f16 elsewhere; F32 and BF16 take the float-weight
+ * mma paths (3xTF32, split bf16) where the device has them (d->gemm_float), else SIMT. */
 static int hx_hip_gemm_path(const struct hx_hip_dev *d, enum hx_dtype t)
 {
-    if (t == HX_DTYPE_F32 || t == HX_DTYPE_BF16) return HX_HIP_TC_SIMT;
+    if (t == HX_DTYPE_F32 || t == HX_DTYPE_BF16) {
+        if (!d->gemm_float) return HX_HIP_TC_SIMT;
+        return t == HX_DTYPE_F32 ? HX_HIP_TC_MMA_TF32 : HX_HIP_TC_MMA_BF16;
+    }
     switch (d->gemm) {
     case HX_HIP_GEMM_MMA: return hx_hip_tc_int8(t) ? HX_HIP_TC_MMA_S8 : HX_HIP_TC_MMA_F16;
     case HX_HIP_GEMM_MMA_F16: return HX_HIP_TC_MMA_F16;
@@ -239,6 +243,14 @@ static hipError_t hx_hip_gemm_launch(int path, dim3 g, hipStream_t s, const uint
                                      row_bytes, N, K, x, xs, aq, ad, n, y, ys, scale, kvec, ts);
         }
     }
+    if constexpr (T == HX_DTYPE_F32)
+        if (path == HX_HIP_TC_MMA_TF32)
+            return hx_hip_launch(hx_hip_gemm_tcf<T, HX_HIP_TC_MMA_TF32>, g, dim3(256), s, W,
+                                 row_bytes, N, K, x, xs, n, y, ys, scale, kvec, ts);
+    if constexpr (T == HX_DTYPE_BF16)
+        if (path == HX_HIP_TC_MMA_BF16)
+            return hx_hip_launch(hx_hip_gemm_tcf<T, HX_HIP_TC_MMA_BF16>, g, dim3(256), s, W,
+                                 row_bytes, N, K, x, xs, n, y, ys, scale, kvec, ts);
     return hx_hip_launch(hx_hip_gemm<T>, g, dim3(256), s, W, row_bytes, N, K, x, xs, n, y, ys,
                          scale, kvec, ts);
 }

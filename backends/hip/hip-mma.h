@@ -15,10 +15,11 @@
  *
  * The fragment ops are hip-compat.h's; the host emulator runs them as warp collectives with the
  * hardware's per-lane layouts, so the register placement below is checked there. F32 and BF16
- * weights keep the SIMT GEMM (f16 activations would add an error numerics.h does not allow
- * them; BF16 in f16 loses range). Each 256-thread block computes a 64 x 64 output tile over K
- * tiles of 128 (four 32-blocks between two barriers); warp w takes rows 16 (w % 4) .. +15 and
- * columns 32 (w / 4) .. +31.
+ * weights do not take f16 (f16 activations would add an error numerics.h does not allow them;
+ * BF16 in f16 loses range): they have their own kernel, hx_hip_gemm_tcf, at the end of the
+ * file (split operands on bf16 / tf32 mma). Each 256-thread block computes a 64 x 64 output
+ * tile over K tiles of 128 (four 32-blocks between two barriers); warp w takes rows 16 (w % 4)
+ * .. +15 and columns 32 (w / 4) .. +31.
  */
 #pragma once
 
@@ -36,8 +37,17 @@ enum { HX_HIP_TC_SIMT = 0, HX_HIP_TC_MMA_F16 = 1, HX_HIP_TC_MMA_S8 = 2, HX_HIP_T
 #define HX_HIP_TC_CAPS_WMMA 0
 #endif
 
-/* AMD WMMA beyond RDNA3's f16 (hx_hip_gemm_wmma, at the end of this file); values from 8 up,
- * apart from the NVIDIA paths:
+/* Float-weight paths (the block "float weights on the matrix units" at the end of the file);
+ * their numbers start at 8 so that paths added beside them keep their own. */
+enum { HX_HIP_TC_MMA_BF16 = 8, HX_HIP_TC_MMA_TF32 = 9 };
+#if defined(HX_HIP_HAVE_MMA)
+#define HX_HIP_TC_CAPS_MMAF ((1 << HX_HIP_TC_MMA_BF16) | (1 << HX_HIP_TC_MMA_TF32))
+#else
+#define HX_HIP_TC_CAPS_MMAF 0
+#endif
+
+/* AMD WMMA beyond RDNA3's f16 (hx_hip_gemm_wmma, at the end of this file); values from 16 up,
+ * apart from the NVIDIA paths (0-3, and the float ones from 8):
  *   HX_HIP_TC_WMMA_I8     AMD RDNA3 (gfx11): v_wmma_i32_16x16x16_iu8 (wave32, signed), int8
  *                         as HX_HIP_TC_MMA_S8 (activations quantized once per row and 32-block,
  *                         each 32-block's int32 result, two WMMAs of K = 16, scaled by the row's
@@ -46,7 +56,7 @@ enum { HX_HIP_TC_SIMT = 0, HX_HIP_TC_MMA_F16 = 1, HX_HIP_TC_MMA_S8 = 2, HX_HIP_T
  *                         HX_HIP_TC_WMMA_F16
  *   HX_HIP_TC_WMMA12_I8   AMD RDNA4 (gfx12): v_wmma_i32_16x16x16_iu8 in gfx12's layout, int8 as
  *                         HX_HIP_TC_WMMA_I8 */
-enum { HX_HIP_TC_WMMA_I8 = 8, HX_HIP_TC_WMMA12_F16 = 9, HX_HIP_TC_WMMA12_I8 = 10 };
+enum { HX_HIP_TC_WMMA_I8 = 16, HX_HIP_TC_WMMA12_F16 = 17, HX_HIP_TC_WMMA12_I8 = 18 };
 #if defined(HX_HIP_HAVE_WMMA_I8)
 #define HX_HIP_TC_CAPS_WMMA_I8 (1 << HX_HIP_TC_WMMA_I8)
 #else
@@ -72,7 +82,8 @@ static constexpr __host__ __device__ bool hx_hip_tc_amd(int p)
 __global__ void hx_hip_gemm_caps(int *out)
 {
     if (threadIdx.x == 0)
-        out[0] = HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA | HX_HIP_TC_CAPS_WMMA_AMD;
+        out[0] = HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA | HX_HIP_TC_CAPS_MMAF |
+                 HX_HIP_TC_CAPS_WMMA_AMD;
 }
 
 /* Does the int8 path take weight type t? */
@@ -272,6 +283,134 @@ __global__ void __launch_bounds__(256)
                 if (r < n && j < N) dst[r * dst_stride + j] = acc[4 * nt + i] * scale;
             }
     }
+}
+
+/* ---- float weights on the matrix units (issue #30 item 4) ------------------------------------
+ * F32 and BF16 weights, at f32-class accuracy (core/numerics.h allows an F32 weight no
+ * activation rounding; docs/hip.md "Prefill GEMM" has the error analysis):
+ *
+ *   HX_HIP_TC_MMA_BF16  BF16 weights, NVIDIA sm_80+ mma.sync m16n8k16 bf16 -> f32: each
+ *                       activation split into two bf16 terms, hi = bf16(a), lo = bf16(a - hi),
+ *                       and A.W = lo.W + hi.W, two mmas. The weights are bf16 already (exact);
+ *                       every product is exact in f32. Left: a - hi - lo, at most 2^-16 |a|.
+ *   HX_HIP_TC_MMA_TF32  F32 weights, NVIDIA sm_80+ mma.sync m16n8k8 tf32 -> f32, "3xTF32":
+ *                       both sides split, x = hi + lo (tf32 = f32 rounded to 11 significant
+ *                       bits), and A.W = lo_a.hi_w + hi_a.lo_w + hi_a.hi_w, three mmas. Left:
+ *                       the two splits' remainders (at most 2^-22 |x| each) and lo_a.lo_w
+ *                       (at most 2^-22 |a w|): about 3 x 2^-22 |a w| per product, below f32
+ *                       accumulation's own error over K (numerics.h's floor).
+ *
+ * (The path numbers and HX_HIP_TC_CAPS_MMAF are near the top of the file, by the caps kernel.)
+ * Same tile as hx_hip_gemm_tc (64 x 64 outputs per 256-thread block, warp w: rows 16 (w % 4)
+ * .. +15, columns 32 (w / 4) .. +31), K tiles of 64, both operands as f32 in shared memory
+ * and split when a fragment is loaded (each A fragment once per K step, reused over the
+ * warp's four 8-column tiles). */
+
+#define HX_HIP_TCF_BK 64
+#define HX_HIP_TCF_PAD 4
+
+/* x0, x1 as two bf16 pairs (x0 in the low halves): hi = bf16(x), lo = bf16(x - hi). x is
+ * clamped to bf16's largest finite value for hi, so a finite x never makes hi infinite; an
+ * infinite or NaN x reaches the result through lo. */
+static __device__ __forceinline__ void hx_hip_split_bf16(float x0, float x1, uint32_t *hi,
+                                                         uint32_t *lo)
+{
+    const float m = __uint_as_float(0x7f7f0000u); /* bf16's largest finite value */
+    const uint32_t h = hx_hip_f2bf2(fminf(fmaxf(x0, -m), m), fminf(fmaxf(x1, -m), m));
+    *hi = h;
+    *lo = hx_hip_f2bf2(x0 - __uint_as_float(h << 16), x1 - __uint_as_float(h & 0xffff0000u));
+}
+/* x as tf32 hi + lo (the same clamp, to tf32's largest finite value). */
+static __device__ __forceinline__ void hx_hip_split_tf32(float x, uint32_t *hi, uint32_t *lo)
+{
+    const float m = __uint_as_float(0x7f7fe000u); /* tf32's largest finite value */
+    const uint32_t h = hx_hip_tf32(fminf(fmaxf(x, -m), m));
+    *hi = h;
+    *lo = hx_hip_tf32(x - __uint_as_float(h));
+}
+
+/* dst (n, N) = src (n, K) . W^T x scale, weight type T (F32 or BF16), path P
+ * (HX_HIP_TC_MMA_TF32 or HX_HIP_TC_MMA_BF16). kvec: K % 8 == 0. */
+template <int T, int P>
+__global__ void __launch_bounds__(256)
+    hx_hip_gemm_tcf(const uint8_t *W, int64_t row_bytes, int64_t N, int64_t K, const float *src,
+                    int64_t src_stride, int64_t n, float *dst, int64_t dst_stride, float scale,
+                    int kvec, float ts)
+{
+    static_assert(P == HX_HIP_TC_MMA_BF16 || P == HX_HIP_TC_MMA_TF32, "a float-weight path");
+    __shared__ float As[HX_HIP_BM][HX_HIP_TCF_BK + HX_HIP_TCF_PAD];
+    __shared__ float Bs[HX_HIP_BN][HX_HIP_TCF_BK + HX_HIP_TCF_PAD];
+    const int t = threadIdx.x, lane = t % 32, w = t / 32, wm = 16 * (w % 4), wn = 32 * (w / 4);
+    const int lr = t / 4, lk = (t % 4) * 8; /* the row and 8 columns this thread loads */
+    const int64_t r0 = (int64_t)blockIdx.y * HX_HIP_BM, j0 = (int64_t)blockIdx.x * HX_HIP_BN;
+    const int g = lane / 4, q4 = lane % 4; /* NVIDIA fragments: group and thread in group */
+    float acc[16];
+    for (int i = 0; i < 16; i++) acc[i] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += HX_HIP_TCF_BK) {
+        const int64_t r = r0 + lr, j = j0 + lr;
+        for (int sb = 0; sb < HX_HIP_TCF_BK / 32; sb++) {
+            const int c = 32 * sb + lk; /* column in the tile */
+            const int64_t k = k0 + c;
+            float v[8];
+            if (j < N && kvec && k + 8 <= K) {
+                hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
+            } else {
+                for (int i = 0; i < 8; i++)
+                    v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
+                                                : 0.0f;
+            }
+            for (int i = 0; i < 8; i++) {
+                Bs[lr][c + i] = v[i];
+                As[lr][c + i] = (r < n && k + i < K) ? src[r * src_stride + k + i] : 0.0f;
+            }
+        }
+        /* the mma steps stop at the first one past K (the rest of the last step is zeros) */
+        const int kend = (int)HX_MIN((int64_t)HX_HIP_TCF_BK, K - k0);
+        __syncthreads();
+        if constexpr (P == HX_HIP_TC_MMA_BF16) {
+            for (int kk = 0; kk < kend; kk += 16) {
+                /* A reg i: row g + 8 (i & 1), columns 2 q4 + 8 (i >> 1) and +1 */
+                uint32_t ah[4], al[4];
+                for (int i = 0; i < 4; i++) {
+                    const float *a = &As[wm + g + 8 * (i & 1)][kk + 2 * q4 + 8 * (i >> 1)];
+                    hx_hip_split_bf16(a[0], a[1], &ah[i], &al[i]);
+                }
+                for (int nt = 0; nt < 4; nt++) {
+                    /* B reg i: k 2 q4 + 8 i and +1, column g (the weights are bf16: exact) */
+                    const float *b = &Bs[wn + 8 * nt + g][kk + 2 * q4];
+                    const uint32_t bw[2] = {hx_hip_f2bf2(b[0], b[1]), hx_hip_f2bf2(b[8], b[9])};
+                    hx_hip_mma_bf16(acc + 4 * nt, al, bw);
+                    hx_hip_mma_bf16(acc + 4 * nt, ah, bw);
+                }
+            }
+        } else {
+            for (int kk = 0; kk < kend; kk += 8) {
+                /* A reg i: row g + 8 (i & 1), column q4 + 4 (i >> 1) */
+                uint32_t ah[4], al[4];
+                for (int i = 0; i < 4; i++)
+                    hx_hip_split_tf32(As[wm + g + 8 * (i & 1)][kk + q4 + 4 * (i >> 1)], &ah[i],
+                                      &al[i]);
+                for (int nt = 0; nt < 4; nt++) {
+                    /* B reg i: k q4 + 4 i, column g */
+                    const float *b = &Bs[wn + 8 * nt + g][kk + q4];
+                    uint32_t bh[2], bl[2];
+                    hx_hip_split_tf32(b[0], &bh[0], &bl[0]);
+                    hx_hip_split_tf32(b[4], &bh[1], &bl[1]);
+                    /* the small terms first */
+                    hx_hip_mma_tf32(acc + 4 * nt, al, bh);
+                    hx_hip_mma_tf32(acc + 4 * nt, ah, bl);
+                    hx_hip_mma_tf32(acc + 4 * nt, ah, bh);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    /* D reg i: row g + 8 (i >> 1), column 2 q4 + (i & 1) of the 8-column tile */
+    for (int nt = 0; nt < 4; nt++)
+        for (int i = 0; i < 4; i++) {
+            const int64_t r = r0 + wm + g + 8 * (i >> 1), j = j0 + wn + 8 * nt + 2 * q4 + (i & 1);
+            if (r < n && j < N) dst[r * dst_stride + j] = acc[4 * nt + i] * scale;
+        }
 }
 
 /* ---- AMD WMMA: RDNA3 int8, RDNA4 f16 and int8 ------------------------------------------------

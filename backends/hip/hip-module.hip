@@ -49,6 +49,7 @@ struct hx_hip_dev {
     bool timing_open; /* ev_start recorded, not yet read by synchronize */
     int n_sm;         /* multiprocessors (the GEMVs' split-K plan) */
     int gemm;         /* prefill GEMM: HX_HIP_GEMM_* (hx_hip_gemm_pick) */
+    bool gemm_float;  /* F32 / BF16 weights on the mma float paths (hx_hip_gemm_pick) */
     int attn;         /* HX_HIP_ATTN: enum hx_hip_attn_mode */
     void *scratch;    /* row metadata + int8 activations + split-K partial sums */
     size_t scratch_bytes;
@@ -717,13 +718,15 @@ static void hx_hip_describe(void *mdev, char *out, size_t len)
              gm == 2 ? "eager"
              : gm    ? "on"
                      : "off (HX_HIP_GRAPH=0 or a graph failure)",
-             d->gemm == HX_HIP_GEMM_MMA    ? "mma (int8 + f16)"
-             : d->gemm == HX_HIP_GEMM_MMA_F16 ? "mma (f16)"
-             : d->gemm == HX_HIP_GEMM_WMMA    ? "wmma (f16)"
-             : d->gemm == HX_HIP_GEMM_WMMA_I8 ? "wmma (int8 + f16)"
-             : d->gemm == HX_HIP_GEMM_WMMA12  ? "wmma12 (int8 + f16)"
-             : d->gemm == HX_HIP_GEMM_WMMA12_F16 ? "wmma12 (f16)"
-                                                 : "simt");
+             d->gemm == HX_HIP_GEMM_MMA
+                 ? (d->gemm_float ? "mma (int8 + f16 + bf16x2 + 3xtf32)" : "mma (int8 + f16)")
+             : d->gemm == HX_HIP_GEMM_MMA_F16
+                 ? (d->gemm_float ? "mma (f16 + bf16x2 + 3xtf32)" : "mma (f16)")
+             : d->gemm == HX_HIP_GEMM_WMMA        ? "wmma (f16)"
+             : d->gemm == HX_HIP_GEMM_WMMA_I8     ? "wmma (int8 + f16)"
+             : d->gemm == HX_HIP_GEMM_WMMA12      ? "wmma12 (int8 + f16)"
+             : d->gemm == HX_HIP_GEMM_WMMA12_F16  ? "wmma12 (f16)"
+                                                  : "simt");
 }
 
 static const struct hx_hip_module_ops hx_hip_module = {

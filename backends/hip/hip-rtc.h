@@ -19,7 +19,9 @@
  *                   hip-<source hash>-<gfx>-rocm<hipRTC library version>.co (+ .map); a miss
  *                   runs `hx-hip-rtc compile` (next to the module) into temporary files
  *                   renamed into place when complete; a crash or failure of the helper comes
- *                   back as a one-line reason naming the target and ROCm version;
+ *                   back as a one-line reason naming the target and ROCm version; each get
+ *                   marks its entry used (mtime) and removes entries unused for
+ *                   HX_HIP_RTC_KEEP_DAYS days (30): older builds' and ROCm versions' objects;
  *   launch          hx_hip_rtc_load gives a device the code object (hipModuleLoadData) and a
  *                   function per kernel; hx_hip_run makes it current for its thread, and
  *                   hx_hip_launch (hip-compat.h) calls hipModuleLaunchKernel with it.
@@ -30,6 +32,7 @@
 #pragma once
 
 #include <cxxabi.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -367,6 +370,34 @@ static int hx_hip_rtc_spawn(const char *target, const char *tmp, char *err, size
     return HX_E_UNSUPPORTED;
 }
 
+/* Marks path (and path.map) used now; removes the cache's files (hip-*: code objects, maps,
+ * temporary files of a crashed compile) unused for HX_HIP_RTC_KEEP_DAYS days (default 30; 0
+ * keeps everything). Other files in the folder are not ours and stay. */
+static void hx_hip_rtc_prune(const char *dir, const char *path)
+{
+    char map[PATH_MAX];
+    snprintf(map, sizeof map, "%s.map", path);
+    utimensat(AT_FDCWD, path, NULL, 0);
+    utimensat(AT_FDCWD, map, NULL, 0);
+    const char *s = getenv("HX_HIP_RTC_KEEP_DAYS");
+    char *end = NULL;
+    long days = s && *s ? strtol(s, &end, 10) : 30;
+    if ((s && *s && (*end || days < 0)) || days == 0 || days > 36500) return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    const time_t now = time(NULL);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, "hip-", 4) || !strstr(e->d_name, ".co")) continue;
+        char f[PATH_MAX];
+        if (snprintf(f, sizeof f, "%s/%s", dir, e->d_name) >= (int)sizeof f) continue;
+        struct stat st;
+        if (lstat(f, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > days * 86400L &&
+            strcmp(f, path) && strcmp(f, map))
+            unlink(f);
+    }
+    closedir(d);
+}
+
 /* The code object for target: from the cache, or compiled now by the helper. path gets its
  * file; note says which ("compiled now in 2.1 s" / "from cache"). */
 static int hx_hip_rtc_get(const char *target, char *path, size_t plen, char *note, size_t nlen,
@@ -394,6 +425,7 @@ static int hx_hip_rtc_get(const char *target, char *path, size_t plen, char *not
     snprintf(map, sizeof map, "%s.map", path);
     if (access(path, R_OK) == 0 && access(map, R_OK) == 0) {
         snprintf(note, nlen, "from cache");
+        hx_hip_rtc_prune(dir, path);
         return HX_OK;
     }
     if (!hx_hip_rtc_mkdirs(dir)) {
@@ -414,6 +446,7 @@ static int hx_hip_rtc_get(const char *target, char *path, size_t plen, char *not
     }
     unlink(tmp);
     unlink(tmp_map);
+    if (st == HX_OK) hx_hip_rtc_prune(dir, path);
     if (st == HX_OK)
         snprintf(note, nlen, "compiled now in %.1f s",
                  (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);

@@ -7,7 +7,8 @@
 # prefill GEMM variant ran and its m = 512 figures against the tiled GEMM forced, and the decode
 # GEMV, the wide-load kernel, against the older mmv forced at m = 1), and
 # `engine bench` pp512/tg128 on a Qwen3-0.6B-shaped TQ2_0 model (pp512 target 60,000 t/s; the
-# HIP prefill GEMM's matrix-unit path against HX_HIP_GEMM=simt at m = 512; pp512 again with the
+# HIP prefill GEMM's matrix-unit path against HX_HIP_GEMM=simt at m = 512 (F32 / BF16 weights:
+# the float mma paths against HX_HIP_GEMM=mma-fsimt); pp512 again with the
 # per-row attention forced, HX_*_ATTN=rows, against the flash-style default), and for HIP the host calls
 # per decode token and tg128 with and without graphs. Every result lands in OUT; the summary ends with
 # "N passed, N failed, N skipped". Benchmarks never fail the run; tests do.
@@ -326,6 +327,22 @@ for b in "${GPUB[@]}"; do
     grep -hoE 'prefill GEMM [a-z0-9]+( \([^)]*\))?' "$OUT/test-backend-ops-hip.txt" 2>/dev/null | sort -u | sed 's/^/    hip: /' | tee -a "$SUMMARY"
     vs_forced bench-gemm-simt-hip 150 hip HX_HIP_GEMM=simt 512 16 simt \
         "hip prefill GEMM m = 512, the device's path against SIMT (device time)" --d2d-mib 0
+done
+# HIP float weights (hip-mma.h hx_hip_gemm_tcf: F32 on 3xTF32, BF16 on split bf16; sm_80+)
+# against the SIMT GEMM for them (HX_HIP_GEMM=mma-fsimt), m = 512, device time
+for b in "${GPUB[@]}"; do
+    [ $b = hip ] && [ $QUICK = 0 ] || continue
+    fb=(bench --kernels --backend hip --types F32,BF16 --shapes 1024x2048,1024x3072 -m 512 -r 5 --d2d-mib 0 -o json)
+    if STEP_OUT=1 step bench-gemm-float-hip 60 "$E" "${fb[@]}" &&
+        mv "$OUT/bench-gemm-float-hip.out" "$OUT/bench-gemm-float-hip.json" &&
+        STEP_OUT=1 step bench-gemm-fsimt-hip 60 env HX_HIP_GEMM=mma-fsimt "$E" "${fb[@]}"; then
+        mv "$OUT/bench-gemm-fsimt-hip.out" "$OUT/bench-gemm-fsimt-hip.json"
+        report_gemm_pair "$OUT/bench-gemm-float-hip.json" "$OUT/bench-gemm-fsimt-hip.json" 16 simt > "$OUT/bench-gemm-float-hip.md" 2>&1
+        ok "hip prefill GEMM m = 512, F32 / BF16 weights: the float mma paths against SIMT (device time; on a GPU without sm_80 both are SIMT):"
+        tee -a "$SUMMARY" < "$OUT/bench-gemm-float-hip.md"
+    else
+        skipped "hip float-weight GEMM benchmark did not finish (see $OUT/bench-gemm-float-hip.txt)"
+    fi
 done
 VOCAB=${DATA:+$DATA/vocab/ggml-vocab-qwen2.gguf}
 QM=$BUILD/qwen3-0.6b-tq2_0.gguf
