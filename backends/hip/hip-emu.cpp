@@ -407,7 +407,7 @@ void hx_emu_mma(int kind, const uint32_t *in, uint32_t *out)
     fiber *f = static_cast<fiber *>(hx_emu_self);
     block_run *b = g_block;
     int n_in = kind == HX_EMU_WMMA_F16 ? 24 : 10, n_out = kind == HX_EMU_WMMA_F16 ? 8 : 4;
-    hx_emu_mma_amd_words(kind, &n_in, &n_out); /* the AMD kinds from 8 up */
+    hx_emu_mma_amd_words(kind, &n_in, &n_out); /* the AMD kinds from 16 up */
     memcpy(f->mma_in, in, sizeof(uint32_t) * (size_t)n_in);
     f->mma_kind = kind;
     f->n_shfl++;
