@@ -2,7 +2,7 @@
 # test-hip-build.sh — the HIP backend builds, loads and computes, on a machine without a GPU:
 #  1. every GPU toolchain CMake found is built into its module for the configured targets
 #     (cmake --build, so a stale module is really recompiled), and every target's device code
-#     holds all 123 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
+#     holds all 147 kernels: nvcc SASS per sm_XX plus PTX of the newest, hipcc a code object
 #     per gfx target, whose quantized GEMVs all use v_dot4 (llvm-objdump); the prefill GEMM's
 #     sm_80 PTX holds the mma.sync m16n8k16 f16, m16n8k32 s8, m16n8k16 bf16 and m16n8k8 tf32
 #     instructions (and the cvt.rn.bf16x2 / cvt.rna.tf32 roundings of the float paths; nvcc -ptx of
@@ -75,13 +75,16 @@ def funcs(blob):
             st_name, st_info = struct.unpack_from('<IB', blob, s[5] + i * 24)
             if st_info & 0xf == 2: out.add(blob[so + st_name:blob.index(b'\0', so + st_name)].decode())
     return out
-# the 123 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
+# the 147 kernel instantiations hip-module.hip launches (types as in enum hx_dtype)
 need = ['hx_hip_gemv_qILi%dELi%dE' % (t, c) for t in range(3, 12) for c in (1, 2, 4, 8)]
 need += ['hx_hip_gemv_fILi%dELi%dELb%dE' % (t, c, v) for t in range(3) for c in (1, 2, 4, 8) for v in (0, 1)]
 need += ['hx_hip_%sILi%dE' % (k, t) for k in ('gemm', 'embed') for t in range(12)]
 need += ['hx_hip_gemm_tcILi%dELi%dE' % (t, p) for t in range(12) if t not in (0, 2) for p in (1, 3)]
 need += ['hx_hip_gemm_tcILi%dELi2E' % t for t in (3, 4, 7, 8, 9, 10, 11)]
 need += ['hx_hip_gemm_tcfILi0ELi9E', 'hx_hip_gemm_tcfILi2ELi8E']  # F32 3xTF32, BF16 split bf16
+# AMD WMMA beyond RDNA3's f16: RDNA4 f16 (17) for the f16 types, RDNA3 / RDNA4 int8 (16, 18)
+need += ['hx_hip_gemm_wmmaILi%dELi17E' % t for t in range(12) if t not in (0, 2)]
+need += ['hx_hip_gemm_wmmaILi%dELi%dE' % (t, p) for t in (3, 4, 7, 8, 9, 10, 11) for p in (16, 18)]
 need += ['hx_hip_gemm_caps']
 need += ['hx_hip_' + k for k in ('quantize_q8', 'gemv_combine', 'rms_norm', 'copy_rows', 'rope', 'kv_store', 'attn', 'attn_flash', 'eltwise')]
 d = open(path, 'rb').read()
@@ -248,11 +251,16 @@ if [ -x "$tbo" ]; then
     else bad "test-backend-ops --backend hip (emulated), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
     # the prefill GEMM on each matrix-unit path (hip-mma.h), the emulated device as the GPU
     # (m = 512 on the default NVIDIA path only; test-hip-mma runs every path at m = 512)
-    for v in "HX_HIP_EMU_ARCH=sm_80" "HX_HIP_EMU_ARCH=sm_80 HX_HIP_GEMM=mma16" "HX_HIP_EMU_ARCH=gfx1100" "HX_HIP_EMU_ARCH=sm_80 HX_HIP_GEMM=mma-fsimt"; do
+    # (AMD: gfx1100 takes wmma int8 + f16; gfx1200 the RDNA4 WMMA, int8 + f16, and wmma12-16
+    # its f16 for every type; gfx11's f16 WMMA on the int8 types, HX_HIP_GEMM=wmma, is left to
+    # test-hip-mma: each run costs CI ~8 s)
+    for v in "HX_HIP_EMU_ARCH=sm_80" "HX_HIP_EMU_ARCH=sm_80 HX_HIP_GEMM=mma16" "HX_HIP_EMU_ARCH=gfx1100" "HX_HIP_EMU_ARCH=sm_80 HX_HIP_GEMM=mma-fsimt" \
+             "HX_HIP_EMU_ARCH=gfx1200" "HX_HIP_EMU_ARCH=gfx1200 HX_HIP_GEMM=wmma12-16"; do
         ms=64; case $v in *=sm_80) ms=64,512 ;; esac
         out=$(env $v "$tbo" --backend hip --op matmul --m $ms -q 2>&1); rc=$?
         last=$(echo "$out" | tail -1)
-        want=$(case $v in *mma16*) echo "mma (f16 + bf16x2 + 3xtf32)" ;; *fsimt*) echo "mma (int8 + f16)" ;; *sm_80*) echo "mma (int8 + f16 + bf16x2 + 3xtf32)" ;; *) echo "wmma (f16)" ;; esac)
+        want=$(case $v in *mma16*) echo "mma (f16 + bf16x2 + 3xtf32)" ;; *fsimt*) echo "mma (int8 + f16)" ;; *sm_80*) echo "mma (int8 + f16 + bf16x2 + 3xtf32)" ;;
+               *gfx1100*) echo "wmma (int8 + f16)" ;; *wmma12-16) echo "wmma12 (f16)" ;; *) echo "wmma12 (int8 + f16)" ;; esac)
         if [ $rc -eq 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed' && echo "$out" | grep -qF "prefill GEMM $want"; then
             ok "test-backend-ops matmul m=$ms, $v (emulated, prefill GEMM $want): $last"
         else bad "test-backend-ops matmul m=$ms, $v (emulated; want prefill GEMM $want), exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -20; fi
@@ -298,7 +306,8 @@ if [ -n "$D" ] && [ -d "$D" ]; then
             done
         fi
         for mv in qwen3/qwen3-tern-tq2_0.gguf:sm_80 qwen3/qwen3-micro-q8_0.gguf:sm_80 qwen3/qwen3-micro-f16.gguf:gfx1100 \
-            "$fm/qwen3-micro-BF16.gguf:sm_80" "$fm/qwen3-micro-F32.gguf:sm_80"; do
+            "$fm/qwen3-micro-BF16.gguf:sm_80" "$fm/qwen3-micro-F32.gguf:sm_80" \
+            qwen3/qwen3-micro-q8_0.gguf:gfx1100 qwen3/qwen3-micro-f16.gguf:gfx1200 qwen3/qwen3-tern-tq2_0.gguf:gfx1200; do
             m=${mv%%:*} a=${mv##*:}
             case $m in /*) f=$m ;; *) f=$D/$m ;; esac
             [ -f "$f" ] || continue

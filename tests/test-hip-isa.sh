@@ -8,7 +8,9 @@
 #  - every target holds the same kernels as gfx1030, at least as many as test-hip-build's list;
 #  - the prefill GEMM's matrix-unit kernels (hx_hip_gemm_tc<T, path>) hold the instruction of
 #    their path where the target has it: the f16 WMMA path (path 3) v_wmma_f32_16x16x16_f16 on
-#    gfx1100 in every type it takes; gfx1030 holds no WMMA;
+#    gfx1100 in every type it takes; gfx1030 holds no WMMA; hx_hip_gemm_wmma<T, path>: RDNA3
+#    int8 (16) v_wmma_i32_16x16x16_iu8 on gfx1100, RDNA4 f16 (17) v_wmma_f32_16x16x16_f16 and
+#    int8 (18) v_wmma_i32_16x16x16_iu8 on gfx1200 (the _gfx12 builtins);
 #  - the quantized GEMVs use the packed int8 dot product (v_dot4_i32_iu8 on gfx11 and gfx12,
 #    v_dot4c_i32_i8 on gfx1030); gfx12 fell back to scalar products until this test.
 # This checks that the code a user's ROCm compiles with hipRTC for these GPUs (hip-rtc.h) is
@@ -81,6 +83,8 @@ ref = res['gfx1030'][1]
 if len(ref) < 121: errors.append('gfx1030: %d kernels, fewer than the 121 test-hip-build lists' % len(ref))
 def tc(funcs, path):  # hx_hip_gemm_tc<T, path> kernels → their instruction sets
     return {n: i for n, i in funcs.items() if re.search(r'hx_hip_gemm_tcILi\d+ELi%dE' % path, n)}
+def amd(funcs, path):  # hx_hip_gemm_wmma<T, path> kernels
+    return {n: i for n, i in funcs.items() if re.search(r'hx_hip_gemm_wmmaILi\d+ELi%dE' % path, n)}
 def gemvq(funcs):
     return {n: i for n, i in funcs.items() if 'hx_hip_gemv_qI' in n}
 for t, (funcs, kernels) in sorted(res.items()):
@@ -101,6 +105,15 @@ for t, (funcs, kernels) in sorted(res.items()):
         miss = [n for n, i in k.items() if 'v_wmma_f32_16x16x16_f16' not in i]
         if not k or miss: errors.append('%s: %d of %d f16 WMMA GEMMs without v_wmma_f32_16x16x16_f16' % (t, len(miss), len(k)))
         line += ', %d f16 WMMA GEMMs with v_wmma_f32_16x16x16_f16' % len(k)
+    # AMD WMMA beyond RDNA3's f16 (hx_hip_gemm_wmma<T, path>): RDNA3 int8 (16) on gfx11, RDNA4
+    # f16 (17) and int8 (18) on gfx12, each with its instruction; elsewhere they are traps
+    for p, want, fam in ((16, 'v_wmma_i32_16x16x16_iu8', 'gfx11'), (17, 'v_wmma_f32_16x16x16_f16', 'gfx12'),
+                         (18, 'v_wmma_i32_16x16x16_iu8', 'gfx12')):
+        if not t.startswith(fam): continue
+        k = amd(funcs, p)
+        miss = [n for n, i in k.items() if want not in i]
+        if not k or miss: errors.append('%s: %d of %d hx_hip_gemm_wmma<T, %d> without %s' % (t, len(miss), len(k), p, want))
+        line += ', %d hx_hip_gemm_wmma<T, %d> with %s' % (len(k), p, want)
     print(line)
 if errors: print('ERR ' + '; '.join(errors)); sys.exit(1)
 EOF

@@ -3,12 +3,14 @@
  * and the emulator's matrix fragment ops, built from the kernel headers with the host C++
  * compiler (HX_HIP_EMU) and run on hip-emu.cpp, whatever GPU compilers the machine has.
  *
- *   fragments  each fragment op (NVIDIA mma m16n8k16 f16, m16n8k32 s8, AMD RDNA3 WMMA f16) fed
- *              known matrices through the layouts written out here from the PTX ISA tables
- *              and AMD's WMMA layout (docs/hip.md), D checked exactly; the same with two
- *              registers swapped must come out wrong; WMMA lanes 16-31 that do not repeat
- *              lanes 0-15 must fault the launch. This pins the emulator's layouts.
- *   gemm       hx_hip_gemm_tc on every path (mma f16, mma int8, wmma f16) and the SIMT
+ *   fragments  each fragment op (NVIDIA mma m16n8k16 f16, m16n8k32 s8, AMD RDNA3 WMMA f16 and
+ *              iu8, RDNA4 WMMA f16 and iu8) fed known matrices through the layouts written out
+ *              here from the PTX ISA tables and AMD's WMMA layouts (docs/hip.md), D checked
+ *              exactly; the same with two registers (or two lanes' registers) swapped must come
+ *              out wrong; RDNA3 WMMA lanes 16-31 that do not repeat lanes 0-15 must fault the
+ *              launch. This pins the emulator's layouts.
+ *   gemm       hx_hip_gemm_tc on every path (mma f16, mma int8, wmma f16) and hx_hip_gemm_wmma
+ *              on its own (RDNA3 wmma int8, RDNA4 wmma f16 and int8), and the SIMT
  *              hx_hip_gemm for every weight type it takes, at m not a multiple of 16, N = 1, 65,
  *              130 and K of one, three and five blocks (odd K for F16), against (a) a double
  *              reference that rounds as the path does (f16 operands, or Q8_0-style int8
@@ -64,6 +66,47 @@ template <typename X> static X *dev_copy(const X *h, size_t n)
 
 /* ---- fragments ------------------------------------------------------------------------------ */
 
+/* AMD WMMA beyond RDNA3's f16 (kinds HX_EMU_WMMA_I8, _WMMA12_F16, _WMMA12_I8), lane l of one
+ * warp: A, B, C (16 x 16, row-major) into the registers by the layouts of docs/hip.md, written
+ * here from AMD's RDNA3 / RDNA4 ISA guides (h = l / 16, r = l % 16): RDNA3 int8 A byte e = A[r][e],
+ * B byte e = B[e][r], D v at row 2v + h; RDNA4 element e = A[r][8h + e] / B[8h + e][r], D v at
+ * row 8h + v. bad 1: lanes 1 and 17 (RDNA3 int8: A transposed, as the f16 case) exchange their A
+ * registers; bad 2 (RDNA3 int8): lane 16's A differs from lane 0's. */
+static __device__ void amd_frag(int kind, int bad, int l, const float *A, const float *B,
+                                const float *C, float *D)
+{
+    const bool rdna4 = kind != HX_EMU_WMMA_I8;
+    /* whose A this lane loads */
+    const int la = bad == 1 && rdna4 && (l == 1 || l == 17) ? l ^ 16 : l;
+    const int h = l / 16, r = l % 16, ha = la / 16;
+    float d[8];
+    for (int v = 0; v < 8; v++) d[v] = C[(rdna4 ? 8 * h + v : 2 * v + h) * 16 + r];
+    if (kind == HX_EMU_WMMA12_F16) {
+        uint16_t a[8], b[8];
+        for (int e = 0; e < 8; e++)
+            a[e] = hx_hip_f2h(A[r * 16 + 8 * ha + e]), b[e] = hx_hip_f2h(B[(8 * h + e) * 16 + r]);
+        hx_hip_wmma12_f16(d, a, b);
+    } else {
+        uint32_t a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
+        int di[8];
+        for (int v = 0; v < 8; v++) di[v] = (int)d[v];
+        const int ne = rdna4 ? 8 : 16;
+        for (int e = 0; e < ne; e++) {
+            const int k = rdna4 ? 8 * ha + e : e, kb = rdna4 ? 8 * h + e : e;
+            const float av = !rdna4 && bad == 1 ? A[k * 16 + r] : A[r * 16 + k];
+            a[e / 4] |= (uint32_t)(uint8_t)(int8_t)av << 8 * (e % 4);
+            b[e / 4] |= (uint32_t)(uint8_t)(int8_t)B[kb * 16 + r] << 8 * (e % 4);
+        }
+        if (bad == 2 && l >= 16) a[0] ^= 1;
+        if (kind == HX_EMU_WMMA_I8)
+            hx_hip_wmma_i8(di, a, b);
+        else
+            hx_hip_wmma12_i8(di, a, b);
+        for (int v = 0; v < 8; v++) d[v] = (float)di[v];
+    }
+    for (int v = 0; v < 8; v++) D[(rdna4 ? 8 * h + v : 2 * v + h) * 16 + r] = d[v];
+}
+
 /* One warp: A, B, C (row-major floats, exact small integers) into the registers of `kind` by
  * the documented layout, the op, D out by the same layout. bad: swap A registers 1 and 2
  * (MMA) or lane 16's A row (WMMA: rows 16-31 of the replicated half; 2 = break the copy). */
@@ -107,6 +150,8 @@ __global__ void frag_kernel(int kind, int bad, const float *A, const float *B, c
         }
         hx_hip_mma_s8(d, a, b);
         for (int i = 0; i < 4; i++) D[(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = (float)d[i];
+    } else if (kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_F16 || kind == HX_EMU_WMMA12_I8) {
+        amd_frag(kind, bad, l, A, B, C, D);
     } else { /* WMMA: A, B, C/D 16x16 */
         uint16_t a[16], b[16];
         float d[8];
@@ -124,9 +169,14 @@ __global__ void frag_kernel(int kind, int bad, const float *A, const float *B, c
 /* Runs one fragment op; returns the launch status, *exact whether D == A.B + C. */
 static hipError_t frag_run(int kind, int bad, bool *exact)
 {
-    const int M = 16, N = kind == HX_EMU_WMMA_F16 ? 16 : 8, K = kind == HX_EMU_MMA_S8 ? 32 : 16;
+    const bool amd =
+        kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_F16 || kind == HX_EMU_WMMA12_I8;
+    const int M = 16, N = kind == HX_EMU_WMMA_F16 || amd ? 16 : 8,
+              K = kind == HX_EMU_MMA_S8 ? 32 : 16;
     float A[16 * 32], B[32 * 16], C[16 * 16], D[16 * 16], R[16 * 16];
-    const int span = kind == HX_EMU_MMA_S8 ? 255 : 17; /* s8: -127..127; f16: exact sums */
+    /* s8: -127..127; f16: exact sums */
+    const bool i8 = kind == HX_EMU_MMA_S8 || kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_I8;
+    const int span = i8 ? 255 : 17;
     for (int i = 0; i < M * K; i++) A[i] = (float)((int)(rnd() % span) - span / 2);
     for (int i = 0; i < K * N; i++) B[i] = (float)((int)(rnd() % span) - span / 2);
     for (int i = 0; i < M * N; i++) C[i] = (float)((int)(rnd() % 101) - 50);
@@ -165,6 +215,28 @@ static void test_fragments(void)
           "wmma with lanes 16-31 not repeating 0-15: %s / %s", hipGetErrorName(e),
           hx_emu_last_message());
     printf("ok   fragments wmma half-wave replication fault: %s\n", hx_emu_last_message());
+    /* AMD WMMA beyond RDNA3's f16 */
+    static const struct {
+        int kind;
+        const char *name;
+    } amd[] = {{HX_EMU_WMMA_I8, "wmma 16x16x16 iu8 (RDNA3)"},
+               {HX_EMU_WMMA12_F16, "wmma 16x16x16 f16 (RDNA4)"},
+               {HX_EMU_WMMA12_I8, "wmma 16x16x16 iu8 (RDNA4)"}};
+    for (const auto &a : amd) {
+        bool ok = false;
+        hipError_t e2 = frag_run(a.kind, 0, &ok);
+        CHECK(e2 == hipSuccess && ok, "%s: D != A.B + C through the documented layout (%s)", a.name,
+              hipGetErrorString(e2));
+        e2 = frag_run(a.kind, 1, &ok);
+        CHECK(e2 == hipSuccess && !ok, "%s: misplaced A registers still gave the right D", a.name);
+        printf("ok   fragments %s\n", a.name);
+    }
+    exact = true;
+    const hipError_t e3 = frag_run(HX_EMU_WMMA_I8, 2, &exact);
+    CHECK(e3 == hipErrorLaunchFailure && strstr(hx_emu_last_message(), "lanes 16-31"),
+          "wmma iu8 with lanes 16-31 not repeating 0-15: %s / %s", hipGetErrorName(e3),
+          hx_emu_last_message());
+    printf("ok   fragments wmma iu8 half-wave replication fault: %s\n", hx_emu_last_message());
 }
 
 /* ---- gemm ----------------------------------------------------------------------------------- */
@@ -220,6 +292,20 @@ template <int T> static uint8_t *make_weight(int64_t N, int64_t K, int64_t *row_
     return w;
 }
 
+static const char *path_name(int P)
+{
+    switch (P) {
+    case HX_HIP_TC_SIMT: return "simt";
+    case HX_HIP_TC_MMA_F16: return "mma-f16";
+    case HX_HIP_TC_MMA_S8: return "mma-s8";
+    case HX_HIP_TC_WMMA_F16: return "wmma-f16";
+    case HX_HIP_TC_WMMA_I8: return "wmma-i8";
+    case HX_HIP_TC_WMMA12_F16: return "wmma12-f16";
+    case HX_HIP_TC_WMMA12_I8: return "wmma12-i8";
+    default: return "?";
+    }
+}
+
 struct gemm_result {
     double worst_rounded, worst_exact; /* largest |err| / allowed of each comparison */
 };
@@ -233,7 +319,7 @@ template <int T> static void gemm_case(int P, int64_t m, int64_t N, int64_t K)
     const float ts = 0.05f, scale = 0.75f;
     float *x = (float *)malloc((size_t)(m * K) * sizeof(float));
     for (int64_t i = 0; i < m * K; i++) x[i] = frand() * (rnd() % 61 == 0 ? 20.0f : 1.0f);
-    const bool i8 = P == HX_HIP_TC_MMA_S8;
+    const bool i8 = hx_hip_tc_int8_path(P);
     uint8_t *dW = dev_copy(w, (size_t)(N * rb));
     float *dx = dev_copy(x, (size_t)(m * K)), *dy = dev_copy<float>(NULL, (size_t)(m * N));
     int8_t *daq = dev_copy<int8_t>(NULL, (size_t)(m * K));
@@ -257,6 +343,18 @@ template <int T> static void gemm_case(int P, int64_t m, int64_t N, int64_t K)
                 if (P == HX_HIP_TC_MMA_S8)
                     e = hx_hip_launch(hx_hip_gemm_tc<T, HX_HIP_TC_MMA_S8>, g, dim3(256), NULL, dW,
                                       rb, N, K, dx, K, daq, dad, m, dy, N, scale, kvec, ts);
+            /* AMD WMMA beyond RDNA3's f16 */
+            if (P == HX_HIP_TC_WMMA12_F16)
+                e = hx_hip_launch(hx_hip_gemm_wmma<T, HX_HIP_TC_WMMA12_F16>, g, dim3(256), NULL,
+                                  dW, rb, N, K, dx, K, daq, dad, m, dy, N, scale, kvec, ts);
+            if constexpr (hx_hip_tc_int8(T)) {
+                if (P == HX_HIP_TC_WMMA_I8)
+                    e = hx_hip_launch(hx_hip_gemm_wmma<T, HX_HIP_TC_WMMA_I8>, g, dim3(256), NULL,
+                                      dW, rb, N, K, dx, K, daq, dad, m, dy, N, scale, kvec, ts);
+                if (P == HX_HIP_TC_WMMA12_I8)
+                    e = hx_hip_launch(hx_hip_gemm_wmma<T, HX_HIP_TC_WMMA12_I8>, g, dim3(256), NULL,
+                                      dW, rb, N, K, dx, K, daq, dad, m, dy, N, scale, kvec, ts);
+            }
         }
         if (P == HX_HIP_TC_SIMT)
             e = hx_hip_launch(hx_hip_gemm<T>, g, dim3(256), NULL, dW, rb, N, K, dx, K, m, dy, N,
@@ -264,8 +362,8 @@ template <int T> static void gemm_case(int P, int64_t m, int64_t N, int64_t K)
     }
     float *y = (float *)malloc((size_t)(m * N) * sizeof(float));
     hipMemcpyAsync(y, dy, (size_t)(m * N) * sizeof(float), hipMemcpyDeviceToHost, NULL);
-    static const char *const pn[] = {"simt", "mma-f16", "mma-s8", "wmma-f16"};
-    CHECK(e == hipSuccess, "%s T=%d m=%lld N=%lld K=%lld: launch %s (%s)", pn[P], T, (long long)m,
+    const char *const pn = path_name(P);
+    CHECK(e == hipSuccess, "%s T=%d m=%lld N=%lld K=%lld: launch %s (%s)", pn, T, (long long)m,
           (long long)N, (long long)K, hipGetErrorName(e), hx_emu_last_message());
     /* the activations as the path sees them, and their rounding variance per element */
     float *xr = (float *)malloc((size_t)(m * K) * sizeof(float));
@@ -299,7 +397,8 @@ template <int T> static void gemm_case(int P, int64_t m, int64_t N, int64_t K)
     for (int64_t j = 0; j < N && !g_fail; j++) {
         for (int64_t k = 0; k < K; k++) {
             wrow[k] = hx_hip_dq1<T>(w + j * rb, k, ts);
-            const bool f16w = P == HX_HIP_TC_MMA_F16 || P == HX_HIP_TC_WMMA_F16;
+            const bool f16w =
+                P == HX_HIP_TC_MMA_F16 || P == HX_HIP_TC_WMMA_F16 || P == HX_HIP_TC_WMMA12_F16;
             wround[k] = f16w ? hx_hip_h2f(f2h_host(wrow[k])) : wrow[k];
             const double ulp = ldexp(1.0, ilogb(fmax(fabs(wrow[k]), 6.2e-5)) - 10);
             wv[k] = f16w ? ulp * ulp / 12.0 : 0.0;
@@ -329,12 +428,12 @@ template <int T> static void gemm_case(int P, int64_t m, int64_t N, int64_t K)
     CHECK(worst_r <= 1.0 && worst_x <= 1.0,
           "%s type %d m=%lld N=%lld K=%lld: worst error / allowed %.3g (rounded ref), %.3g "
           "(exact ref) at row %lld col %lld",
-          pn[P], T, (long long)m, (long long)N, (long long)K, worst_r, worst_x, (long long)wr,
+          pn, T, (long long)m, (long long)N, (long long)K, worst_r, worst_x, (long long)wr,
           (long long)wc);
     if (!g_fail)
         printf("ok   gemm %-8s type %2d m=%3lld N=%4lld K=%4lld  err/allowed %.2g (rounded ref) "
                "%.2g (exact ref)\n",
-               pn[P], T, (long long)m, (long long)N, (long long)K, worst_r, worst_x);
+               pn, T, (long long)m, (long long)N, (long long)K, worst_r, worst_x);
     free(w), free(x), free(y), free(xr), free(xv), free(wrow), free(wround), free(wv);
     hipFree(dW), hipFree(dx), hipFree(dy), hipFree(daq), hipFree(dad);
 }
@@ -344,9 +443,12 @@ template <int T> static void gemm_type(void)
     const int64_t E = hx_hip_blk<T>::E;
     /* K: one block, three and five (F16: odd K, K % 32 != 0 with and without K % 8) */
     const int64_t k1 = E == 1 ? 5 : E, k3 = E == 1 ? 67 : 3 * E, k5 = E == 1 ? 72 : 5 * E;
-    for (int P = 0; P < 4; P++) {
+    static const int paths[] = {HX_HIP_TC_SIMT,    HX_HIP_TC_MMA_F16,    HX_HIP_TC_MMA_S8,
+                                HX_HIP_TC_WMMA_F16, HX_HIP_TC_WMMA_I8,    HX_HIP_TC_WMMA12_F16,
+                                HX_HIP_TC_WMMA12_I8};
+    for (int P : paths) {
         if (P != HX_HIP_TC_SIMT && (T == HX_DTYPE_F32 || T == HX_DTYPE_BF16)) continue;
-        if (P == HX_HIP_TC_MMA_S8 && !hx_hip_tc_int8(T)) continue;
+        if (hx_hip_tc_int8_path(P) && !hx_hip_tc_int8(T)) continue;
         gemm_case<T>(P, 37, 65, k3);
         gemm_case<T>(P, 33, 1, k1);
         gemm_case<T>(P, 70, 130, k5);

@@ -133,6 +133,8 @@ static __device__ __forceinline__ float hx_hip_shfl_xor(float v, int m)
 #if defined(HX_HIP_EMU)
 #define HX_HIP_HAVE_MMA 1
 #define HX_HIP_HAVE_WMMA 1
+#define HX_HIP_HAVE_WMMA_I8 1 /* the AMD WMMA block below */
+#define HX_HIP_HAVE_WMMA12 1
 #elif defined(__CUDACC__) && !defined(__HIP__)
 #include <cuda_fp16.h>
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -169,6 +171,24 @@ static __device__ __forceinline__ void hx_hip_mma_s8(int *d, const uint32_t *a, 
 }
 static __device__ __forceinline__ void hx_hip_wmma_f16(float *d, const uint16_t *a,
                                                        const uint16_t *b)
+{
+    (void)d, (void)a, (void)b;
+    __trap();
+}
+/* AMD-only fragment ops (the AMD WMMA block below): never launched on NVIDIA */
+static __device__ __forceinline__ void hx_hip_wmma_i8(int *d, const uint32_t *a, const uint32_t *b)
+{
+    (void)d, (void)a, (void)b;
+    __trap();
+}
+static __device__ __forceinline__ void hx_hip_wmma12_f16(float *d, const uint16_t *a,
+                                                         const uint16_t *b)
+{
+    (void)d, (void)a, (void)b;
+    __trap();
+}
+static __device__ __forceinline__ void hx_hip_wmma12_i8(int *d, const uint32_t *a,
+                                                        const uint32_t *b)
 {
     (void)d, (void)a, (void)b;
     __trap();
@@ -210,6 +230,83 @@ static __device__ __forceinline__ void hx_hip_wmma_f16(float *d, const uint16_t 
         va[i] = __builtin_bit_cast(_Float16, a[i]), vb[i] = __builtin_bit_cast(_Float16, b[i]);
     for (int i = 0; i < 8; i++) vc[i] = d[i];
     vc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(va, vb, vc);
+    for (int i = 0; i < 8; i++) d[i] = vc[i];
+#else
+    (void)d, (void)a, (void)b;
+    __builtin_trap();
+#endif
+}
+
+/* ---- AMD WMMA: int8 on RDNA3, f16 and int8 on RDNA4 (docs/hip.md "Prefill GEMM") ----------
+ *   hx_hip_wmma_i8     RDNA3 v_wmma_i32_16x16x16_iu8, wave32, both operands signed: A and B 16
+ *                      bytes per lane (4 words, byte e = k e; lanes 16-31 repeat 0-15), s32 C/D
+ *                      (8, as the f16 op's): gfx11 with the builtin
+ *   hx_hip_wmma12_f16  RDNA4 v_wmma_f32_16x16x16_f16 (gfx12 encoding): A and B 8 halves per
+ *                      lane (k = 8 (l / 16) + e, no repetition), f32 C/D (8: row 8 (l / 16) + v)
+ *   hx_hip_wmma12_i8   RDNA4 v_wmma_i32_16x16x16_iu8, signed: A and B 8 bytes per lane (2 words,
+ *                      k = 8 (l / 16) + e), s32 C/D as hx_hip_wmma12_f16's
+ * HX_HIP_HAVE_WMMA_I8 / HX_HIP_HAVE_WMMA12 say whether this compilation has them (a gfx11 /
+ * gfx12 target whose clang has the builtin); elsewhere they trap, and hx_hip_gemm_caps keeps the
+ * host from launching them. */
+#if (defined(__gfx1100__) || defined(__gfx1101__) || defined(__gfx1102__) ||                       \
+     defined(__gfx1103__) || defined(__gfx1150__) || defined(__gfx1151__) ||                       \
+     defined(__gfx1152__)) &&                                                                      \
+    defined(__has_builtin)
+#if __has_builtin(__builtin_amdgcn_wmma_i32_16x16x16_iu8_w32)
+#define HX_HIP_HAVE_WMMA_I8 1
+#endif
+#endif
+#if (defined(__gfx1200__) || defined(__gfx1201__)) && defined(__has_builtin)
+#if __has_builtin(__builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12) &&                             \
+    __has_builtin(__builtin_amdgcn_wmma_i32_16x16x16_iu8_w32_gfx12)
+#define HX_HIP_HAVE_WMMA12 1
+#endif
+#endif
+static __device__ __forceinline__ void hx_hip_wmma_i8(int *d, const uint32_t *a, const uint32_t *b)
+{
+#if defined(HX_HIP_HAVE_WMMA_I8)
+    typedef int v4i __attribute__((ext_vector_type(4)));
+    typedef int v8i __attribute__((ext_vector_type(8)));
+    v4i va, vb;
+    v8i vc;
+    for (int i = 0; i < 4; i++) va[i] = (int)a[i], vb[i] = (int)b[i];
+    for (int i = 0; i < 8; i++) vc[i] = d[i];
+    vc = __builtin_amdgcn_wmma_i32_16x16x16_iu8_w32(true, va, true, vb, vc, false);
+    for (int i = 0; i < 8; i++) d[i] = vc[i];
+#else
+    (void)d, (void)a, (void)b;
+    __builtin_trap();
+#endif
+}
+static __device__ __forceinline__ void hx_hip_wmma12_f16(float *d, const uint16_t *a,
+                                                         const uint16_t *b)
+{
+#if defined(HX_HIP_HAVE_WMMA12)
+    typedef _Float16 v8h __attribute__((ext_vector_type(8)));
+    typedef float v8f __attribute__((ext_vector_type(8)));
+    v8h va, vb;
+    v8f vc;
+    for (int i = 0; i < 8; i++)
+        va[i] = __builtin_bit_cast(_Float16, a[i]), vb[i] = __builtin_bit_cast(_Float16, b[i]);
+    for (int i = 0; i < 8; i++) vc[i] = d[i];
+    vc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(va, vb, vc);
+    for (int i = 0; i < 8; i++) d[i] = vc[i];
+#else
+    (void)d, (void)a, (void)b;
+    __builtin_trap();
+#endif
+}
+static __device__ __forceinline__ void hx_hip_wmma12_i8(int *d, const uint32_t *a,
+                                                        const uint32_t *b)
+{
+#if defined(HX_HIP_HAVE_WMMA12)
+    typedef int v2i __attribute__((ext_vector_type(2)));
+    typedef int v8i __attribute__((ext_vector_type(8)));
+    v2i va, vb;
+    v8i vc;
+    for (int i = 0; i < 2; i++) va[i] = (int)a[i], vb[i] = (int)b[i];
+    for (int i = 0; i < 8; i++) vc[i] = d[i];
+    vc = __builtin_amdgcn_wmma_i32_16x16x16_iu8_w32_gfx12(true, va, true, vb, vc, false);
     for (int i = 0; i < 8; i++) d[i] = vc[i];
 #else
     (void)d, (void)a, (void)b;

@@ -130,8 +130,14 @@ void hx_emu_mma_float(int kind, const uint32_t *const *lanes, uint32_t (*out)[8]
  * RDNA3 WMMA 16x16x16 f16, wave32 (AMD's RDNA3 ISA guide and the GPUOpen WMMA article): A
  * half e of lane l: row l % 16, col (k) e; B half e: row (k) e, col l % 16; lanes 16-31 hold
  * the same A and B as lanes 0-15; C/D element v: row 2v + l / 16, col l % 16. */
+static void amd_wmma_compute(int kind, const uint32_t *const *lanes, uint32_t (*out)[8]);
+
 void hx_emu_mma_compute(int kind, const uint32_t *const *lanes, uint32_t (*out)[8])
 {
+    if (kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_F16 || kind == HX_EMU_WMMA12_I8) {
+        amd_wmma_compute(kind, lanes, out);
+        return;
+    }
     if (kind == HX_EMU_MMA_BF16 || kind == HX_EMU_MMA_TF32) {
         hx_emu_mma_float(kind, lanes, out);
         return;
@@ -192,4 +198,56 @@ void hx_emu_mma_compute(int kind, const uint32_t *const *lanes, uint32_t (*out)[
                 out[l][v] = f2u(s);
             }
     }
+}
+
+/* ---- AMD WMMA beyond RDNA3's f16 --------------------------------------------------------------
+ * Lane l, h = l / 16 (which half of the wave), r = l % 16:
+ * RDNA3 v_wmma_i32_16x16x16_iu8, wave32 (AMD's RDNA3 ISA guide, "Wave Matrix Multiply
+ *   Accumulate"; the same arrangement as the f16 op's, a byte where that has a half): A byte e of
+ *   lane l (word e / 4, byte e % 4): row r, col (k) e; B byte e: row (k) e, col r; lanes 16-31
+ *   repeat lanes 0-15 (hip-emu.cpp checks it); C/D element v (s32): row 2v + h, col r.
+ * RDNA4 (gfx12) v_wmma_f32_16x16x16_f16 and v_wmma_i32_16x16x16_iu8, wave32 (AMD's RDNA4 ISA
+ *   guide; GPUOpen "Using the Matrix Cores of AMD RDNA 4 architecture GPUs"): no repetition;
+ *   A element e (half e of words 0-3, or byte e of words 0-1): row r, col (k) 8h + e; B element
+ *   e: row (k) 8h + e, col r; C/D element v: row 8h + v, col r.
+ * Integer ops: both operands signed (the builtins' sign flags set), the s32 sum wrapping. */
+void hx_emu_mma_amd_words(int kind, int *n_in, int *n_out)
+{
+    if (kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_F16) *n_in = 16, *n_out = 8;
+    if (kind == HX_EMU_WMMA12_I8) *n_in = 12, *n_out = 8;
+}
+
+static void amd_wmma_compute(int kind, const uint32_t *const *lanes, uint32_t (*out)[8])
+{
+    double A[16][16], B[16][16], C[16][16];
+    const bool i8 = kind != HX_EMU_WMMA12_F16, rdna4 = kind != HX_EMU_WMMA_I8;
+    const int ab = kind == HX_EMU_WMMA12_I8 ? 2 : 4; /* words of A (and of B) per lane */
+    for (int l = 0; l < 32; l++) {
+        const uint32_t *w = lanes[l];
+        const int h = l / 16, r = l % 16;
+        const int ne = rdna4 ? 8 : 16, k0 = rdna4 ? 8 * h : 0; /* elements per lane, first k */
+        for (int e = 0; e < ne; e++) {
+            const uint32_t aw = w[i8 ? e / 4 : e / 2], bw = w[ab + (i8 ? e / 4 : e / 2)];
+            const int sh = i8 ? 8 * (e % 4) : 16 * (e % 2);
+            A[r][k0 + e] = i8 ? (double)(int8_t)(aw >> sh) : (double)h2f(aw >> sh);
+            B[k0 + e][r] = i8 ? (double)(int8_t)(bw >> sh) : (double)h2f(bw >> sh);
+        }
+        for (int v = 0; v < 8; v++) {
+            const uint32_t c = w[2 * ab + v];
+            C[rdna4 ? 8 * h + v : 2 * v + h][r] = i8 ? (double)(int32_t)c : (double)u2f(c);
+        }
+    }
+    for (int l = 0; l < 32; l++)
+        for (int v = 0; v < 8; v++) {
+            const int row = rdna4 ? 8 * (l / 16) + v : 2 * v + l / 16, col = l % 16;
+            if (i8) {
+                int64_t s = (int64_t)C[row][col];
+                for (int k = 0; k < 16; k++) s += (int64_t)A[row][k] * (int64_t)B[k][col];
+                out[l][v] = (uint32_t)s; /* wraps as the s32 accumulator does */
+            } else {
+                float s = (float)C[row][col];
+                for (int k = 0; k < 16; k++) s += (float)A[row][k] * (float)B[k][col];
+                out[l][v] = f2u(s);
+            }
+        }
 }

@@ -406,7 +406,8 @@ void hx_emu_mma(int kind, const uint32_t *in, uint32_t *out)
 {
     fiber *f = static_cast<fiber *>(hx_emu_self);
     block_run *b = g_block;
-    const int n_in = kind == HX_EMU_WMMA_F16 ? 24 : 10, n_out = kind == HX_EMU_WMMA_F16 ? 8 : 4;
+    int n_in = kind == HX_EMU_WMMA_F16 ? 24 : 10, n_out = kind == HX_EMU_WMMA_F16 ? 8 : 4;
+    hx_emu_mma_amd_words(kind, &n_in, &n_out); /* the AMD kinds from 16 up */
     memcpy(f->mma_in, in, sizeof(uint32_t) * (size_t)n_in);
     f->mma_kind = kind;
     f->n_shfl++;
@@ -420,10 +421,11 @@ void hx_emu_mma(int kind, const uint32_t *in, uint32_t *out)
             if (g->done && g->n_shfl < f->n_shfl) fault("matrix op with a lane that has exited");
             if (g->mma_kind != kind) fault("lanes of a warp in different matrix ops");
         }
-        if (kind == HX_EMU_WMMA_F16)
+        const int rep = kind == HX_EMU_WMMA_F16 ? 16 : kind == HX_EMU_WMMA_I8 ? 8 : 0;
+        if (rep)
             for (int i = 16; i < 32; i++)
                 if (memcmp(b->f[base + i].mma_in, b->f[base + i - 16].mma_in,
-                           16 * sizeof(uint32_t)))
+                           (size_t)rep * sizeof(uint32_t)))
                     fault("WMMA: lanes 16-31 must hold the same A and B as lanes 0-15");
         const uint32_t *lanes[32];
         for (int i = 0; i < 32; i++) lanes[i] = b->f[base + i].mma_in;

@@ -183,6 +183,32 @@ static inline void hx_hip_mma_tf32(float *d, const uint32_t *a, const uint32_t *
     memcpy(d, out, 16);
 }
 
+/* AMD WMMA beyond RDNA3's f16 (hip-compat.h's AMD WMMA block; layouts in hip-emu-mma.cpp):
+ * RDNA3 int8 and RDNA4 f16 / int8. Kinds from 16 up, apart from the NVIDIA ones. in: A words, B
+ * words, 8 C words: 4 + 4 (RDNA3 int8: 16 bytes; RDNA4 f16: 8 halves), 2 + 2 (RDNA4 int8: 8
+ * bytes). RDNA3 int8 has RDNA3's half-wave repetition rule; RDNA4 has none. */
+enum { HX_EMU_WMMA_I8 = 16, HX_EMU_WMMA12_F16 = 17, HX_EMU_WMMA12_I8 = 18 };
+static inline void hx_emu_wmma_amd(int kind, void *d, const void *a, const void *b, int ab_words)
+{
+    uint32_t in[24], out[8];
+    memcpy(in, a, 4 * (size_t)ab_words), memcpy(in + ab_words, b, 4 * (size_t)ab_words);
+    memcpy(in + 2 * ab_words, d, 32);
+    hx_emu_mma(kind, in, out);
+    memcpy(d, out, 32);
+}
+static inline void hx_hip_wmma_i8(int *d, const uint32_t *a, const uint32_t *b)
+{
+    hx_emu_wmma_amd(HX_EMU_WMMA_I8, d, a, b, 4);
+}
+static inline void hx_hip_wmma12_f16(float *d, const uint16_t *a, const uint16_t *b)
+{
+    hx_emu_wmma_amd(HX_EMU_WMMA12_F16, d, a, b, 4);
+}
+static inline void hx_hip_wmma12_i8(int *d, const uint32_t *a, const uint32_t *b)
+{
+    hx_emu_wmma_amd(HX_EMU_WMMA12_I8, d, a, b, 2);
+}
+
 /* ---- runtime ----------------------------------------------------------------------------- */
 
 enum hipError_t {

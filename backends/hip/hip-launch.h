@@ -197,12 +197,17 @@ static int hx_hip_gemm_path(const struct hx_hip_dev *d, enum hx_dtype t)
     case HX_HIP_GEMM_MMA: return hx_hip_tc_int8(t) ? HX_HIP_TC_MMA_S8 : HX_HIP_TC_MMA_F16;
     case HX_HIP_GEMM_MMA_F16: return HX_HIP_TC_MMA_F16;
     case HX_HIP_GEMM_WMMA: return HX_HIP_TC_WMMA_F16;
+    /* AMD WMMA beyond RDNA3's f16 */
+    case HX_HIP_GEMM_WMMA_I8:
+        return hx_hip_tc_int8(t) ? (int)HX_HIP_TC_WMMA_I8 : HX_HIP_TC_WMMA_F16;
+    case HX_HIP_GEMM_WMMA12: return hx_hip_tc_int8(t) ? HX_HIP_TC_WMMA12_I8 : HX_HIP_TC_WMMA12_F16;
+    case HX_HIP_GEMM_WMMA12_F16: return HX_HIP_TC_WMMA12_F16;
     default: return HX_HIP_TC_SIMT;
     }
 }
 static bool hx_hip_gemm_int8(const struct hx_hip_dev *d, enum hx_dtype t)
 {
-    return hx_hip_gemm_path(d, t) == HX_HIP_TC_MMA_S8;
+    return hx_hip_tc_int8_path(hx_hip_gemm_path(d, t));
 }
 
 /* One prefill GEMM launch on kernel path `path` (only the paths type T has are instantiated). */
@@ -225,6 +230,18 @@ static hipError_t hx_hip_gemm_launch(int path, dim3 g, hipStream_t s, const uint
             if (path == HX_HIP_TC_MMA_S8)
                 return hx_hip_launch(hx_hip_gemm_tc<T, HX_HIP_TC_MMA_S8>, g, dim3(256), s, W,
                                      row_bytes, N, K, x, xs, aq, ad, n, y, ys, scale, kvec, ts);
+        /* AMD WMMA beyond RDNA3's f16 (hx_hip_gemm_wmma) */
+        if (path == HX_HIP_TC_WMMA12_F16)
+            return hx_hip_launch(hx_hip_gemm_wmma<T, HX_HIP_TC_WMMA12_F16>, g, dim3(256), s, W,
+                                 row_bytes, N, K, x, xs, aq, ad, n, y, ys, scale, kvec, ts);
+        if constexpr (hx_hip_tc_int8(T)) {
+            if (path == HX_HIP_TC_WMMA_I8)
+                return hx_hip_launch(hx_hip_gemm_wmma<T, HX_HIP_TC_WMMA_I8>, g, dim3(256), s, W,
+                                     row_bytes, N, K, x, xs, aq, ad, n, y, ys, scale, kvec, ts);
+            if (path == HX_HIP_TC_WMMA12_I8)
+                return hx_hip_launch(hx_hip_gemm_wmma<T, HX_HIP_TC_WMMA12_I8>, g, dim3(256), s, W,
+                                     row_bytes, N, K, x, xs, aq, ad, n, y, ys, scale, kvec, ts);
+        }
     }
     if constexpr (T == HX_DTYPE_F32)
         if (path == HX_HIP_TC_MMA_TF32)
@@ -268,7 +285,7 @@ static hipError_t hx_hip_matmul_w(struct hx_hip_ctx *c, const struct hx_op *op,
         const uint8_t *W = (const uint8_t *)w->d;
         const int kvec = K % 8 == 0;
         const int path = hx_hip_gemm_path(c->d, w->type);
-        if (path == HX_HIP_TC_MMA_S8 && !quantized) {
+        if (hx_hip_tc_int8_path(path) && !quantized) {
             const dim3 qg((unsigned)((K / 32 + 7) / 8), hx_hip_rows_grid(n));
             e = hx_hip_launch(hx_hip_quantize_q8, qg, dim3(256), s, x, xs, K, (int)n, c->aq, c->ad);
             c->n_launch++;

@@ -46,9 +46,44 @@ enum { HX_HIP_TC_MMA_BF16 = 8, HX_HIP_TC_MMA_TF32 = 9 };
 #define HX_HIP_TC_CAPS_MMAF 0
 #endif
 
+/* AMD WMMA beyond RDNA3's f16 (hx_hip_gemm_wmma, at the end of this file); values from 16 up,
+ * apart from the NVIDIA paths (0-3, and the float ones from 8):
+ *   HX_HIP_TC_WMMA_I8     AMD RDNA3 (gfx11): v_wmma_i32_16x16x16_iu8 (wave32, signed), int8
+ *                         as HX_HIP_TC_MMA_S8 (activations quantized once per row and 32-block,
+ *                         each 32-block's int32 result, two WMMAs of K = 16, scaled by the row's
+ *                         and the column's block scales); the types of hx_hip_tc_int8
+ *   HX_HIP_TC_WMMA12_F16  AMD RDNA4 (gfx12): v_wmma_f32_16x16x16_f16 in gfx12's layout, f16 as
+ *                         HX_HIP_TC_WMMA_F16
+ *   HX_HIP_TC_WMMA12_I8   AMD RDNA4 (gfx12): v_wmma_i32_16x16x16_iu8 in gfx12's layout, int8 as
+ *                         HX_HIP_TC_WMMA_I8 */
+enum { HX_HIP_TC_WMMA_I8 = 16, HX_HIP_TC_WMMA12_F16 = 17, HX_HIP_TC_WMMA12_I8 = 18 };
+#if defined(HX_HIP_HAVE_WMMA_I8)
+#define HX_HIP_TC_CAPS_WMMA_I8 (1 << HX_HIP_TC_WMMA_I8)
+#else
+#define HX_HIP_TC_CAPS_WMMA_I8 0
+#endif
+#if defined(HX_HIP_HAVE_WMMA12)
+#define HX_HIP_TC_CAPS_WMMA12 ((1 << HX_HIP_TC_WMMA12_F16) | (1 << HX_HIP_TC_WMMA12_I8))
+#else
+#define HX_HIP_TC_CAPS_WMMA12 0
+#endif
+#define HX_HIP_TC_CAPS_WMMA_AMD (HX_HIP_TC_CAPS_WMMA_I8 | HX_HIP_TC_CAPS_WMMA12)
+/* Paths whose activations are hx_hip_quantize_q8's int8 (aq / ad), and the paths of
+ * hx_hip_gemm_wmma. */
+static constexpr __host__ __device__ bool hx_hip_tc_int8_path(int p)
+{
+    return p == HX_HIP_TC_MMA_S8 || p == HX_HIP_TC_WMMA_I8 || p == HX_HIP_TC_WMMA12_I8;
+}
+static constexpr __host__ __device__ bool hx_hip_tc_amd(int p)
+{
+    return p == HX_HIP_TC_WMMA_I8 || p == HX_HIP_TC_WMMA12_F16 || p == HX_HIP_TC_WMMA12_I8;
+}
+
 __global__ void hx_hip_gemm_caps(int *out)
 {
-    if (threadIdx.x == 0) out[0] = HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA | HX_HIP_TC_CAPS_MMAF;
+    if (threadIdx.x == 0)
+        out[0] = HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA | HX_HIP_TC_CAPS_MMAF |
+                 HX_HIP_TC_CAPS_WMMA_AMD;
 }
 
 /* Does the int8 path take weight type t? */
@@ -375,5 +410,125 @@ __global__ void __launch_bounds__(256)
         for (int i = 0; i < 4; i++) {
             const int64_t r = r0 + wm + g + 8 * (i >> 1), j = j0 + wn + 8 * nt + 2 * q4 + (i & 1);
             if (r < n && j < N) dst[r * dst_stride + j] = acc[4 * nt + i] * scale;
+        }
+}
+
+/* ---- AMD WMMA: RDNA3 int8, RDNA4 f16 and int8 ------------------------------------------------
+ * hx_hip_gemm_tc's tiles, fills and arguments (P: HX_HIP_TC_WMMA_I8, _WMMA12_F16, _WMMA12_I8;
+ * the int8 paths read aq / ad, K % 32 == 0), with AMD's fragments: warp w's 16 x 32 outputs are
+ * two 16 x 16 WMMA tiles. Lane l, h = l / 16, r = l % 16 (docs/hip.md "Prefill GEMM"):
+ *   RDNA3 int8   A: row r, bytes k 0..15 (4 words); B: column r, the same k; D v: row 2v + h
+ *   RDNA4        A: row r, k 8h .. 8h+7 (8 halves, or 8 bytes = 2 words); B: column r, the same
+ *                k; D v: row 8h + v (no half-wave repetition)
+ * Column r of the tile. A 32-block of the int8 paths is two WMMAs of K = 16 into one int32
+ * result, scaled as HX_HIP_TC_MMA_S8's. */
+template <int T, int P>
+__global__ void __launch_bounds__(256)
+    hx_hip_gemm_wmma(const uint8_t *W, int64_t row_bytes, int64_t N, int64_t K, const float *src,
+                     int64_t src_stride, const int8_t *aq, const float2 *ad, int64_t n, float *dst,
+                     int64_t dst_stride, float scale, int kvec, float ts)
+{
+    static_assert(hx_hip_tc_amd(P), "hx_hip_gemm_wmma: an AMD WMMA path");
+    constexpr bool I8 = P != HX_HIP_TC_WMMA12_F16, RDNA4 = P != HX_HIP_TC_WMMA_I8;
+    __shared__ uint16_t Ah[I8 ? 1 : HX_HIP_BM][HX_HIP_TC_BK + HX_HIP_TC_PAD];
+    __shared__ uint16_t Bh[I8 ? 1 : HX_HIP_BN][HX_HIP_TC_BK + HX_HIP_TC_PAD];
+    __shared__ int8_t Aq[I8 ? HX_HIP_BM : 1][HX_HIP_TC_BK + 4];
+    __shared__ int8_t Bq[I8 ? HX_HIP_BN : 1][HX_HIP_TC_BK + 4];
+    __shared__ float As[I8 ? HX_HIP_TC_KS : 1][HX_HIP_BM];
+    __shared__ float Bs[I8 ? HX_HIP_TC_KS : 1][HX_HIP_BN];
+    const int t = threadIdx.x, lane = t % 32, w = t / 32, wm = 16 * (w % 4), wn = 32 * (w / 4);
+    const int lr = t / 4, lk = (t % 4) * 8; /* the row and 8 columns this thread loads */
+    const int64_t r0 = (int64_t)blockIdx.y * HX_HIP_BM, j0 = (int64_t)blockIdx.x * HX_HIP_BN;
+    const int h = lane / 16, r = lane % 16;
+    float acc[16];
+    for (int i = 0; i < 16; i++) acc[i] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += HX_HIP_TC_BK) {
+        const int64_t ar = r0 + lr, j = j0 + lr;
+        for (int sb = 0; sb < HX_HIP_TC_KS; sb++) {
+            const int c = 32 * sb + lk;
+            const int64_t k = k0 + c;
+            if constexpr (I8) { /* as hx_hip_gemm_tc's HX_HIP_TC_MMA_S8 fill */
+                int8_t wq[8];
+                float dw = 0.0f;
+                const bool in = k < K;
+                if (j < N && in) dw = hx_hip_iq8<T>(W + j * row_bytes, k, wq, ts);
+                else
+                    for (int i = 0; i < 8; i++) wq[i] = 0;
+                const int8_t *a = aq + HX_MIN(ar, n - 1) * K + (in ? k : 0);
+                for (int i = 0; i < 8; i++)
+                    Bq[lr][c + i] = wq[i], Aq[lr][c + i] = ar < n && in ? a[i] : 0;
+                if (lk == 0) {
+                    Bs[sb][lr] = dw;
+                    As[sb][lr] = ar < n && in ? ad[ar * (K / 32) + k / 32].x : 0.0f;
+                }
+            } else { /* as hx_hip_gemm_tc's f16 fill */
+                float v[8];
+                if (j < N && kvec && k + 8 <= K) {
+                    hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
+                } else {
+                    for (int i = 0; i < 8; i++)
+                        v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
+                                                    : 0.0f;
+                }
+                for (int i = 0; i < 8; i++) {
+                    const float x = (ar < n && k + i < K) ? src[ar * src_stride + k + i] : 0.0f;
+                    Bh[lr][c + i] = hx_hip_f2h(v[i]);
+                    Ah[lr][c + i] = hx_hip_f2h(fminf(fmaxf(x, -65504.0f), 65504.0f));
+                }
+            }
+        }
+        const int kend = (int)HX_MIN((int64_t)HX_HIP_TC_BK, K - k0);
+        __syncthreads();
+        if constexpr (!I8) {
+            for (int kk = 0; kk < kend; kk += 16) {
+                uint16_t a[8], b[8];
+                for (int e = 0; e < 8; e++) a[e] = Ah[wm + r][kk + 8 * h + e];
+                for (int nt = 0; nt < 2; nt++) {
+                    for (int e = 0; e < 8; e++) b[e] = Bh[wn + 16 * nt + r][kk + 8 * h + e];
+                    hx_hip_wmma12_f16(acc + 8 * nt, a, b);
+                }
+            }
+        } else {
+            for (int sb = 0; 32 * sb < kend; sb++) {
+                int d[2][8];
+                for (int nt = 0; nt < 2; nt++)
+                    for (int v = 0; v < 8; v++) d[nt][v] = 0;
+                for (int q = 0; q < 2; q++) { /* K 16 q .. 16 q + 15 of the 32-block */
+                    const int kk = 32 * sb + 16 * q;
+                    if constexpr (RDNA4) {
+                        uint32_t a[2], b[2];
+                        for (int i = 0; i < 2; i++)
+                            a[i] = hx_hip_ld_u32(&Aq[wm + r][kk + 8 * h + 4 * i]);
+                        for (int nt = 0; nt < 2; nt++) {
+                            for (int i = 0; i < 2; i++)
+                                b[i] = hx_hip_ld_u32(&Bq[wn + 16 * nt + r][kk + 8 * h + 4 * i]);
+                            hx_hip_wmma12_i8(d[nt], a, b);
+                        }
+                    } else {
+                        uint32_t a[4], b[4];
+                        for (int i = 0; i < 4; i++) a[i] = hx_hip_ld_u32(&Aq[wm + r][kk + 4 * i]);
+                        for (int nt = 0; nt < 2; nt++) {
+                            for (int i = 0; i < 4; i++)
+                                b[i] = hx_hip_ld_u32(&Bq[wn + 16 * nt + r][kk + 4 * i]);
+                            hx_hip_wmma_i8(d[nt], a, b);
+                        }
+                    }
+                }
+                for (int nt = 0; nt < 2; nt++) {
+                    const float dw = Bs[sb][wn + 16 * nt + r];
+                    for (int v = 0; v < 8; v++) {
+                        const int row = RDNA4 ? 8 * h + v : 2 * v + h;
+                        acc[8 * nt + v] += As[sb][wm + row] * dw * (float)d[nt][v];
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+    for (int nt = 0; nt < 2; nt++)
+        for (int v = 0; v < 8; v++) {
+            const int64_t row = r0 + wm + (RDNA4 ? 8 * h + v : 2 * v + h),
+                          col = j0 + wn + 16 * nt + r;
+            if (row < n && col < N) dst[row * dst_stride + col] = acc[8 * nt + v] * scale;
         }
 }

@@ -722,8 +722,11 @@ static void hx_hip_describe(void *mdev, char *out, size_t len)
                  ? (d->gemm_float ? "mma (int8 + f16 + bf16x2 + 3xtf32)" : "mma (int8 + f16)")
              : d->gemm == HX_HIP_GEMM_MMA_F16
                  ? (d->gemm_float ? "mma (f16 + bf16x2 + 3xtf32)" : "mma (f16)")
-             : d->gemm == HX_HIP_GEMM_WMMA ? "wmma (f16)"
-                                           : "simt");
+             : d->gemm == HX_HIP_GEMM_WMMA        ? "wmma (f16)"
+             : d->gemm == HX_HIP_GEMM_WMMA_I8     ? "wmma (int8 + f16)"
+             : d->gemm == HX_HIP_GEMM_WMMA12      ? "wmma12 (int8 + f16)"
+             : d->gemm == HX_HIP_GEMM_WMMA12_F16  ? "wmma12 (f16)"
+                                                  : "simt");
 }
 
 static const struct hx_hip_module_ops hx_hip_module = {
