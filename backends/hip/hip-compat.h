@@ -393,10 +393,18 @@ static __device__ __forceinline__ void hx_hip_mma_tf32(float *d, const uint32_t 
 }
 #endif
 
+/* HX_HIP_UNROLL: unroll fully. HX_HIP_UNROLL2: by two on AMD (fewer loads in flight, fewer
+ * registers: the prefill GEMMs' fills spilled on RDNA), fully on NVIDIA (where ptxas kept them
+ * without spilling, and by two it spilled a few bytes more) */
 #if defined(HX_HIP_EMU)
 #define HX_HIP_UNROLL
+#define HX_HIP_UNROLL2
+#elif defined(__CUDACC__) && !defined(__HIP__)
+#define HX_HIP_UNROLL _Pragma("unroll")
+#define HX_HIP_UNROLL2 _Pragma("unroll")
 #else
 #define HX_HIP_UNROLL _Pragma("unroll")
+#define HX_HIP_UNROLL2 _Pragma("unroll 2")
 #endif
 
 /* ---- kernel launch ------------------------------------------------------------------------ */

@@ -149,6 +149,60 @@ static __device__ __forceinline__ uint32_t hx_hip_ld_u32(const void *p)
 #define HX_HIP_TC_KS (HX_HIP_TC_BK / 32)
 #define HX_HIP_TC_PAD 8 /* f16 tile rows: 136 halves (272 bytes), 4-byte aligned pairs */
 
+/* One K tile's fill, shared by hx_hip_gemm_tc and hx_hip_gemm_wmma: thread (lr, lk) writes
+ * elements k0 + 32 sb + lk .. +7 (sb < HX_HIP_TC_KS) of activation row r and weight row j
+ * into the tile's row lr. I8: the weights' integer codes (hx_hip_iq8) and the activations'
+ * (aq), with their 32-block scales (K % 32 == 0: a 32-block is inside or wholly past K, where
+ * codes and scales are 0); else both as f16 (weights decoded by hx_hip_dq8 / hx_hip_dq1, so K
+ * need not be a multiple of 32 or 8; activations clamped to f16's range, so a finite input
+ * stays finite). */
+template <int T, bool I8>
+static __device__ __forceinline__ void
+    hx_hip_tc_fill(const uint8_t *W, int64_t row_bytes, int64_t N, int64_t K, const float *src,
+                   int64_t src_stride, const int8_t *aq, const float2 *ad, int64_t n, int kvec,
+                   float ts, int64_t k0, int64_t r, int64_t j, int lr, int lk,
+                   uint16_t (*Ah)[HX_HIP_TC_BK + HX_HIP_TC_PAD],
+                   uint16_t (*Bh)[HX_HIP_TC_BK + HX_HIP_TC_PAD], int8_t (*Aq)[HX_HIP_TC_BK + 4],
+                   int8_t (*Bq)[HX_HIP_TC_BK + 4], float (*As)[HX_HIP_BM], float (*Bs)[HX_HIP_BN])
+{
+    /* by two on AMD: all four sub-blocks' loads at once took F16's WMMA kernels past 256
+     * registers (96 bytes of spills on gfx11/gfx12, test-hip-isa) */
+    HX_HIP_UNROLL2
+    for (int sb = 0; sb < HX_HIP_TC_KS; sb++) {
+        const int c = 32 * sb + lk; /* column in the tile */
+        const int64_t k = k0 + c;
+        if constexpr (I8) {
+            int8_t wq[8];
+            float dw = 0.0f;
+            const bool in = k < K;
+            if (j < N && in) dw = hx_hip_iq8<T>(W + j * row_bytes, k, wq, ts);
+            else
+                for (int i = 0; i < 8; i++) wq[i] = 0;
+            const int8_t *a = aq + HX_MIN(r, n - 1) * K + (in ? k : 0);
+            for (int i = 0; i < 8; i++)
+                Bq[lr][c + i] = wq[i], Aq[lr][c + i] = r < n && in ? a[i] : 0;
+            if (lk == 0) {
+                Bs[sb][lr] = dw;
+                As[sb][lr] = r < n && in ? ad[r * (K / 32) + k / 32].x : 0.0f;
+            }
+        } else {
+            float v[8];
+            if (j < N && kvec && k + 8 <= K) {
+                hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
+            } else {
+                for (int i = 0; i < 8; i++)
+                    v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
+                                                : 0.0f;
+            }
+            for (int i = 0; i < 8; i++) {
+                const float x = (r < n && k + i < K) ? src[r * src_stride + k + i] : 0.0f;
+                Bh[lr][c + i] = hx_hip_f2h(v[i]);
+                Ah[lr][c + i] = hx_hip_f2h(fminf(fmaxf(x, -65504.0f), 65504.0f));
+            }
+        }
+    }
+}
+
 /* dst (n, N) = src (n, K) . W^T x scale on the matrix units, path P (above). For
  * HX_HIP_TC_MMA_S8 the activations are aq / ad (hx_hip_quantize_q8 of all n rows; K % 32 ==
  * 0) and src is not read; the others read src. kvec: K % 8 == 0. */
@@ -173,42 +227,9 @@ __global__ void __launch_bounds__(256)
     for (int i = 0; i < 16; i++) acc[i] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += HX_HIP_TC_BK) {
         const int64_t r = r0 + lr, j = j0 + lr;
-        for (int sb = 0; sb < HX_HIP_TC_KS; sb++) {
-            const int c = 32 * sb + lk; /* column in the tile */
-            const int64_t k = k0 + c;
-            if constexpr (P == HX_HIP_TC_MMA_S8) {
-                /* codes of row r / column j, elements k .. k+7 (K % 32 == 0: a 32-block is
-                 * inside or wholly past K, where codes and scales are 0) */
-                int8_t wq[8];
-                float dw = 0.0f;
-                const bool in = k < K;
-                if (j < N && in) dw = hx_hip_iq8<T>(W + j * row_bytes, k, wq, ts);
-                else
-                    for (int i = 0; i < 8; i++) wq[i] = 0;
-                const int8_t *a = aq + HX_MIN(r, n - 1) * K + (in ? k : 0);
-                for (int i = 0; i < 8; i++)
-                    Bq[lr][c + i] = wq[i], Aq[lr][c + i] = r < n && in ? a[i] : 0;
-                if (lk == 0) {
-                    Bs[sb][lr] = dw;
-                    As[sb][lr] = r < n && in ? ad[r * (K / 32) + k / 32].x : 0.0f;
-                }
-            } else {
-                float v[8];
-                if (j < N && kvec && k + 8 <= K) {
-                    hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
-                } else {
-                    for (int i = 0; i < 8; i++)
-                        v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
-                                                    : 0.0f;
-                }
-                for (int i = 0; i < 8; i++) {
-                    /* clamped to f16's range: a finite input stays finite */
-                    const float x = (r < n && k + i < K) ? src[r * src_stride + k + i] : 0.0f;
-                    Bh[lr][c + i] = hx_hip_f2h(v[i]);
-                    Ah[lr][c + i] = hx_hip_f2h(fminf(fmaxf(x, -65504.0f), 65504.0f));
-                }
-            }
-        }
+        hx_hip_tc_fill<T, P == HX_HIP_TC_MMA_S8>(W, row_bytes, N, K, src, src_stride, aq, ad, n,
+                                                 kvec, ts, k0, r, j, lr, lk, Ah, Bh, Aq, Bq, As,
+                                                 Bs);
         /* the K of this tile that holds data: the mma steps stop at the first one past it (the
          * rest of the last step is zeros) */
         const int kend = (int)HX_MIN((int64_t)HX_HIP_TC_BK, K - k0);
@@ -444,39 +465,8 @@ __global__ void __launch_bounds__(256)
     for (int i = 0; i < 16; i++) acc[i] = 0.0f;
     for (int64_t k0 = 0; k0 < K; k0 += HX_HIP_TC_BK) {
         const int64_t ar = r0 + lr, j = j0 + lr;
-        for (int sb = 0; sb < HX_HIP_TC_KS; sb++) {
-            const int c = 32 * sb + lk;
-            const int64_t k = k0 + c;
-            if constexpr (I8) { /* as hx_hip_gemm_tc's HX_HIP_TC_MMA_S8 fill */
-                int8_t wq[8];
-                float dw = 0.0f;
-                const bool in = k < K;
-                if (j < N && in) dw = hx_hip_iq8<T>(W + j * row_bytes, k, wq, ts);
-                else
-                    for (int i = 0; i < 8; i++) wq[i] = 0;
-                const int8_t *a = aq + HX_MIN(ar, n - 1) * K + (in ? k : 0);
-                for (int i = 0; i < 8; i++)
-                    Bq[lr][c + i] = wq[i], Aq[lr][c + i] = ar < n && in ? a[i] : 0;
-                if (lk == 0) {
-                    Bs[sb][lr] = dw;
-                    As[sb][lr] = ar < n && in ? ad[ar * (K / 32) + k / 32].x : 0.0f;
-                }
-            } else { /* as hx_hip_gemm_tc's f16 fill */
-                float v[8];
-                if (j < N && kvec && k + 8 <= K) {
-                    hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
-                } else {
-                    for (int i = 0; i < 8; i++)
-                        v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
-                                                    : 0.0f;
-                }
-                for (int i = 0; i < 8; i++) {
-                    const float x = (ar < n && k + i < K) ? src[ar * src_stride + k + i] : 0.0f;
-                    Bh[lr][c + i] = hx_hip_f2h(v[i]);
-                    Ah[lr][c + i] = hx_hip_f2h(fminf(fmaxf(x, -65504.0f), 65504.0f));
-                }
-            }
-        }
+        hx_hip_tc_fill<T, I8>(W, row_bytes, N, K, src, src_stride, aq, ad, n, kvec, ts, k0, ar, j,
+                              lr, lk, Ah, Bh, Aq, Bq, As, Bs);
         const int kend = (int)HX_MIN((int64_t)HX_HIP_TC_BK, K - k0);
         __syncthreads();
         if constexpr (!I8) {
