@@ -166,6 +166,31 @@ __global__ void frag_kernel(int kind, int bad, const float *A, const float *B, c
     }
 }
 
+/* Runs a fragment test kernel on A, B, C (M x K, K x N, M x N, row-major; na, nb, nc floats
+ * copied to the device) and compares its D with the double reference C + A.B: returns the
+ * launch status, *exact whether D equals the reference. */
+typedef void (*frag_fn)(int, int, const float *, const float *, const float *, float *);
+static hipError_t frag_launch(frag_fn kernel, int kind, int bad, const float *A, size_t na,
+                              const float *B, size_t nb, const float *C, size_t nc, int M, int N,
+                              int K, bool *exact)
+{
+    float R[16 * 16], D[16 * 16];
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) {
+            double s = C[r * N + c];
+            for (int k = 0; k < K; k++) s += (double)A[r * K + k] * B[k * N + c];
+            R[r * N + c] = (float)s;
+        }
+    float *dA = dev_copy(A, na), *dB = dev_copy(B, nb), *dC = dev_copy(C, nc),
+          *dD = dev_copy<float>(NULL, nc);
+    hipError_t e = hx_hip_launch(kernel, dim3(1), dim3(32), NULL, kind, bad, (const float *)dA,
+                                 (const float *)dB, (const float *)dC, dD);
+    hipMemcpyAsync(D, dD, nc * sizeof(float), hipMemcpyDeviceToHost, NULL);
+    *exact = e == hipSuccess && !memcmp(D, R, (size_t)(M * N) * sizeof(float));
+    hipFree(dA), hipFree(dB), hipFree(dC), hipFree(dD);
+    return e;
+}
+
 /* Runs one fragment op; returns the launch status, *exact whether D == A.B + C. */
 static hipError_t frag_run(int kind, int bad, bool *exact)
 {
@@ -173,27 +198,14 @@ static hipError_t frag_run(int kind, int bad, bool *exact)
         kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_F16 || kind == HX_EMU_WMMA12_I8;
     const int M = 16, N = kind == HX_EMU_WMMA_F16 || amd ? 16 : 8,
               K = kind == HX_EMU_MMA_S8 ? 32 : 16;
-    float A[16 * 32], B[32 * 16], C[16 * 16], D[16 * 16], R[16 * 16];
+    float A[16 * 32], B[32 * 16], C[16 * 16];
     /* s8: -127..127; f16: exact sums */
     const bool i8 = kind == HX_EMU_MMA_S8 || kind == HX_EMU_WMMA_I8 || kind == HX_EMU_WMMA12_I8;
     const int span = i8 ? 255 : 17;
     for (int i = 0; i < M * K; i++) A[i] = (float)((int)(rnd() % span) - span / 2);
     for (int i = 0; i < K * N; i++) B[i] = (float)((int)(rnd() % span) - span / 2);
     for (int i = 0; i < M * N; i++) C[i] = (float)((int)(rnd() % 101) - 50);
-    for (int r = 0; r < M; r++)
-        for (int c = 0; c < N; c++) {
-            double s = C[r * N + c];
-            for (int k = 0; k < K; k++) s += (double)A[r * K + k] * B[k * N + c];
-            R[r * N + c] = (float)s;
-        }
-    float *dA = dev_copy(A, 16 * 32), *dB = dev_copy(B, 32 * 16), *dC = dev_copy(C, 256),
-          *dD = dev_copy<float>(NULL, 256);
-    hipError_t e = hx_hip_launch(frag_kernel, dim3(1), dim3(32), NULL, kind, bad,
-                                 (const float *)dA, (const float *)dB, (const float *)dC, dD);
-    hipMemcpyAsync(D, dD, sizeof D, hipMemcpyDeviceToHost, NULL);
-    *exact = e == hipSuccess && !memcmp(D, R, (size_t)(M * N) * sizeof(float));
-    hipFree(dA), hipFree(dB), hipFree(dC), hipFree(dD);
-    return e;
+    return frag_launch(frag_kernel, kind, bad, A, 16 * 32, B, 32 * 16, C, 256, M, N, K, exact);
 }
 
 static void test_fragments(void)
@@ -521,24 +533,11 @@ __global__ void frag_float_kernel(int kind, int bad, const float *A, const float
 static hipError_t frag_float_run(int kind, int bad, bool *exact)
 {
     const int M = 16, N = 8, K = kind == HX_EMU_MMA_BF16 ? 16 : 8;
-    float A[16 * 16], B[16 * 8], C[16 * 8], D[16 * 8], R[16 * 8];
+    float A[16 * 16], B[16 * 8], C[16 * 8];
     for (int i = 0; i < M * K; i++) A[i] = (float)((int)(rnd() % 255) - 127);
     for (int i = 0; i < K * N; i++) B[i] = (float)((int)(rnd() % 255) - 127);
     for (int i = 0; i < M * N; i++) C[i] = (float)((int)(rnd() % 101) - 50);
-    for (int r = 0; r < M; r++)
-        for (int c = 0; c < N; c++) {
-            double s = C[r * N + c];
-            for (int k = 0; k < K; k++) s += (double)A[r * K + k] * B[k * N + c];
-            R[r * N + c] = (float)s;
-        }
-    float *dA = dev_copy(A, 256), *dB = dev_copy(B, 128), *dC = dev_copy(C, 128),
-          *dD = dev_copy<float>(NULL, 128);
-    hipError_t e = hx_hip_launch(frag_float_kernel, dim3(1), dim3(32), NULL, kind, bad,
-                                 (const float *)dA, (const float *)dB, (const float *)dC, dD);
-    hipMemcpyAsync(D, dD, sizeof D, hipMemcpyDeviceToHost, NULL);
-    *exact = e == hipSuccess && !memcmp(D, R, sizeof D);
-    hipFree(dA), hipFree(dB), hipFree(dC), hipFree(dD);
-    return e;
+    return frag_launch(frag_float_kernel, kind, bad, A, 256, B, 128, C, 128, M, N, K, exact);
 }
 
 static void test_fragments_float(void)

@@ -294,6 +294,21 @@ static __device__ __forceinline__ void hx_hip_vdot(const uint8_t *b, int64_t blk
 #define HX_HIP_BN 64
 #define HX_HIP_BK 32
 
+/* Weights k .. k+7 of row j (rows row_bytes apart) as f32: hx_hip_dq8 where all eight are
+ * inside K and K % 8 == 0 (kvec), else one at a time, zeros past N rows or K columns. */
+template <int T>
+static __device__ __forceinline__ void hx_hip_dq8_at(const uint8_t *W, int64_t row_bytes,
+                                                     int64_t N, int64_t K, int64_t j, int64_t k,
+                                                     int kvec, float ts, float *v)
+{
+    if (j < N && kvec && k + 8 <= K) {
+        hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
+    } else {
+        for (int i = 0; i < 8; i++)
+            v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts) : 0.0f;
+    }
+}
+
 /* dst (n, N) = src (n, K) . W^T: each 256-thread block computes a 64 x 64 tile, 4 x 4 outputs
  * per thread; per K step of 32 each thread decodes 8 weights of one row (hx_hip_dq8) and
  * loads 8 activations into shared memory. `kvec`: K % 8 == 0, so whole groups of 8 exist. */
@@ -314,12 +329,7 @@ __global__ void __launch_bounds__(256)
     for (int64_t k0 = 0; k0 < K; k0 += HX_HIP_BK) {
         const int64_t k = k0 + lk, r = r0 + lr, j = j0 + lr;
         float v[8];
-        if (j < N && kvec && k + 8 <= K) {
-            hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
-        } else {
-            for (int i = 0; i < 8; i++)
-                v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts) : 0.0f;
-        }
+        hx_hip_dq8_at<T>(W, row_bytes, N, K, j, k, kvec, ts, v);
         for (int i = 0; i < 8; i++) {
             Bs[lk + i][lr] = v[i];
             As[lk + i][lr] = (r < n && k + i < K) ? src[r * src_stride + k + i] : 0.0f;

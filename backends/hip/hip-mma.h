@@ -187,13 +187,7 @@ static __device__ __forceinline__ void
             }
         } else {
             float v[8];
-            if (j < N && kvec && k + 8 <= K) {
-                hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
-            } else {
-                for (int i = 0; i < 8; i++)
-                    v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
-                                                : 0.0f;
-            }
+            hx_hip_dq8_at<T>(W, row_bytes, N, K, j, k, kvec, ts, v);
             for (int i = 0; i < 8; i++) {
                 const float x = (r < n && k + i < K) ? src[r * src_stride + k + i] : 0.0f;
                 Bh[lr][c + i] = hx_hip_f2h(v[i]);
@@ -373,13 +367,7 @@ __global__ void __launch_bounds__(256)
             const int c = 32 * sb + lk; /* column in the tile */
             const int64_t k = k0 + c;
             float v[8];
-            if (j < N && kvec && k + 8 <= K) {
-                hx_hip_dq8<T>(W + j * row_bytes, k, v, ts);
-            } else {
-                for (int i = 0; i < 8; i++)
-                    v[i] = (j < N && k + i < K) ? hx_hip_dq1<T>(W + j * row_bytes, k + i, ts)
-                                                : 0.0f;
-            }
+            hx_hip_dq8_at<T>(W, row_bytes, N, K, j, k, kvec, ts, v);
             for (int i = 0; i < 8; i++) {
                 Bs[lr][c + i] = v[i];
                 As[lr][c + i] = (r < n && k + i < K) ? src[r * src_stride + k + i] : 0.0f;
