@@ -276,7 +276,7 @@ struct hx_split {
  * 4: weight_bytes appended (the scheduler's memory accounting, docs/policies.md).
  * 5: scratch_bytes appended (a backend's own buffers in that accounting).
  * 6: HX_SCRATCH_BUFS 4 -> 8 (the NPU reports 7 buffers); scratch_bytes answers an empty split.
- * Both changed the layout rather than appending, which is safe only because every table is
+ * 2, 3 and 6 changed the layout rather than appending, which is safe only because every table is
  * compiled with the core: the registry rejects a table of another version. */
 #define HX_BACKEND_ABI_VERSION 6
 

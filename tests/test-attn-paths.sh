@@ -26,6 +26,13 @@ run() { # name, backend, m list, env...
     if [ $rc -eq 0 ] && echo "$last" | grep -Eq '^[1-9][0-9]* passed, 0 failed'; then ok "$name: $last"
     else bad "$name, exit $rc: $last"; echo "$out" | grep -E '^FAIL' | head -10; fi
 }
+refused() { # name, backend, expected message, env...
+    local name=$1 be=$2 want=$3; shift 3
+    local out
+    out=$(env "$@" "$T" --backend "$be" --op attn --m 1 2>&1)
+    if echo "$out" | grep -q "$want"; then ok "$name refused: $want"
+    else bad "$name: no '$want' in: $(echo "$out" | grep -iE 'error|skip|fail' | head -3 | xargs)"; fi
+}
 # Vulkan creates a pipeline when it first dispatches it and logs that (debug), before the
 # case's result line: the forced kernel's pipeline must come before the first case, and the
 # other only for a case that cannot take the forced one (flash: head_dim 4..128 dividing 128)

@@ -48,8 +48,9 @@ static int hx_t_open(struct hx_model *m, const char *policy, const char *mem, st
 }
 
 /* A prefill of a whole batch (16 rows: the largest split the plan has, so the backends' scratch
- * grows to what the plan accounts) and 3 decode steps on sequence 0, and one decode step on
- * sequence 1. */
+ * grows to what the plan accounts), 3 decode steps on sequence 0 and one on sequence 1, then
+ * sequence 0 continued by whole batches to the context's end (the plan counts attention
+ * scratch for positions up to there: the CPU's head-major K/V copy grows with them). */
 static int hx_t_run(struct hx_context *c)
 {
     int32_t tok[16], pos[16], seq[16] = {0};
@@ -63,6 +64,15 @@ static int hx_t_run(struct hx_context *c)
         int8_t l1 = 1;
         struct hx_batch d = {.n_rows = 1, .token = tok + t, .pos = &p1, .seq = &s1, .logits = &l1};
         st = hx_decode(c, &d);
+    }
+    /* positions 19 .. HX_T_CTX - 1: first the rows that make the rest whole batches of 16,
+     * so the last batch ends at the context's end */
+    for (int p0 = 19; st == HX_OK && p0 < HX_T_CTX;) {
+        const int nb = (HX_T_CTX - p0) % 16 ? (HX_T_CTX - p0) % 16 : 16;
+        for (int i = 0; i < 16; i++) pos[i] = p0 + i, lg[i] = i == nb - 1;
+        b.n_rows = nb;
+        st = hx_decode(c, &b);
+        p0 += nb;
     }
     return st;
 }

@@ -302,15 +302,13 @@ void hx__cpu_op_attn(const struct hx_op *op, const struct hx_split *s, int n_thr
      * for Qwen3), so the 32 rows of a block fell into one L1 set and were fetched again for
      * every pair of queries. */
     j.head_floats = (size_t)j.hd * (size_t)j.lp;
-    /* Allocated at the context's length (lp is at most that rounded up to 32), whatever the
-     * positions: the plan counts one size (hx__cpu_attn_kt_bytes), and pages past lp's are
-     * never touched. */
-    const size_t cap = hx_attn_kt_cap(op);
-    if (j.v512 && one_seq && n >= 16 && j.lp <= j.n_ctx + j.hd &&
-        2 * sizeof(float) * (size_t)j.n_kv * j.head_floats <= cap) {
-        j.kt = hx_malloc(cap);
+    /* Allocated for the positions of this call (at most the context's length rounded up to
+     * 32: what the plan counts, hx__cpu_attn_kt_bytes); *kt_peak keeps the largest held. */
+    const size_t need = 2 * sizeof(float) * (size_t)j.n_kv * j.head_floats;
+    if (j.v512 && one_seq && n >= 16 && j.lp <= j.n_ctx + j.hd && need <= hx_attn_kt_cap(op)) {
+        j.kt = hx_malloc(need);
         j.vh = j.kt ? j.kt + (size_t)j.n_kv * j.head_floats : NULL;
-        if (j.kt && kt_peak) *kt_peak = HX_MAX(*kt_peak, cap);
+        if (j.kt && kt_peak) *kt_peak = HX_MAX(*kt_peak, need);
     }
     if (j.kt) hx__pool_for(j.lp / 32, n_threads, 0, hx_attn_transpose, &j);
     if (j.kt && j.grp <= 8) {

@@ -24,7 +24,7 @@
 
 #define HX_HIP_FA_BR 32      /* query rows per block */
 #define HX_HIP_FA_BC 16      /* key positions per staged tile */
-#define HX_HIP_FA_HD 128     /* largest head_dim (which must divide 128) */
+#define HX_HIP_FA_HD 128     /* largest head_dim (a multiple of 4) */
 #define HX_HIP_FA_THREADS 128
 #define HX_HIP_FA_TPR (HX_HIP_FA_THREADS / HX_HIP_FA_BR) /* output threads per row (4) */
 #define HX_HIP_FA_G (HX_HIP_FA_HD / 4 / HX_HIP_FA_TPR)    /* float4 groups per thread (8) */

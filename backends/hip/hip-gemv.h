@@ -153,6 +153,7 @@ __global__ void __launch_bounds__(HX_HIP_GEMV_THREADS)
      * change. */
     enum { LIM = T == HX_DTYPE_TQ2_0 ? 8 : 16, NH = R * NC > LIM ? R * NC / LIM : 1 };
     enum { NCH = NC / NH };
+    static_assert(NC % NH == 0, "hx_hip_gemv_q: activation rows split in whole groups");
     const int64_t tasks = nb * G::P;
     for (int h = 0; h < NH; h++) {
         hx_hip_act ah = a;
