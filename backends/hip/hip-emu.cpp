@@ -133,6 +133,7 @@ struct env_cfg {
     long fail_malloc = -1, fail_launch = -1;
     long n_malloc = 0, n_launch = 0;
     int fail_graph = GRAPH_OK;
+    int mma_fault = -1; /* a fragment op kind whose lane 0 D register 0 comes out wrong */
     char arch[32] = "emu";
     env_cfg()
     {
@@ -142,6 +143,7 @@ struct env_cfg {
         if ((s = getenv("HX_HIP_EMU_FAIL_MALLOC")) && *s) fail_malloc = atol(s);
         if ((s = getenv("HX_HIP_EMU_FAIL_LAUNCH")) && *s) fail_launch = atol(s);
         if ((s = getenv("HX_HIP_EMU_ARCH")) && *s) snprintf(arch, sizeof arch, "%s", s);
+        if ((s = getenv("HX_HIP_EMU_MMA_FAULT")) && *s) mma_fault = atoi(s);
         if ((s = getenv("HX_HIP_EMU_FAIL_GRAPH")) && *s)
             fail_graph = !strcmp(s, "capture")                    ? GRAPH_FAIL_CAPTURE
                          : !strcmp(s, "instantiate") || *s == '1' ? GRAPH_FAIL_INSTANTIATE
@@ -430,6 +432,7 @@ void hx_emu_mma(int kind, const uint32_t *in, uint32_t *out)
         const uint32_t *lanes[32];
         for (int i = 0; i < 32; i++) lanes[i] = b->f[base + i].mma_in;
         hx_emu_mma_compute(kind, lanes, b->mma_out[f->warp]);
+        if (cfg().mma_fault == kind) b->mma_out[f->warp][0][0] ^= 1u; /* a wrong layout, for tests */
         b->mma_tag[f->warp] = f->n_shfl;
     }
     memcpy(out, b->mma_out[f->warp][f->lane], sizeof(uint32_t) * (size_t)n_out);

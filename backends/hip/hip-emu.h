@@ -22,7 +22,9 @@
  * the first N fail (out of memory / launch failure; a graph whose kernels would cross N fails
  * to launch as a whole, before running any); HX_HIP_EMU_FAIL_GRAPH=capture|instantiate|launch
  * (1 = instantiate) makes every hipStreamBeginCapture / hipGraphInstantiate / hipGraphLaunch
- * fail (hipErrorNotSupported).
+ * fail (hipErrorNotSupported). HX_HIP_EMU_MMA_FAULT=K (an HX_EMU_* fragment kind) flips a bit
+ * of lane 0's first D register of every op of that kind, as a GPU whose layout differs from
+ * the documented one would (the caps kernel's self-check must then drop that path).
  *
  * The device's architecture, read once: HX_HIP_EMU_ARCH=sm_XY reports compute capability X.Y,
  * =gfxNNNN that gcnArchName (unset: "emu", capability 0.0). The module picks its prefill GEMM

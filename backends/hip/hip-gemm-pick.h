@@ -15,31 +15,50 @@ static const char *const hx_hip_gemm_names[] = {"simt",  "mma",    "mma16",    "
                                                 "wmma8", "wmma12", "wmma12-16"};
 #define HX_HIP_GEMM_N_NAMES ((int)(sizeof hx_hip_gemm_names / sizeof hx_hip_gemm_names[0]))
 
-/* The paths the code this device runs has (hip-mma.h bits), from hx_hip_gemm_caps: a code
- * object built or hipRTC-compiled without the instruction reports none. 0 on any failure. */
+/* Names of the matrix paths (hip-mma.h numbers) for the log. */
+static const char *hx_hip_tc_path_name(int p)
+{
+    switch (p) {
+    case HX_HIP_TC_MMA_F16: return "mma f16";
+    case HX_HIP_TC_MMA_S8: return "mma int8";
+    case HX_HIP_TC_WMMA_F16: return "wmma f16 (gfx11)";
+    case HX_HIP_TC_MMA_BF16: return "mma bf16";
+    case HX_HIP_TC_MMA_TF32: return "mma tf32";
+    case HX_HIP_TC_WMMA_I8: return "wmma int8 (gfx11)";
+    case HX_HIP_TC_WMMA12_F16: return "wmma f16 (gfx12)";
+    case HX_HIP_TC_WMMA12_I8: return "wmma int8 (gfx12)";
+    default: return "?";
+    }
+}
+
+/* The paths the code this device runs has (hip-mma.h bits) and whose fragment self-check passed
+ * on this device, from hx_hip_gemm_caps: a code object built or hipRTC-compiled without the
+ * instruction reports none, and a path whose check fails is logged and left out. 0 on any
+ * failure. */
 static int hx_hip_gemm_caps_of(struct hx_hip_dev *d)
 {
-#if defined(HX_HIP_EMU)
-    (void)d;
-    return HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA | HX_HIP_TC_CAPS_MMAF | HX_HIP_TC_CAPS_WMMA_AMD;
-#else
 #if defined(HX_HIP_AMD_RTC)
     hx_hip_rtc_cur = d->rtc;
 #endif
-    int *p = NULL, caps = 0;
-    if (hipMalloc((void **)&p, sizeof(int)) != hipSuccess) {
+    int *p = NULL, caps[2] = {0, 0};
+    if (hipMalloc((void **)&p, sizeof caps) != hipSuccess) {
         HX_HIP_IGNORE(hipGetLastError());
         return 0;
     }
     if (hx_hip_launch(hx_hip_gemm_caps, dim3(1), dim3(32), d->stream, p) != hipSuccess ||
-        hipMemcpyAsync(&caps, p, sizeof caps, hipMemcpyDeviceToHost, d->stream) != hipSuccess ||
+        hipMemcpyAsync(caps, p, sizeof caps, hipMemcpyDeviceToHost, d->stream) != hipSuccess ||
         hipStreamSynchronize(d->stream) != hipSuccess) {
         HX_HIP_IGNORE(hipGetLastError());
-        caps = 0;
+        caps[0] = caps[1] = 0;
     }
     HX_HIP_IGNORE(hipFree(p));
-    return caps;
-#endif
+    for (int b = 1; b < 32; b++)
+        if ((caps[1] & ~caps[0]) & (1 << b))
+            hx_hip_log(HX_LOG_LEVEL_WARN,
+                       "hip: device %d: the %s matrix path failed its self-check on this device "
+                       "(its register layout is not the documented one); not used",
+                       d->idx, hx_hip_tc_path_name(b));
+    return caps[0];
 }
 
 /* The device's prefill GEMM (docs/hip.md "Prefill GEMM"): NVIDIA sm_80+ mma (int8 for the
@@ -56,7 +75,10 @@ static void hx_hip_gemm_pick_float(struct hx_hip_dev *d, int caps);
 static void hx_hip_gemm_pick(struct hx_hip_dev *d, const hipDeviceProp_t *p)
 {
     const int caps = hx_hip_gemm_caps_of(d);
-    const bool mma = (caps & HX_HIP_TC_CAPS_MMA) != 0, wmma = (caps & HX_HIP_TC_CAPS_WMMA) != 0;
+    /* mma: int8 and f16 (both checked), mma16: f16 */
+    const bool mma = (caps & HX_HIP_TC_CAPS_MMA) == HX_HIP_TC_CAPS_MMA && HX_HIP_TC_CAPS_MMA,
+               mma16 = (caps & (1 << HX_HIP_TC_MMA_F16)) != 0,
+               wmma = (caps & HX_HIP_TC_CAPS_WMMA) != 0;
     const bool wmma8 = wmma && (caps & (1 << HX_HIP_TC_WMMA_I8)) != 0,
                wmma12 = (caps & (1 << HX_HIP_TC_WMMA12_F16)) != 0 &&
                         (caps & (1 << HX_HIP_TC_WMMA12_I8)) != 0;
@@ -71,6 +93,7 @@ static void hx_hip_gemm_pick(struct hx_hip_dev *d, const hipDeviceProp_t *p)
 #endif
 #endif
     d->gemm = nv80 && mma       ? (int)HX_HIP_GEMM_MMA
+              : nv80 && mma16   ? (int)HX_HIP_GEMM_MMA_F16
               : gfx11 && wmma8  ? (int)HX_HIP_GEMM_WMMA_I8
               : gfx11 && wmma   ? (int)HX_HIP_GEMM_WMMA
               : gfx12 && wmma12 ? (int)HX_HIP_GEMM_WMMA12
@@ -89,7 +112,7 @@ static void hx_hip_gemm_pick(struct hx_hip_dev *d, const hipDeviceProp_t *p)
                 (!fsimt || i == HX_HIP_GEMM_MMA || i == HX_HIP_GEMM_MMA_F16))
                 want = i;
         const bool ok = want == HX_HIP_GEMM_SIMT ||
-                        ((want == HX_HIP_GEMM_MMA || want == HX_HIP_GEMM_MMA_F16) && mma) ||
+                        (want == HX_HIP_GEMM_MMA && mma) || (want == HX_HIP_GEMM_MMA_F16 && mma16) ||
                         (want == HX_HIP_GEMM_WMMA && wmma) ||
                         (want == HX_HIP_GEMM_WMMA_I8 && wmma8) ||
                         ((want == HX_HIP_GEMM_WMMA12 || want == HX_HIP_GEMM_WMMA12_F16) && wmma12);
@@ -104,9 +127,9 @@ static void hx_hip_gemm_pick(struct hx_hip_dev *d, const hipDeviceProp_t *p)
     hx_hip_gemm_pick_float(d, float_off ? 0 : caps);
     hx_hip_log(HX_LOG_LEVEL_INFO, "hip: device %d: prefill GEMM %s%s (code has:%s%s%s%s%s%s)",
                d->idx, hx_hip_gemm_names[d->gemm], d->gemm_float ? " + float mma" : "",
-               mma ? " mma" : "", wmma ? " wmma" : "", wmma8 ? " wmma8" : "",
+               mma ? " mma" : mma16 ? " mma16" : "", wmma ? " wmma" : "", wmma8 ? " wmma8" : "",
                wmma12 ? " wmma12" : "", caps & HX_HIP_TC_CAPS_MMAF ? " mma-float" : "",
-               mma || wmma || wmma8 || wmma12 ? "" : " simt only");
+               mma16 || wmma || wmma8 || wmma12 ? "" : " simt only");
 }
 
 /* Float weights (F32: 3xTF32, BF16: split bf16; hip-mma.h hx_hip_gemm_tcf) on the matrix units

@@ -79,13 +79,6 @@ static constexpr __host__ __device__ bool hx_hip_tc_amd(int p)
     return p == HX_HIP_TC_WMMA_I8 || p == HX_HIP_TC_WMMA12_F16 || p == HX_HIP_TC_WMMA12_I8;
 }
 
-__global__ void hx_hip_gemm_caps(int *out)
-{
-    if (threadIdx.x == 0)
-        out[0] = HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA | HX_HIP_TC_CAPS_MMAF |
-                 HX_HIP_TC_CAPS_WMMA_AMD;
-}
-
 /* Does the int8 path take weight type t? */
 static constexpr __host__ __device__ bool hx_hip_tc_int8(int t)
 {
@@ -509,4 +502,113 @@ __global__ void __launch_bounds__(256)
                           col = j0 + wn + 16 * nt + r;
             if (row < n && col < N) dst[row * dst_stride + col] = acc[8 * nt + v] * scale;
         }
+}
+
+/* ---- the paths a device may run: compiled in, and checked on the device ----------------------
+ * Every fragment layout above is the documented one, emulated here, and never yet confirmed on
+ * a GPU. hx_hip_gemm_caps (one warp, at device open) therefore runs each compiled path's
+ * fragment op once on known small integers — A(r, k) and B(k, c) below, loaded into the
+ * registers exactly as the GEMM kernels load them — and each lane compares every D element it
+ * holds with the sum it computes itself (exact: small integers in every format). out[0]: the
+ * paths compiled in whose check passed, out[1]: the paths compiled in. A device whose layout
+ * differs fails that path, and the host leaves it unused (hip-gemm-pick.h). */
+static __device__ __forceinline__ int hx_hip_sc_a(int r, int k) { return (5 * r + 3 * k) % 7 - 3; }
+static __device__ __forceinline__ int hx_hip_sc_b(int k, int c) { return (2 * k + 7 * c) % 5 - 2; }
+static __device__ __forceinline__ bool hx_hip_sc_ok(float d, int r, int c, int K)
+{
+    int s = 0;
+    for (int k = 0; k < K; k++) s += hx_hip_sc_a(r, k) * hx_hip_sc_b(k, c);
+    return d == (float)s;
+}
+static __device__ __forceinline__ uint16_t hx_hip_sc_h(int x) { return hx_hip_f2h((float)x); }
+static __device__ __forceinline__ uint32_t hx_hip_sc_s8(int x) { return (uint32_t)(uint8_t)(int8_t)x; }
+
+/* Does path p's fragment op give this lane's D elements right? (lane l, one warp) */
+static __device__ bool hx_hip_sc_path(int p, int l)
+{
+    const int g = l / 4, q = l % 4, h = l / 16, r = l % 16;
+    bool ok = true;
+    if (p == HX_HIP_TC_MMA_F16 || p == HX_HIP_TC_MMA_BF16) { /* m16n8k16, A 16x16, B 16x8 */
+        uint32_t a[4], b[2];
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int i = 0; i < 4; i++) {
+            const int rr = g + 8 * (i & 1), k = 2 * q + 8 * (i >> 1);
+            a[i] = p == HX_HIP_TC_MMA_F16
+                       ? hx_hip_sc_h(hx_hip_sc_a(rr, k)) |
+                             (uint32_t)hx_hip_sc_h(hx_hip_sc_a(rr, k + 1)) << 16
+                       : hx_hip_f2bf2((float)hx_hip_sc_a(rr, k), (float)hx_hip_sc_a(rr, k + 1));
+        }
+        for (int i = 0; i < 2; i++) {
+            const int k = 2 * q + 8 * i;
+            b[i] = p == HX_HIP_TC_MMA_F16
+                       ? hx_hip_sc_h(hx_hip_sc_b(k, g)) |
+                             (uint32_t)hx_hip_sc_h(hx_hip_sc_b(k + 1, g)) << 16
+                       : hx_hip_f2bf2((float)hx_hip_sc_b(k, g), (float)hx_hip_sc_b(k + 1, g));
+        }
+        if (p == HX_HIP_TC_MMA_F16) hx_hip_mma_f16(d, a, b);
+        else hx_hip_mma_bf16(d, a, b);
+        for (int i = 0; i < 4; i++) ok &= hx_hip_sc_ok(d[i], g + 8 * (i >> 1), 2 * q + (i & 1), 16);
+    } else if (p == HX_HIP_TC_MMA_TF32) { /* m16n8k8, A 16x8, B 8x8 */
+        uint32_t a[4], b[2];
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int i = 0; i < 4; i++)
+            a[i] = hx_hip_tf32((float)hx_hip_sc_a(g + 8 * (i & 1), q + 4 * (i >> 1)));
+        for (int i = 0; i < 2; i++) b[i] = hx_hip_tf32((float)hx_hip_sc_b(q + 4 * i, g));
+        hx_hip_mma_tf32(d, a, b);
+        for (int i = 0; i < 4; i++) ok &= hx_hip_sc_ok(d[i], g + 8 * (i >> 1), 2 * q + (i & 1), 8);
+    } else if (p == HX_HIP_TC_MMA_S8) { /* m16n8k32, A 16x32, B 32x8 */
+        uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+        int d[4] = {0, 0, 0, 0};
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                a[i] |= hx_hip_sc_s8(hx_hip_sc_a(g + 8 * (i & 1), 4 * q + 16 * (i >> 1) + j)) << 8 * j;
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 4; j++) b[i] |= hx_hip_sc_s8(hx_hip_sc_b(4 * q + 16 * i + j, g)) << 8 * j;
+        hx_hip_mma_s8(d, a, b);
+        for (int i = 0; i < 4; i++)
+            ok &= hx_hip_sc_ok((float)d[i], g + 8 * (i >> 1), 2 * q + (i & 1), 32);
+    } else if (p == HX_HIP_TC_WMMA_F16 || p == HX_HIP_TC_WMMA12_F16) { /* 16x16x16 f16 */
+        const bool r4 = p == HX_HIP_TC_WMMA12_F16;
+        uint16_t a[16], b[16];
+        float d[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        for (int e = 0; e < 16; e++) {
+            const int k = r4 ? 8 * h + e % 8 : e; /* RDNA4: 8 halves a lane, k 8h + e */
+            a[e] = hx_hip_sc_h(hx_hip_sc_a(r, k)), b[e] = hx_hip_sc_h(hx_hip_sc_b(k, r));
+        }
+        if (r4) hx_hip_wmma12_f16(d, a, b);
+        else hx_hip_wmma_f16(d, a, b);
+        for (int v = 0; v < 8; v++) ok &= hx_hip_sc_ok(d[v], r4 ? 8 * h + v : 2 * v + h, r, 16);
+    } else if (p == HX_HIP_TC_WMMA_I8 || p == HX_HIP_TC_WMMA12_I8) { /* 16x16x16 int8 */
+        const bool r4 = p == HX_HIP_TC_WMMA12_I8;
+        uint32_t a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0};
+        int d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int e = 0; e < (r4 ? 8 : 16); e++) { /* RDNA3: 16 bytes, k e; RDNA4: 8, k 8h + e */
+            const int k = r4 ? 8 * h + e : e;
+            a[e / 4] |= hx_hip_sc_s8(hx_hip_sc_a(r, k)) << 8 * (e % 4);
+            b[e / 4] |= hx_hip_sc_s8(hx_hip_sc_b(k, r)) << 8 * (e % 4);
+        }
+        if (r4) hx_hip_wmma12_i8(d, a, b);
+        else hx_hip_wmma_i8(d, a, b);
+        for (int v = 0; v < 8; v++)
+            ok &= hx_hip_sc_ok((float)d[v], r4 ? 8 * h + v : 2 * v + h, r, 16);
+    }
+    return ok;
+}
+
+__global__ void hx_hip_gemm_caps(int *out)
+{
+    constexpr int compiled = HX_HIP_TC_CAPS_MMA | HX_HIP_TC_CAPS_WMMA | HX_HIP_TC_CAPS_MMAF |
+                             HX_HIP_TC_CAPS_WMMA_AMD;
+    __shared__ int failed[32];
+    const int l = (int)threadIdx.x;
+    int f = 0;
+    for (int p = 1; p < 32; p++) /* a path's op runs on every lane of the warp together */
+        if (compiled & (1 << p) && !hx_hip_sc_path(p, l)) f |= 1 << p;
+    failed[l] = f;
+    __syncthreads();
+    if (l == 0) {
+        for (int i = 1; i < 32; i++) f |= failed[i];
+        out[0] = compiled & ~f;
+        out[1] = compiled;
+    }
 }
