@@ -15,7 +15,8 @@
 #    v_dot4c_i32_i8 on gfx1030); gfx12 fell back to scalar products until this test.
 #  - no kernel uses scratch on any of the three (register spills: flash attention spilled 2.6 KB
 #    a thread and the 8-row GEMVs up to 976 bytes before this check);
-# and nvcc's ptxas for sm_80 and sm_90 reports no kernel spilling more than 64 bytes.
+# and, where the build has an NVIDIA module, nvcc's ptxas for sm_80 and sm_90 reports no kernel
+# spilling more than 64 bytes (not applicable without one).
 # This checks that the code a user's ROCm compiles with hipRTC for these GPUs (hip-rtc.h) is
 # valid and takes the intended instructions; it does not run it. Not applicable without the HIP
 # backend; skipped (77; a failure in CI, whose setup installs clang-19) without clang 19 or
@@ -135,9 +136,14 @@ while read -r l; do [ -n "$l" ] && ok "$l"; done <<< "$(echo "$out" | grep -v '^
 [ $rc -eq 0 ] || bad "$(echo "$out" | sed -n 's/^ERR //p')"
 
 # ---- NVIDIA: ptxas's register spills for sm_80 and sm_90 (the build's nvcc) ----------------------
-nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
-if [ -z "$nvcc" ]; then
-    skip "nvcc not installed: NVIDIA register use not checked"
+# (only where the build made an NVIDIA module: CUDA is not one of setup-debian's packages)
+nvcc=$(sed -n 's/^nv_compiler=//p' "$B/hx-hip-build.txt" 2>/dev/null)
+if [ -z "$(sed -n 's/^nv_module=//p' "$B/hx-hip-build.txt" 2>/dev/null)" ]; then
+    na "this build has no NVIDIA module (no nvcc at configure time): NVIDIA register use not checked"
+    finish
+fi
+if [ ! -x "$nvcc" ]; then
+    bad "the build's nvcc ($nvcc) is gone"
     finish
 fi
 if ! "$nvcc" -std=c++17 -O3 -x cu -gencode=arch=compute_80,code=sm_80 \
