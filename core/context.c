@@ -33,6 +33,13 @@ struct hx_context {
 static int hx__ctx_sizes(struct hx_context *c, const struct hx_context_params *p)
 {
     const struct hx_hparams *hp = &c->model->hp;
+    /* 0 asks for the default; a negative size is a caller's mistake, not a default */
+    if (p && (p->n_ctx < 0 || p->n_seq < 0 || p->n_batch < 0 || p->n_threads < 0 ||
+              p->n_threads > HX_MAX_THREADS))
+        return hx__set_error(HX_E_INVAL, "context parameters out of range (n_ctx %lld, n_seq %d, "
+                             "n_batch %lld, n_threads %d: each 0 for the default or positive, "
+                             "n_threads at most %d)", (long long)p->n_ctx, p->n_seq,
+                             (long long)p->n_batch, p->n_threads, HX_MAX_THREADS);
     c->n_ctx = p && p->n_ctx > 0 ? p->n_ctx : HX_MIN(hp->n_ctx_train, 4096);
     c->n_seq = p && p->n_seq > 0 ? p->n_seq : 1;
     c->n_batch = p && p->n_batch > 0 ? p->n_batch : 512;
@@ -48,6 +55,7 @@ static int hx__ctx_sizes(struct hx_context *c, const struct hx_context_params *p
 int hx_context_new(struct hx_model *model, const struct hx_context_params *p,
                    struct hx_context **out)
 {
+    if (!out) return hx__set_error(HX_E_INVAL, "hx_context_new: out is NULL");
     *out = NULL;
     hx__clear_error();
     if (!model || !model->layers) return hx__set_error(HX_E_INVAL, "model has no weights (vocab-only?)");
@@ -187,7 +195,11 @@ void hx_logits_rows(const struct hx_context *c, int64_t *first, int64_t *n)
 
 int hx_kv_truncate(struct hx_context *c, int32_t seq, int32_t pos)
 {
-    if (!c || seq < 0 || seq >= c->n_seq || pos < 0) return HX_E_INVAL;
+    hx__clear_error();
+    if (!c) return HX_E_INVAL;
+    if (seq < 0 || seq >= c->n_seq || pos < 0)
+        return hx__set_error(HX_E_INVAL, "hx_kv_truncate: sequence %d, position %d (sequences "
+                             "0..%d, positions from 0)", seq, pos, c->n_seq - 1);
     if (pos < c->kv_len[seq]) c->kv_len[seq] = pos;
     return HX_OK;
 }
@@ -218,6 +230,7 @@ const char *hx_context_policy(const struct hx_context *c)
 
 int hx_context_plan_text(struct hx_context *c, char **out)
 {
+    if (!c || !out) return hx__set_error(HX_E_INVAL, "hx_context_plan_text: no context or out is NULL");
     *out = NULL;
     struct hx_strbuf sb;
     hx__sb_init(&sb);
@@ -247,7 +260,11 @@ int hx_context_plan_text(struct hx_context *c, char **out)
 
 int hx_context_stats(const struct hx_context *c, struct hx_run_stats *out)
 {
-    if (!c || !out || out->struct_size < sizeof out->struct_size) return HX_E_INVAL;
+    hx__clear_error();
+    if (!c || !out || out->struct_size < sizeof out->struct_size)
+        return hx__set_error(HX_E_INVAL, "hx_context_stats: no context, no output, or its "
+                             "struct_size (%u) below %zu", out ? out->struct_size : 0u,
+                             sizeof out->struct_size);
     const struct hx_sched_stats *s = hx__sched_stats(c->sched);
     struct hx_run_stats r = {
         .struct_size = sizeof r, .n_rows = c->n_rows_last, .n_splits = s->n_splits,

@@ -424,6 +424,7 @@ static int hx__load_weights(struct hx_loader *L)
 
 int hx_model_load(const char *path, const struct hx_model_params *params, struct hx_model **out)
 {
+    if (!out) return hx__set_error(HX_E_INVAL, "hx_model_load: out is NULL");
     *out = NULL;
     hx__clear_error();
     if (!path) return hx__set_error(HX_E_INVAL, "no model path given");

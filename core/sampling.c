@@ -35,11 +35,19 @@ void hx_sampler_params_init(struct hx_sampler_params *p)
 
 int hx_sampler_new(const struct hx_sampler_params *p, int64_t n_vocab, struct hx_sampler **out)
 {
+    if (!out) return hx__set_error(HX_E_INVAL, "hx_sampler_new: out is NULL");
     *out = NULL;
-    if (!p || n_vocab <= 0 || !isfinite(p->temperature) || p->temperature < 0 || !(p->top_p >= 0) ||
-        !(p->min_p >= 0) || p->min_p > 1 || !(p->repeat_penalty > 0) || !isfinite(p->presence_penalty) ||
-        !isfinite(p->frequency_penalty) || p->penalty_last_n < -1)
-        return hx__set_error(HX_E_INVAL, "invalid sampling parameters");
+    const char *bad = !p                                            ? "no parameters"
+                      : n_vocab <= 0                                ? "n_vocab (must be positive)"
+                      : !(isfinite(p->temperature) && p->temperature >= 0) ? "temperature (finite, >= 0)"
+                      : !(p->top_p >= 0)                            ? "top_p (>= 0)"
+                      : !(p->min_p >= 0 && p->min_p <= 1)           ? "min_p (0..1)"
+                      : !(p->repeat_penalty > 0)                    ? "repeat_penalty (> 0)"
+                      : !isfinite(p->presence_penalty)              ? "presence_penalty (finite)"
+                      : !isfinite(p->frequency_penalty)             ? "frequency_penalty (finite)"
+                      : p->penalty_last_n < -1                      ? "penalty_last_n (>= -1)"
+                                                                    : NULL;
+    if (bad) return hx__set_error(HX_E_INVAL, "invalid sampling parameters: %s", bad);
     struct hx_sampler *s = hx__calloc(1, sizeof *s);
     if (!s) return HX_E_NOMEM;
     s->p = *p;

@@ -258,13 +258,15 @@ HX_API const char *hx_chat_template_detect(const struct hx_model *model);
 
 /* ---- contexts: devices, plan, KV cache, decode ------------------------------------------- */
 
+#define HX_MAX_THREADS 1024 /* hx_context_params.n_threads; the CLI's -t takes the same */
+
 struct hx_context_params {
     uint32_t struct_size;
     const char *backend;   /* device for the `single` policy: "cpu", "ref", "vulkan", "vulkan:1",
                               "npu", "npu-sim", "hip"; NULL = "cpu" */
     const char *policy;    /* preset, "name:args" or @file; NULL = "single" */
     const char *fallback;  /* "npu,vulkan,cpu" fallback chain; NULL = none (cpu for unsupported ops) */
-    int n_threads;         /* CPU threads; 0 = all cores */
+    int n_threads;         /* CPU threads; 0 = all cores; at most HX_MAX_THREADS */
     int64_t n_ctx;         /* KV positions per sequence; 0 = min(n_ctx_train, 4096) */
     int n_seq;             /* KV cache slots (parallel sequences); 0 = 1 */
     int64_t n_batch;       /* max rows per decode call; 0 = 512 */

@@ -111,6 +111,51 @@ TEST(bad_batches_are_rejected)
     hx_model_free(m);
 }
 
+/* The C API refuses a caller's mistakes with HX_E_INVAL and a message naming them: negative
+ * sizes are not the default (0 is), NULL out-parameters, bad truncations, sampler parameters. */
+TEST(api_argument_checks)
+{
+    ASSERT_EQ(hx_model_load(hx_test_data("stories260K/stories260K.gguf"), NULL, NULL), HX_E_INVAL);
+    struct hx_model *m;
+    ASSERT_OK(hx_model_load(hx_test_data("stories260K/stories260K.gguf"), NULL, &m));
+    struct hx_context *c = (struct hx_context *)1;
+    ASSERT_EQ(hx_context_new(m, NULL, NULL), HX_E_INVAL);
+    const struct hx_context_params bad[] = {
+        {.struct_size = sizeof bad[0], .backend = "ref", .n_ctx = -5},
+        {.struct_size = sizeof bad[0], .backend = "ref", .n_seq = -1},
+        {.struct_size = sizeof bad[0], .backend = "ref", .n_batch = -1},
+        {.struct_size = sizeof bad[0], .backend = "ref", .n_threads = -3},
+        {.struct_size = sizeof bad[0], .backend = "ref", .n_threads = HX_MAX_THREADS + 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ASSERT_EQ(hx_context_new(m, &bad[i], &c), HX_E_INVAL);
+        ASSERT_TRUE(c == NULL);
+        ASSERT_TRUE(strstr(hx_last_error(), "out of range") != NULL);
+    }
+    struct hx_context_params cp = {.struct_size = sizeof cp, .backend = "ref", .n_ctx = 8,
+                                   .n_seq = 2, .n_threads = HX_MAX_THREADS};
+    ASSERT_OK(hx_context_new(m, &cp, &c));
+    ASSERT_EQ(hx_kv_truncate(c, 0, -1), HX_E_INVAL);
+    ASSERT_TRUE(strstr(hx_last_error(), "hx_kv_truncate") != NULL);
+    ASSERT_EQ(hx_kv_truncate(c, 2, 0), HX_E_INVAL);
+    ASSERT_TRUE(strstr(hx_last_error(), "sequence 2") != NULL);
+    struct hx_run_stats rs = {.struct_size = 2};
+    ASSERT_EQ(hx_context_stats(c, &rs), HX_E_INVAL);
+    ASSERT_TRUE(strstr(hx_last_error(), "struct_size") != NULL);
+    ASSERT_EQ(hx_context_plan_text(c, NULL), HX_E_INVAL);
+    ASSERT_EQ(hx_context_plan_text(NULL, NULL), HX_E_INVAL);
+    hx_context_free(c);
+    struct hx_sampler_params sp;
+    hx_sampler_params_init(&sp);
+    struct hx_sampler *s = (struct hx_sampler *)1;
+    ASSERT_EQ(hx_sampler_new(&sp, 512, NULL), HX_E_INVAL);
+    sp.min_p = 2;
+    ASSERT_EQ(hx_sampler_new(&sp, 512, &s), HX_E_INVAL);
+    ASSERT_TRUE(s == NULL);
+    ASSERT_TRUE(strstr(hx_last_error(), "min_p") != NULL);
+    hx_model_free(m);
+}
+
 TEST(missing_and_corrupt_models)
 {
     struct hx_model *m = (struct hx_model *)1;
