@@ -77,6 +77,9 @@ int hx_cmd_inspect(int argc, char **argv)
     printf("file: %s (%zu bytes)\nGGUF version %u, alignment %llu, %llu metadata keys, %llu tensors, data at offset %llu\n\n",
            path, g->size, g->version, (unsigned long long)g->alignment, (unsigned long long)g->n_kv,
            (unsigned long long)g->n_tensors, (unsigned long long)g->data_offset);
+    if (g->n_parts > 1)
+        printf("split model: %u files; a tensor of another part shows its part (1-based) before "
+               "its offset in that file, e.g. 2:4096\n\n", g->n_parts);
     for (uint64_t i = 0; i < g->n_kv; i++) {
         const struct hx_gguf_value *v = &g->kv[i].value;
         printf("%-48s %-6s ", g->kv[i].key, hx__gguf_type_name(v->type));
@@ -93,8 +96,11 @@ int hx_cmd_inspect(int argc, char **argv)
         for (uint32_t d = 0; d < (t->n_dims ? t->n_dims : 1); d++)
             off += (size_t)snprintf(shape + off, sizeof shape - off, "%s%lld", d ? ", " : "[", (long long)t->ne[d]);
         snprintf(shape + off, sizeof shape - off, "]");
-        printf("%5llu  %-40s %-7s %-28s %12zu %12llu\n", (unsigned long long)i, t->name,
-               hx__ggml_type_name(t->ggml_type), shape, t->nbytes, (unsigned long long)t->offset);
+        char where[48];
+        if (t->file) snprintf(where, sizeof where, "%u:%llu", t->file + 1, (unsigned long long)t->offset);
+        else snprintf(where, sizeof where, "%llu", (unsigned long long)t->offset);
+        printf("%5llu  %-40s %-7s %-28s %12zu %12s\n", (unsigned long long)i, t->name,
+               hx__ggml_type_name(t->ggml_type), shape, t->nbytes, where);
         total += t->nbytes;
     }
     if (g->n_tensors) printf("\n%llu tensors, %.2f MiB of tensor data\n", (unsigned long long)g->n_tensors, total / 1048576.0);

@@ -188,8 +188,8 @@ static int hx_quant_metadata(struct hx_quant_job *j, struct hx_gguf_writer *w)
 {
     struct hx_gguf *g = j->g;
     bool any_q = false;
-    for (uint64_t i = 0; i < g->n_kv; i++)
-        if (hx__gguf_copy_kv(w, g, i)) return 1;
+    for (uint64_t i = 0; i < g->n_kv; i++) /* a split input's split.* keys: the output is one file */
+        if (strncmp(g->kv[i].key, "split.", 6) && hx__gguf_copy_kv(w, g, i)) return 1;
     for (uint64_t i = 0; i < g->n_tensors; i++) any_q |= hx_dtype_is_quantized(j->plan[i].dst);
     if (hx__gguf_set_alignment(w, 32) || hx__gguf_set_u32(w, "general.file_type", hx_app_file_type(j->o->type)))
         return 1;

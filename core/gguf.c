@@ -418,6 +418,7 @@ int hx__gguf_open_memory(const void *data, size_t size, struct hx_gguf **out)
     if (!g) return HX_E_NOMEM;
     g->base = data;
     g->size = size;
+    g->n_parts = 1;
     int st = hx__parse(g);
     if (st) {
         hx__gguf_close(g);
@@ -427,7 +428,7 @@ int hx__gguf_open_memory(const void *data, size_t size, struct hx_gguf **out)
     return HX_OK;
 }
 
-int hx__gguf_open(const char *path, bool no_mmap, struct hx_gguf **out)
+int hx__gguf_open_file(const char *path, bool no_mmap, struct hx_gguf **out)
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -482,6 +483,8 @@ int hx__gguf_open(const char *path, bool no_mmap, struct hx_gguf **out)
 void hx__gguf_close(struct hx_gguf *g)
 {
     if (!g) return;
+    for (uint32_t i = 0; g->parts && i + 1 < g->n_parts; i++) hx__gguf_close(g->parts[i]);
+    hx__free(g->parts);
     for (uint64_t i = 0; g->kv && i < g->n_kv; i++) hx__free(g->kv[i].key);
     hx__free(g->kv);
     hx__free(g->tensors);

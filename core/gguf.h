@@ -71,9 +71,10 @@ struct hx_gguf_tensor {
     uint32_t ggml_type;
     uint32_t n_dims;
     int64_t ne[4];           /* missing dims are 1 */
-    uint64_t offset;         /* relative to the data section */
+    uint64_t offset;         /* relative to the data section of its file */
     size_t nbytes;
     const void *data;        /* into the mapping */
+    uint32_t file;           /* 0, or for a split model the part (0-based) that holds it */
 };
 
 struct hx_gguf {
@@ -90,11 +91,19 @@ struct hx_gguf {
     bool mapped;
     bool owns_copy;
     void *priv;              /* string-array indexes built by hx__gguf_arr_str */
+    struct hx_gguf **parts;  /* a split model's other files (parts 1..n_parts-1), or NULL */
+    uint32_t n_parts;        /* files of the model: 1, or split.count */
 };
 
 /* Open and validate a file (mmap, or read into memory if no_mmap). HX_E_IO, HX_E_FORMAT
- * (message names the problem and the byte offset), HX_E_NOMEM. */
+ * (message names the problem and the byte offset), HX_E_NOMEM. A split model (llama.cpp's
+ * gguf-split: `NAME-00001-of-0000N.gguf` ... with split.no / split.count /
+ * split.tensors.count) is opened from its first part: the other parts are found by name and
+ * validated, and their tensors join the table (metadata is the first part's; `file` says
+ * where each tensor lives). gguf-split.c. */
 int hx__gguf_open(const char *path, bool no_mmap, struct hx_gguf **out);
+/* One file, its split.* keys not followed (gguf.c). */
+int hx__gguf_open_file(const char *path, bool no_mmap, struct hx_gguf **out);
 /* Same on a caller-owned memory image (fuzzing, tests); the bytes must outlive the gguf. */
 int hx__gguf_open_memory(const void *data, size_t size, struct hx_gguf **out);
 void hx__gguf_close(struct hx_gguf *g);
