@@ -4,6 +4,9 @@
 # names inside comments and strings, in core/alloc.c and in app/ are not; a file in app/ that
 # includes a path into core/ is caught too, hx-internal.h is not; a clean tree passes;
 # a misformatted file is counted, and fails only with --format-strict.
+# tests/lib.sh: a test that calls a command that does not exist (a lost helper), in its main
+# body, a function, $(...), a pipeline, a subshell or a condition, fails with a FAIL line
+# naming it and its line; probing with `command -v` or `which` does not.
 # And scripts/check-docs.py: on planted docs it names each missing path, brace alternative,
 # page, heading and hx_ name, and not what lies outside the tree; then on the real tree, where
 # every path and name README.md and docs/ mention must exist.
@@ -100,6 +103,34 @@ if command -v clang-format >/dev/null 2>&1; then
 else
     check "missing clang-format is reported" 'grep -q "clang-format not installed" <<<"$out"'
 fi
+
+# ---- tests/lib.sh: missing commands ---------------------------------------------------------
+cat >"$tmp/missing.sh" <<EOF
+. "$src/tests/lib.sh"
+ok "a passing check"
+helper() { hx_no_such_fn_b "\$@"; }
+command -v hx_no_such_tool >/dev/null || na "probing an optional tool is fine"
+which hx_no_such_tool >/dev/null 2>&1 || na "with which too"
+hx_no_such_fn_a
+helper x
+out=\$(hx_no_such_fn_c 2>/dev/null)
+hx_no_such_fn_d | cat
+( hx_no_such_fn_e )
+if hx_no_such_fn_f; then ok "never"; fi
+finish
+EOF
+out=$(bash "$tmp/missing.sh" 2>/dev/null)
+rc=$?
+check "lib.sh: a missing command fails the test (exit $rc)" '[ $rc -eq 1 ]'
+for w in a:6 b:3 c:8 d:9 e:10 f:11; do
+    check "lib.sh: FAIL line for hx_no_such_fn_${w%:*} at line ${w#*:} ($out)" \
+        'grep -q "^FAIL command not found: hx_no_such_fn_${w%:*} (missing.sh:${w#*:})$" <<<"$out"'
+done
+check "lib.sh: each counted as a failure ($out)" 'grep -q "^1 passed, 6 failed, 0 skipped$" <<<"$out"'
+sed -i -e '/hx_no_such_fn/d' -e '/^helper/d' "$tmp/missing.sh"
+out=$(bash "$tmp/missing.sh" 2>&1)
+rc=$?
+check "lib.sh: the probes alone pass ($out)" '[ $rc -eq 0 ] && grep -q "^1 passed, 0 failed, 0 skipped$" <<<"$out"'
 
 # ---- scripts/check-docs.py ------------------------------------------------------------------
 d="$tmp/docs-tree"
