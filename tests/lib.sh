@@ -22,7 +22,8 @@
 # line as a failure. Probing an optional tool with `command -v X` or `which X` calls no
 # handler; running X directly where it may be missing does, so probe first. Not covered: a
 # separate `bash -c`/`bash script` (it does not inherit the function; one that sources lib.sh
-# has its own), `exec X`, a test that exits without finish, and a branch the run does not take.
+# has its own), `exec X`, a test that exits without finish, and a branch the run does not take:
+# scripts/lint.sh checks every branch statically (scripts/check-sh-calls.py).
 pass=0 fail=0 skips=0
 hx_missing=${TMPDIR:-/tmp}/hx-lib-missing.$$
 rm -f "$hx_missing"

@@ -2,7 +2,8 @@
 # test-lint.sh — scripts/lint.sh checked on planted inputs in a scratch tree (it does not lint
 # or build the real tree): a banned call in core/ is caught with its file and line; the same
 # names inside comments and strings, in core/alloc.c and in app/ are not; a file in app/ that
-# includes a path into core/ is caught too, hx-internal.h is not; a clean tree passes;
+# includes a path into core/ is caught too, hx-internal.h is not; a shell test that calls a
+# function it does not define, on a branch no run here takes, is caught; a clean tree passes;
 # a misformatted file is counted, and fails only with --format-strict.
 # tests/lib.sh: a test that calls a command that does not exist (a lost helper), in its main
 # body, a function, $(...), a pipeline, a subshell or a condition, fails with a FAIL line
@@ -79,6 +80,32 @@ check "core/alloc.c is exempt" '! grep -q "core/alloc.c" <<<"$out"'
 check "app/ may print" '! grep -q "app/main.c" <<<"$out"'
 check "app/ including core/ by path is named" 'grep -q "app/leak.c:1:#include \"../core/registry.h\"" <<<"$out"'
 check "but not hx-internal.h" '! grep -q "app/leak.c:2" <<<"$out"'
+
+# a shell test calling a helper it does not define, only where a device exists: lint finds it
+# although no run here would; a probed optional tool, here-document text, strings and a
+# helper of the sourced lib.sh are fine
+mkdir -p "$tmp/tests"
+cp "$src/scripts/check-sh-calls.py" "$tmp/scripts/"
+printf 'helper() { :; }\n' >"$tmp/tests/lib.sh"
+cat >"$tmp/tests/test-x.sh" <<'EOF'
+. "$(dirname "$0")/lib.sh"
+shown() { echo "$1"; }
+if [ -e /dev/hx-no-such-device ]; then
+    refusedd "a lost helper" | tail -1
+fi
+command -v hx-optional-tool >/dev/null && hx-optional-tool --version
+cat <<EOT
+hx_not_a_call here
+EOT
+x=$(shown "hx_nor_this"; helper)
+shown 'hx_nor; this'
+EOF
+out=$(bash "$tmp/scripts/lint.sh" --no-build 2>&1)
+rc=$?
+check "a shell test's undefined call fails the run" '[ $rc -ne 0 ]'
+check "  named with file and line ($out)" 'grep -q "^  tests/test-x.sh:4: refusedd: " <<<"$out"'
+check "  and nothing else" '[ "$(grep -c "^  tests/test-x.sh:" <<<"$out")" -eq 1 ]'
+sed -i 's/refusedd/shown/' "$tmp/tests/test-x.sh"
 
 rm "$tmp/backends/x/bad.c"
 out=$(bash "$tmp/scripts/lint.sh" --no-build 2>&1)
