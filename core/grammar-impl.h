@@ -1,14 +1,17 @@
 /*
- * grammar-impl.h — what the two halves of constrained decoding share (docs/grammar.md): the
+ * grammar-impl.h — what the parts of constrained decoding share (docs/grammar.md): the
  * compiled grammar (rules as flat element arrays, byte sets, shortest completions) and the
- * stack sets it is matched with. grammar-parse.c compiles GBNF text into it; grammar.c matches
- * it against bytes and tokens. Private to core/.
+ * stack sets it is matched with, and the model's token table. grammar-parse.c compiles GBNF
+ * text into it; grammar-tokens.c builds the token table; grammar.c matches the grammar against
+ * bytes and tokens. Private to core/.
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct hx_model;
 
 #define HX_G_INF 0x3fffffffu
 #define HX_G_MAX_STACKS 1024 /* stacks kept per state (more: the rest dropped, see below) */
@@ -34,6 +37,32 @@ struct hx_g_rule {
     uint64_t first[4]; /* dispatch: the union of those first byte sets */
     int line;
 };
+
+/* ---- the model's tokens (grammar-tokens.c) ---------------------------------------------- */
+
+/* The vocabulary's token bytes, and the tokens with bytes (not end-of-generation) sorted by
+ * their bytes and laid out as a pre-order trie: node i's subtree is nodes[i .. i + size). */
+struct hx_g_node {
+    uint32_t size;       /* nodes in the subtree, this one included */
+    uint32_t tok0, tok1; /* sorted[tok0..tok1): tokens whose bytes end here */
+    uint16_t depth;      /* 1 for children of the root */
+    uint8_t byte;
+};
+
+struct hx__tok_table {
+    int64_t n_vocab;
+    uint32_t *off; /* token t: bytes[off[t] .. off[t+1]) */
+    uint8_t *bytes;
+    uint8_t *eog;    /* end-of-generation flag per token */
+    int32_t *sorted; /* tokens with bytes, in byte order */
+    struct hx_g_node *nodes;
+    uint32_t n_nodes;
+    uint16_t max_depth;
+};
+
+/* The model's token table, built on first use (thread-safe) and owned by the model. Returns
+ * HX_OK or HX_E_NOMEM. */
+int hx__g_tok_table(const struct hx_model *m, const struct hx__tok_table **out);
 
 /* ---- stack sets ------------------------------------------------------------------------ */
 

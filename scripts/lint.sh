@@ -16,17 +16,22 @@
 #      says why: "lint: allow (REASON)" (another library's allocation given back with free);
 #   4. the engine program's one way into the core: no file in app/ includes a path into core/
 #      ("../core/registry.h"). The build keeps core/ off app/'s include path; what app/ may
-#      use of the core is core/internal/hx-internal.h.
+#      use of the core is core/internal/hx-internal.h;
+#   5. shell tests call only what exists: every command tests/*.sh and tests/*/*.sh run by name
+#      is a function they define (or tests/lib.sh's, or a sourced file's), a bash builtin, a
+#      command on PATH, or an optional tool they probe for (command -v); on every branch, also
+#      those this machine does not take (scripts/check-sh-calls.py says what it reads).
 #
 # Usage: scripts/lint.sh [--no-build] [--gcc-build DIR] [--format-strict] [--files] [-j N]
-#   --no-build       skip 1 (formatting, banned calls and app/'s includes; a few seconds)
+#   --no-build       skip 1 (formatting, banned calls, app/'s includes, the shell tests'
+#                    calls; a few seconds)
 #   --gcc-build DIR  the gcc check builds DIR (must be configured with gcc, -DHX_WERROR=ON)
 #   --format-strict  formatting differences fail the run (default: reported only, because
 #                    the tree predates .clang-format)
 #   --files          list every file clang-format would change
 #   -j N             ninja jobs (default 1: the build machines are shared)
-# Exit status: 0 clean, 1 if a build, the banned-call or include check, or (strict) formatting
-# failed.
+# Exit status: 0 clean, 1 if a build, the banned-call, include or shell-call check, or (strict)
+# formatting failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +44,7 @@ while [ $# -gt 0 ]; do
     --files) list=1 ;;
     -j) jobs="${2:?-j needs a number}"; shift ;;
     -j*) jobs="${1#-j}" ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "lint: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -167,6 +172,17 @@ if [ -n "$leaks" ]; then
     fail=1
 else
     note "app/ reaches core/ only through core/internal/hx-internal.h"
+fi
+
+# ---- 5. shell tests call only what exists ---------------------------------------------------
+if ! command -v python3 >/dev/null 2>&1; then
+    note "python3 not installed: the shell tests' calls not checked"
+elif calls=$(python3 scripts/check-sh-calls.py . 2>&1); then
+    note "shell tests: every command they call by name exists"
+else
+    note "shell tests call what does not exist (a helper lost or misspelt?):"
+    printf '%s\n' "$calls" | sed 's/^/  /'
+    fail=1
 fi
 
 if [ "$fail" = 0 ]; then note "OK"; else note "FAILED"; fi

@@ -7,13 +7,32 @@
 #                         failure
 #   na MSG                the check does not apply to this build or machine (a backend the
 #                         build turned off): printed, not counted
-#   finish                prints "N passed, N failed, N skipped" and exits 1 if anything
-#                         failed, else 77 (CTest: skipped, never passed) if anything was
-#                         skipped, else 0
+#   finish                counts the missing commands called (below) as failures, prints
+#                         "N passed, N failed, N skipped" and exits 1 if anything failed,
+#                         else 77 (CTest: skipped, never passed) if anything was skipped,
+#                         else 0
 #   need_file PATH        skip (and return 1) unless PATH exists: `need_file "$M" || ...`
 #   sanitized             true when the engine under test is the sanitizer build (HX_SANITIZE
 #                         in $HX_BUILD's CMakeCache: CI's second run, several times slower)
+# A command that does not exist is a failure: a helper lost in a refactor or misspelt would
+# otherwise print "command not found" and let the checks around it pass. Bash calls
+# command_not_found_handle for it, in a child process and also inside the test's functions,
+# subshells, pipelines and $(...); the handler prints a FAIL line on stderr and appends the
+# name and place to $hx_missing (one file per test, by the test's $$), and finish counts each
+# line as a failure. Probing an optional tool with `command -v X` or `which X` calls no
+# handler; running X directly where it may be missing does, so probe first. Not covered: a
+# separate `bash -c`/`bash script` (it does not inherit the function; one that sources lib.sh
+# has its own), `exec X`, a test that exits without finish, and a branch the run does not take:
+# scripts/lint.sh checks every branch statically (scripts/check-sh-calls.py).
 pass=0 fail=0 skips=0
+hx_missing=${TMPDIR:-/tmp}/hx-lib-missing.$$
+rm -f "$hx_missing"
+command_not_found_handle() {
+  local at="${BASH_SOURCE[1]##*/}:${BASH_LINENO[0]}"
+  echo "FAIL command not found: $1 ($at)" >&2
+  echo "$1 ($at)" >> "$hx_missing"
+  return 127
+}
 ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 in_ci() { [ "${CI:-}" = true ] || [ "${CI:-}" = 1 ]; }
@@ -25,6 +44,11 @@ na() { echo "N/A  $*"; }
 sanitized() { grep -qs '^HX_SANITIZE:BOOL=ON' "${HX_BUILD:-/nonexistent}/CMakeCache.txt"; }
 need_file() { [ -e "$1" ] && return 0; skip "missing $1"; return 1; }
 finish() {
+  local m
+  if [ -s "$hx_missing" ]; then
+    while read -r m; do bad "command not found: $m"; done < "$hx_missing"
+  fi
+  rm -f "$hx_missing"
   echo "$pass passed, $fail failed, $skips skipped"
   [ "$fail" -gt 0 ] && exit 1
   [ "$skips" -gt 0 ] && exit 77

@@ -6,8 +6,10 @@
 #     holding, as kernels, the lowered name of every kernel the module registers (the .map),
 #     which are all the kernels the module launches (the list test-hip-build checks);
 #  2. a second get is a cache hit (same file, unchanged, marked used, no compile) that removes
-#     entries unused for 30 days and keeps younger ones and foreign files; another target is
-#     another cache entry; no temporary files are left;
+#     entries unused for 30 days and temporaries a day old, and keeps younger ones and every
+#     name the cache does not write (near misses: hip-*.co.bak, an uppercase hash, ...);
+#     another target is another cache entry; a get that races a prune removing its entry's
+#     map waits for it and compiles the entry again; no temporary files are left;
 #  3. a target this ROCm cannot compile for (gfx1100 on ROCm 5.2, whose hipRTC aborts) and a
 #     malformed target are clear errors with exit status 1, not a crash of the caller.
 # Skips (exit 77; a failure in CI, tests/lib.sh, whose Debian ROCm 5.2 has hipRTC) when ROCm
@@ -120,15 +122,31 @@ fi
 # ---- 2. the cache ---------------------------------------------------------------------------------
 before=$(stat -c %i.%s "$co" 2>/dev/null)
 sum=$(cksum < "$co")
-# entries of other builds: one unused for 40 days (removed by the next get), one for 10 (kept),
-# and a file that is not the cache's (kept whatever its age)
+# Files in the cache folder, 40 days old unless said: entries of other builds and ROCm versions
+# (removed by the next get), their temporaries of a crashed compile (removed: this build's
+# names and the <pid>.tmp of earlier ones), one 2 days old (removed: a compile is never that
+# long); an entry unused for 10 days and the temporary of a compile in progress (kept); and
+# names that are not the cache's although they start with hip- and hold .co (kept whatever
+# their age), a folder and a link with an entry's name (kept)
 cdir=$(dirname "$co")
-for f in hip-0000old-gfx1030-rocm0.co hip-0000old-gfx1030-rocm0.co.map hip-0000new-gfx1030-rocm0.co \
-         hip-0000new-gfx1030-rocm0.co.map notes.txt; do
-    echo planted > "$cdir/$f"
-done
-touch -d '40 days ago' "$cdir"/hip-0000old-* "$cdir/notes.txt" "$co" "$co.map"
-touch -d '10 days ago' "$cdir"/hip-0000new-*
+h=00000000000000aa
+gone="hip-$h-gfx1030-rocm0.co hip-$h-gfx1030-rocm0.co.map hip-$h-gfx90a-rocm5.7.31921.co
+      hip-$h-gfx1030-rocm0.co.123.tmp hip-$h-gfx1030-rocm0.co.123.tmp.map
+      hip-$h-gfx1030-rocm0.co.123-5f3e9a.tmp hip-$h-gfx1030-rocm0.co.123-5f3e9a.tmp.map"
+young="hip-00000000000000bb-gfx1030-rocm0.co hip-00000000000000bb-gfx1030-rocm0.co.map
+       hip-$h-gfx1030-rocm0.co.999-abc.tmp"
+stray="notes.txt hip-notes.co.txt hip-$h-gfx1030-rocm0.co.bak hip-$h-gfx1030-rocm0.cobalt
+       hip-$h-gfx1030-rocm0.co.tmp hip-$h-gfx1030-rocm0.co.map.orig hip-$h-gfx1030-rocm0.co.1.tmp.x
+       hip-0000old-gfx1030-rocm0.co hip-00000000000000AA-gfx1030-rocm0.co hip-$h-sm_80-rocm0.co
+       hip-$h-gfx1030.co hip-$h-gfx1030-rocm.co hip-$h-gfx1030-rocm0.co~ hip-$h-gfx1030-rocm0.map"
+for f in $gone $young $stray; do echo planted > "$cdir/$f"; done
+mkdir "$cdir/hip-$h-gfx1031-rocm0.co"
+ln -s notes.txt "$cdir/hip-$h-gfx1032-rocm0.co"
+touch -h -d '40 days ago' $(for f in $gone $stray hip-$h-gfx1031-rocm0.co hip-$h-gfx1032-rocm0.co; do
+    echo "$cdir/$f"; done) "$co" "$co.map"
+touch -d '2 days ago' "$cdir/hip-$h-gfx1030-rocm0.co.123-5f3e9a.tmp.map"
+touch -d '10 days ago' "$cdir"/hip-00000000000000bb-*
+touch -d '2 hours ago' "$cdir/hip-$h-gfx1030-rocm0.co.999-abc.tmp"
 get gfx1030
 rc=$?
 if [ $rc -eq 0 ] && [ "$(field gfx1030 note)" = "from cache" ] && [ "$(field gfx1030 path)" = "$co" ] &&
@@ -137,27 +155,51 @@ if [ $rc -eq 0 ] && [ "$(field gfx1030 note)" = "from cache" ] && [ "$(field gfx
 else
     bad "second get: status $rc, note '$(field gfx1030 note)', path '$(field gfx1030 path)'"
 fi
-if [ -n "$(find "$co" "$co.map" -mmin -5 | sed -n 2p)" ] && [ ! -e "$cdir/hip-0000old-gfx1030-rocm0.co" ] &&
-   [ ! -e "$cdir/hip-0000old-gfx1030-rocm0.co.map" ] && [ -e "$cdir/hip-0000new-gfx1030-rocm0.co" ] &&
-   [ -e "$cdir/hip-0000new-gfx1030-rocm0.co.map" ] && [ -e "$cdir/notes.txt" ]; then
-    ok "the hit marked its entry used, removed the entry unused for 40 days, kept the 10-day one and a foreign file"
-else
-    bad "cache pruning: $(cd "$cdir" && ls -l --time-style=+%F | sed 1d | awk '{print $6, $7}' | tr '\n' ' ')"
-fi
-rm -f "$cdir"/hip-0000new-* "$cdir/notes.txt"
+[ -n "$(find "$co" "$co.map" -mmin -5 | sed -n 2p)" ] && ok "the hit marked its entry used" ||
+    bad "the hit did not mark its entry used: $(ls -l --time-style=+%F "$co" "$co.map")"
+wrong=""
+for f in $gone; do [ -e "$cdir/$f" ] && wrong="$wrong kept:$f"; done
+for f in $young $stray hip-$h-gfx1031-rocm0.co; do [ -e "$cdir/$f" ] || wrong="$wrong removed:$f"; done
+[ -L "$cdir/hip-$h-gfx1032-rocm0.co" ] || wrong="$wrong removed:hip-$h-gfx1032-rocm0.co"
+[ -z "$wrong" ] && ok "pruning removed the 40-day entries and stale temporaries, kept the 10-day entry, a compile in progress and $(echo $stray | wc -w) near-miss names" ||
+    bad "cache pruning:$wrong"
+HX_HIP_RTC_KEEP_DAYS=0 get gfx1030 && [ -e "$cdir/hip-$h-gfx1030-rocm0.co.999-abc.tmp" ] &&
+    touch -d '40 days ago' "$cdir/hip-00000000000000bb-gfx1030-rocm0.co" &&
+    HX_HIP_RTC_KEEP_DAYS=0 get gfx1030 && [ -e "$cdir/hip-00000000000000bb-gfx1030-rocm0.co" ] &&
+    ok "HX_HIP_RTC_KEEP_DAYS=0 removes nothing" || bad "HX_HIP_RTC_KEEP_DAYS=0 removed a file"
+for f in $young $stray; do rm -f "$cdir/$f"; done
+rm -rf "$cdir/hip-$h-gfx1031-rocm0.co" "$cdir/hip-$h-gfx1032-rocm0.co"
 if get gfx1036 && co2=$(field gfx1036 path) && [ "$co2" != "$co" ] &&
    [ "${co2/gfx1036/gfx1030}" = "$co" ] && msg=$(check_co "$co2" 0x45); then
     ok "gfx1036: its own cache entry ($(field gfx1036 note)); $msg"
 else
     bad "gfx1036: status $?, path '$(field gfx1036 path)' vs '$co': ${msg:-} $(tail -1 "$work/err.gfx1036")"
 fi
-rm -f "$co.map"
-if get gfx1030 && [ "$(field gfx1030 note)" != "from cache" ] && [ -f "$co.map" ]; then
-    ok "an entry without its map is compiled again ($(field gfx1030 note))"
+# A get racing a prune, and an entry without its map: the gfx1036 get below removes the gfx1030
+# entry's map (unused for 40 days; the code object is not) and waits (HX_HIP_RTC_PRUNE_PAUSE_MS)
+# between deciding to and doing it. A gfx1030 get started then must not take the entry being
+# broken (its map would be gone): it waits for the prune's lock, finds a code object without
+# its map, and compiles the entry again.
+touch -d '40 days ago' "$co.map"
+HX_HIP_RTC_PRUNE_PAUSE_MS=3000 get gfx1036 &
+pruner=$!
+for _ in $(seq 300); do flock -n -s "$cdir/hip.lock" true || break; sleep 0.1; done
+if flock -n -s "$cdir/hip.lock" true; then
+    bad "the pruning get never held the cache's lock ($cdir/hip.lock)"
+    wait $pruner
 else
-    bad "an entry without its map: note '$(field gfx1030 note)'"
+    get gfx1030
+    rc=$?
+    wait $pruner
+    rc2=$?
+    if [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(field gfx1030 note)" != "from cache" ] &&
+       [ -f "$co" ] && [ -f "$co.map" ] && [ -n "$(find "$co.map" -mmin -5)" ]; then
+        ok "a get racing a prune of its entry's map waits for it and compiles the entry again ($(field gfx1030 note))"
+    else
+        bad "a get racing a prune: status $rc (pruner $rc2), note '$(field gfx1030 note)', entry $(ls -l --time-style=+%F "$co" "$co.map" 2>&1 | xargs)"
+    fi
 fi
-left=$(ls "$XDG_CACHE_HOME/hx" | grep -v '\.co$\|\.co\.map$')
+left=$(ls "$XDG_CACHE_HOME/hx" | grep -v '\.co$\|\.co\.map$\|^hip\.lock$')
 [ -z "$left" ] && ok "no temporary files left in the cache" || bad "left in the cache: $left"
 
 # ---- 3. targets this ROCm cannot compile for ------------------------------------------------------

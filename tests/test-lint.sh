@@ -2,8 +2,12 @@
 # test-lint.sh — scripts/lint.sh checked on planted inputs in a scratch tree (it does not lint
 # or build the real tree): a banned call in core/ is caught with its file and line; the same
 # names inside comments and strings, in core/alloc.c and in app/ are not; a file in app/ that
-# includes a path into core/ is caught too, hx-internal.h is not; a clean tree passes;
+# includes a path into core/ is caught too, hx-internal.h is not; a shell test that calls a
+# function it does not define, on a branch no run here takes, is caught; a clean tree passes;
 # a misformatted file is counted, and fails only with --format-strict.
+# tests/lib.sh: a test that calls a command that does not exist (a lost helper), in its main
+# body, a function, $(...), a pipeline, a subshell or a condition, fails with a FAIL line
+# naming it and its line; probing with `command -v` or `which` does not.
 # And scripts/check-docs.py: on planted docs it names each missing path, brace alternative,
 # page, heading and hx_ name, and not what lies outside the tree; then on the real tree, where
 # every path and name README.md and docs/ mention must exist.
@@ -77,6 +81,32 @@ check "app/ may print" '! grep -q "app/main.c" <<<"$out"'
 check "app/ including core/ by path is named" 'grep -q "app/leak.c:1:#include \"../core/registry.h\"" <<<"$out"'
 check "but not hx-internal.h" '! grep -q "app/leak.c:2" <<<"$out"'
 
+# a shell test calling a helper it does not define, only where a device exists: lint finds it
+# although no run here would; a probed optional tool, here-document text, strings and a
+# helper of the sourced lib.sh are fine
+mkdir -p "$tmp/tests"
+cp "$src/scripts/check-sh-calls.py" "$tmp/scripts/"
+printf 'helper() { :; }\n' >"$tmp/tests/lib.sh"
+cat >"$tmp/tests/test-x.sh" <<'EOF'
+. "$(dirname "$0")/lib.sh"
+shown() { echo "$1"; }
+if [ -e /dev/hx-no-such-device ]; then
+    refusedd "a lost helper" | tail -1
+fi
+command -v hx-optional-tool >/dev/null && hx-optional-tool --version
+cat <<EOT
+hx_not_a_call here
+EOT
+x=$(shown "hx_nor_this"; helper)
+shown 'hx_nor; this'
+EOF
+out=$(bash "$tmp/scripts/lint.sh" --no-build 2>&1)
+rc=$?
+check "a shell test's undefined call fails the run" '[ $rc -ne 0 ]'
+check "  named with file and line ($out)" 'grep -q "^  tests/test-x.sh:4: refusedd: " <<<"$out"'
+check "  and nothing else" '[ "$(grep -c "^  tests/test-x.sh:" <<<"$out")" -eq 1 ]'
+sed -i 's/refusedd/shown/' "$tmp/tests/test-x.sh"
+
 rm "$tmp/backends/x/bad.c"
 out=$(bash "$tmp/scripts/lint.sh" --no-build 2>&1)
 rc=$?
@@ -100,6 +130,34 @@ if command -v clang-format >/dev/null 2>&1; then
 else
     check "missing clang-format is reported" 'grep -q "clang-format not installed" <<<"$out"'
 fi
+
+# ---- tests/lib.sh: missing commands ---------------------------------------------------------
+cat >"$tmp/missing.sh" <<EOF
+. "$src/tests/lib.sh"
+ok "a passing check"
+helper() { hx_no_such_fn_b "\$@"; }
+command -v hx_no_such_tool >/dev/null || na "probing an optional tool is fine"
+which hx_no_such_tool >/dev/null 2>&1 || na "with which too"
+hx_no_such_fn_a
+helper x
+out=\$(hx_no_such_fn_c 2>/dev/null)
+hx_no_such_fn_d | cat
+( hx_no_such_fn_e )
+if hx_no_such_fn_f; then ok "never"; fi
+finish
+EOF
+out=$(bash "$tmp/missing.sh" 2>/dev/null)
+rc=$?
+check "lib.sh: a missing command fails the test (exit $rc)" '[ $rc -eq 1 ]'
+for w in a:6 b:3 c:8 d:9 e:10 f:11; do
+    check "lib.sh: FAIL line for hx_no_such_fn_${w%:*} at line ${w#*:} ($out)" \
+        'grep -q "^FAIL command not found: hx_no_such_fn_${w%:*} (missing.sh:${w#*:})$" <<<"$out"'
+done
+check "lib.sh: each counted as a failure ($out)" 'grep -q "^1 passed, 6 failed, 0 skipped$" <<<"$out"'
+sed -i -e '/hx_no_such_fn/d' -e '/^helper/d' "$tmp/missing.sh"
+out=$(bash "$tmp/missing.sh" 2>&1)
+rc=$?
+check "lib.sh: the probes alone pass ($out)" '[ $rc -eq 0 ] && grep -q "^1 passed, 0 failed, 0 skipped$" <<<"$out"'
 
 # ---- scripts/check-docs.py ------------------------------------------------------------------
 d="$tmp/docs-tree"

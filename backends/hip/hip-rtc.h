@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -370,32 +371,115 @@ static int hx_hip_rtc_spawn(const char *target, const char *tmp, char *err, size
     return HX_E_UNSUPPORTED;
 }
 
-/* Marks path (and path.map) used now; removes the cache's files (hip-*: code objects, maps,
- * temporary files of a crashed compile) unused for HX_HIP_RTC_KEEP_DAYS days (default 30; 0
- * keeps everything). Other files in the folder are not ours and stay. */
+/* Whether name is a file the cache writes: hip-<16 hex>-gfx<target>-rocm<version>.co, its
+ * .map, or the temporaries of a compile, <code object>.<pid>-<hex>.tmp and .tmp.map (also the
+ * <pid>.tmp of earlier builds); *tmp says which. Nothing else in the folder is ours. */
+static bool hx_hip_rtc_ours(const char *n, bool *tmp)
+{
+    static const char hex[] = "0123456789abcdef";
+    *tmp = false;
+    if (strncmp(n, "hip-", 4) || strspn(n + 4, hex) != 16 || n[20] != '-') return false;
+    n += 21;
+    const size_t t = strncmp(n, "gfx", 3) ? 0 : strspn(n + 3, "gfxabcdef0123456789");
+    if (!t || t > 29 || strncmp(n + 3 + t, "-rocm", 5)) return false;
+    n += 3 + t + 5;
+    const size_t v = strspn(n, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz.");
+    /* the version may hold dots: the name is ours if some ".co" ends it and a suffix follows */
+    for (const char *co = strstr(n, ".co"); co && co <= n + v; co = strstr(co + 1, ".co")) {
+        const char *x = co + 3;
+        if (co == n) continue;
+        if (!*x || !strcmp(x, ".map")) return true;
+        if (*x++ != '.' || !strspn(x, "0123456789")) continue;
+        x += strspn(x, "0123456789");
+        if (*x == '-' && strspn(x + 1, hex)) x += 1 + strspn(x + 1, hex);
+        if (!strcmp(x, ".tmp") || !strcmp(x, ".tmp.map")) return *tmp = true;
+    }
+    return false;
+}
+
+/* An advisory lock on the cache folder (dir/hip.lock), LOCK_SH or LOCK_EX: a get marks its
+ * entry used under a shared lock and a prune removes under an exclusive one, so a prune never
+ * removes an entry between another process finding it and marking it used (the loser of
+ * that race finds no entry and compiles). -1 when the folder cannot hold a lock: then
+ * nothing is serialized, and a get that loses the race gets a file that is gone. */
+static int hx_hip_rtc_lock(const char *dir, int how)
+{
+    char f[PATH_MAX];
+    if (snprintf(f, sizeof f, "%s/hip.lock", dir) >= (int)sizeof f) return -1;
+    int fd = open(f, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) fd = open(f, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    while (flock(fd, how) != 0)
+        if (errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+    return fd;
+}
+
+static void hx_hip_rtc_unlock(int fd)
+{
+    if (fd >= 0) close(fd); /* closing the last descriptor releases the lock */
+}
+
+/* A cache hit: path and path.map exist, and are marked used now (their mtime) so that no
+ * prune removes them before this process has loaded them. Under the folder's shared lock. */
+static bool hx_hip_rtc_hit(const char *dir, const char *path, const char *map)
+{
+    const int lk = hx_hip_rtc_lock(dir, LOCK_SH);
+    bool hit = utimensat(AT_FDCWD, path, NULL, 0) == 0 && utimensat(AT_FDCWD, map, NULL, 0) == 0;
+    /* a cache this user may read but not write (shared, read-only): found is enough */
+    if (!hit && (errno == EACCES || errno == EPERM || errno == EROFS))
+        hit = access(path, R_OK) == 0 && access(map, R_OK) == 0;
+    hx_hip_rtc_unlock(lk);
+    return hit;
+}
+
+/* Removes the cache's files (hx_hip_rtc_ours) unused for HX_HIP_RTC_KEEP_DAYS days (default
+ * 30; 0 keeps everything), and the temporaries of a compile that crashed once they are a day
+ * old (a compile takes minutes: one in progress elsewhere is never that old), except path
+ * and path.map. Other files in the folder are not ours and stay; a file another process
+ * removed first is skipped. HX_HIP_RTC_PRUNE_PAUSE_MS (tests: a get racing a prune) waits
+ * that long, holding the lock, between deciding to remove the first file and removing it. */
 static void hx_hip_rtc_prune(const char *dir, const char *path)
 {
     char map[PATH_MAX];
     snprintf(map, sizeof map, "%s.map", path);
-    utimensat(AT_FDCWD, path, NULL, 0);
-    utimensat(AT_FDCWD, map, NULL, 0);
     const char *s = getenv("HX_HIP_RTC_KEEP_DAYS");
     char *end = NULL;
     long days = s && *s ? strtol(s, &end, 10) : 30;
     if ((s && *s && (*end || days < 0)) || days == 0 || days > 36500) return;
+    const int lk = hx_hip_rtc_lock(dir, LOCK_EX);
     DIR *d = opendir(dir);
-    if (!d) return;
+    if (!d) {
+        hx_hip_rtc_unlock(lk);
+        return;
+    }
     const time_t now = time(NULL);
+    const char *pause = getenv("HX_HIP_RTC_PRUNE_PAUSE_MS");
+    long ms = pause ? strtol(pause, NULL, 10) : 0;
     for (struct dirent *e; (e = readdir(d));) {
-        if (strncmp(e->d_name, "hip-", 4) || !strstr(e->d_name, ".co")) continue;
+        bool tmp;
+        if (!hx_hip_rtc_ours(e->d_name, &tmp)) continue;
         char f[PATH_MAX];
         if (snprintf(f, sizeof f, "%s/%s", dir, e->d_name) >= (int)sizeof f) continue;
         struct stat st;
-        if (lstat(f, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > days * 86400L &&
-            strcmp(f, path) && strcmp(f, map))
-            unlink(f);
+        if (lstat(f, &st) != 0 || !S_ISREG(st.st_mode) ||
+            now - st.st_mtime <= (tmp ? 86400L : days * 86400L) || !strcmp(f, path) ||
+            !strcmp(f, map))
+            continue;
+        if (ms > 0 && ms <= 60000) { /* once, between deciding and removing */
+            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+            }
+            ms = 0;
+        }
+        if (unlink(f) != 0 && errno != ENOENT)
+            hx_hip_log(HX_LOG_LEVEL_WARN, "hipRTC cache: cannot remove %s: %s", f,
+                       strerror(errno));
     }
     closedir(d);
+    hx_hip_rtc_unlock(lk);
 }
 
 /* The code object for target: from the cache, or compiled now by the helper. path gets its
@@ -423,7 +507,7 @@ static int hx_hip_rtc_get(const char *target, char *path, size_t plen, char *not
              hx_hiprtc.version);
     char map[PATH_MAX];
     snprintf(map, sizeof map, "%s.map", path);
-    if (access(path, R_OK) == 0 && access(map, R_OK) == 0) {
+    if (hx_hip_rtc_hit(dir, path, map)) {
         snprintf(note, nlen, "from cache");
         hx_hip_rtc_prune(dir, path);
         return HX_OK;
@@ -432,8 +516,12 @@ static int hx_hip_rtc_get(const char *target, char *path, size_t plen, char *not
         snprintf(err, len, "cannot create the cache folder %s: %s", dir, strerror(errno));
         return HX_E_IO;
     }
+    /* unique also among processes of other PID namespaces sharing the folder */
     char tmp[PATH_MAX], tmp_map[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    snprintf(tmp, sizeof tmp, "%s.%d-%lx.tmp", path, (int)getpid(),
+             (unsigned long)now.tv_sec * 1000003UL ^ (unsigned long)now.tv_nsec);
     snprintf(tmp_map, sizeof tmp_map, "%s.map", tmp);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
