@@ -94,7 +94,7 @@ static void hx_mk_usage(FILE *f)
         "  --arch A          qwen3, llama, bitnet (llama.cpp's BitNet: SiLU) or bitnet-b1.58\n"
         "                    (bitnet.cpp's: relu², per-tensor .scale);\n"
         "                    default: the shape's, else qwen3\n"
-        "  --type T          matrix type: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0\n"
+        "  --type T          matrix type: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0\n"
         "                    I2_S (TQ1_0/TQ2_0/Q2_0/I2_S: ternary weights; Q1_0: binary weights;\n"
         "                    BitNet: always ternary); default: the shape's (bitnet-2b4t I2_S,\n"
         "                    bonsai-1.7b Q1_0)\n"
@@ -128,7 +128,7 @@ static bool hx_mk_type(const char *s, enum hx_dtype *out, bool *set)
     if (hx_dtype_from_name(s, out) == HX_OK) return *set = true;
     hx_app_error(
         "mkmodel",
-        "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0 I2_S)",
+        "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0 I2_S)",
         s);
     return false;
 }

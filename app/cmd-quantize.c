@@ -39,8 +39,9 @@ uint32_t hx_app_file_type(int dtype)
         /* bitnet.cpp's LLAMA_FTYPE_MOSTLY_I2_S, which its files carry; 40 is Q1_0 in mainline.
          * Informational only: readers take each tensor's type from its own id. */
         [HX_DTYPE_I2_S] = 40,
+        [HX_DTYPE_Q5_K] = 16, /* Q5_K alone: llama.cpp's Q5_K_S mix */
     };
-    _Static_assert(HX_DTYPE_COUNT == 12, "file type table");
+    _Static_assert(HX_DTYPE_COUNT == 13, "file type table");
     return dtype >= 0 && dtype < HX_DTYPE_COUNT ? ftype[dtype] : 0;
 }
 
@@ -70,7 +71,7 @@ static void hx_quant_usage(FILE *f)
 {
     fprintf(f,
             "usage: engine quantize IN.gguf OUT.gguf TYPE [options]\n"
-            "  TYPE: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0 I2_S\n"
+            "  TYPE: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0 I2_S\n"
             "  --embd-type T     type of token_embd.weight (default TYPE; Q8_0 for TQ1_0, TQ2_0,\n"
             "                    Q1_0, Q2_0 and I2_S)\n"
             "  --output-type T   type of output.weight (same default)\n"
@@ -83,7 +84,7 @@ static void hx_quant_usage(FILE *f)
 static bool hx_quant_type_arg(const char *s, enum hx_dtype *out)
 {
     if (hx_dtype_from_name(s, out) == HX_OK) return true;
-    hx_app_error("quantize", "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K TQ1_0 "
+    hx_app_error("quantize", "unknown type '%s' (known: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K TQ1_0 "
                  "TQ2_0 Q1_0 Q2_0 I2_S)", s);
     return false;
 }

@@ -2,9 +2,9 @@
  * quant.c — weight types: names, GGUF ids, block geometry, and the reference (de)quantizers,
  * bit-exact with formats.md §3 for F32, F16, BF16, Q8_0, Q4_0, TQ1_0, TQ2_0, Q1_0, and with
  * ggml's quantize_row_q2_0_ref / bitnet.cpp's quantize_i2_s for Q2_0 and I2_S (docs/weights.md).
- * Q4_K and Q6_K: dequantize is exact to the layout; the quantizers are our own simple
- * min/max (Q4_K) and absmax (Q6_K) searches, valid blocks but NOT bit-identical to ggml's
- * make_qkx2_quants scale search. fp16 conversion is portable scalar code (RNE, subnormals,
+ * Q4_K, Q5_K and Q6_K: dequantize is exact to the layout; the quantizers are our own simple
+ * min/max (Q4_K, Q5_K) and absmax (Q6_K) searches, valid blocks but NOT bit-identical to
+ * ggml's make_qkx2_quants scale search. fp16 conversion is portable scalar code (RNE, subnormals,
  * inf/NaN); no _Float16 or F16C dependence. I2_S is the one type with a tensor scale: its rows
  * are codes only and the tensor ends in a 32-byte tail holding one f32 scale.
  */
@@ -29,8 +29,9 @@ static const struct hx__dtype_traits hx__dtypes[] = {
     [HX_DTYPE_Q6_K] = {"Q6_K", 256, 210, 14, 0}, [HX_DTYPE_TQ1_0] = {"TQ1_0", 256, 54, 34, 0},
     [HX_DTYPE_TQ2_0] = {"TQ2_0", 256, 66, 35, 0}, [HX_DTYPE_Q1_0] = {"Q1_0", 128, 18, 41, 0},
     [HX_DTYPE_Q2_0] = {"Q2_0", 64, 18, 42, 0},    [HX_DTYPE_I2_S] = {"I2_S", 128, 32, 36, 32},
+    [HX_DTYPE_Q5_K] = {"Q5_K", 256, 176, 13, 0},
 };
-_Static_assert(HX_DTYPE_COUNT == 12, "dtype table");
+_Static_assert(HX_DTYPE_COUNT == 13, "dtype table");
 
 static bool hx__dtype_ok(enum hx_dtype t) { return (unsigned)t < HX_DTYPE_COUNT; }
 
@@ -152,6 +153,22 @@ static void hx__deq_q4_k(const uint8_t *b, float *y)
     }
 }
 
+/* Q5_K: d, dmin (fp16), Q4_K's 12 bytes of 6-bit scales and mins, qh[32], qs[128]. Element
+ * 64c + l (l < 32) is the low nibble of qs[32c + l], 64c + 32 + l its high nibble; its fifth
+ * bit is bit 2c (2c + 1 for the high nibble) of qh[l]. */
+static void hx__deq_q5_k(const uint8_t *b, float *y)
+{
+    float d = hx__rd16(b), dmin = hx__rd16(b + 2);
+    const uint8_t *qh = b + 16, *qs = b + 48;
+    for (int e = 0; e < 256; e++) {
+        int c = e / 64, l = e % 64, sc, m;
+        int q = l < 32 ? (qs[32 * c + l] & 0x0f) : (qs[32 * c + l - 32] >> 4);
+        q |= ((qh[l % 32] >> (2 * c + l / 32)) & 1) << 4;
+        hx__q4k_scale_min(b + 4, e / 32, &sc, &m);
+        y[e] = d * (float)sc * (float)q - dmin * (float)m;
+    }
+}
+
 static void hx__deq_q6_k(const uint8_t *b, float *y)
 {
     const uint8_t *ql = b, *qh = b + 128;
@@ -250,14 +267,23 @@ static void hx__q_q4_0(const float *x, uint8_t *b)
 
 /* Q4_K (our own): per sub-block min/max → scale=(max-min)/15, min=-min (>= 0 clamp); then
  * 6-bit quantization of scales and mins against d = max_scale/63, dmin = max_min/63. */
-static void hx__q_q4_k(const float *x, uint8_t *b)
+static void hx__q_kmin(const float *x, uint8_t *b, int bits);
+
+static void hx__q_q4_k(const float *x, uint8_t *b) { hx__q_kmin(x, b, 4); }
+
+/* Q5_K (our own): as Q4_K with codes 0..31. */
+static void hx__q_q5_k(const float *x, uint8_t *b) { hx__q_kmin(x, b, 5); }
+
+/* The two: `bits` 4 writes Q4_K's 144 bytes, 5 Q5_K's 176 (qh before qs). */
+static void hx__q_kmin(const float *x, uint8_t *b, int bits)
 {
+    const int qmax = (1 << bits) - 1;
     float scale[8], mn[8], smax = 0, mmax = 0;
     for (int j = 0; j < 8; j++) {
         float lo = x[32 * j], hi = x[32 * j];
         for (int i = 1; i < 32; i++) { lo = fminf(lo, x[32 * j + i]); hi = fmaxf(hi, x[32 * j + i]); }
         if (lo > 0) lo = 0;
-        scale[j] = (hi - lo) / 15.0f;
+        scale[j] = (hi - lo) / (float)qmax;
         mn[j] = -lo;
         smax = fmaxf(smax, scale[j]);
         mmax = fmaxf(mmax, mn[j]);
@@ -280,16 +306,17 @@ static void hx__q_q4_k(const float *x, uint8_t *b)
         s[j + 4] = (uint8_t)(m[j] | ((m[j + 4] >> 4) << 6));
         s[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
     }
-    uint8_t *qs = b + 16;
-    memset(qs, 0, 128);
+    uint8_t *qh = b + 16, *qs = bits == 5 ? b + 48 : b + 16;
+    memset(b + 16, 0, bits == 5 ? 160 : 128);
     for (int e = 0; e < 256; e++) {
         int j = e / 32;
         float ds = d * (float)sc[j], dm = dmin * (float)m[j];
         int q = ds > 0 ? (int)lroundf((x[e] + dm) / ds) : 0;
-        q = q < 0 ? 0 : q > 15 ? 15 : q;
+        q = q < 0 ? 0 : q > qmax ? qmax : q;
         int c = e / 64, l = e % 64;
-        if (l < 32) qs[32 * c + l] |= (uint8_t)q;
-        else qs[32 * c + l - 32] |= (uint8_t)(q << 4);
+        if (l < 32) qs[32 * c + l] |= (uint8_t)(q & 15);
+        else qs[32 * c + l - 32] |= (uint8_t)((q & 15) << 4);
+        if (bits == 5) qh[l % 32] |= (uint8_t)((q >> 4) << (2 * c + l / 32));
     }
 }
 
@@ -401,12 +428,14 @@ static const hx__deq_fn hx__deq[HX_DTYPE_COUNT] = {
     [HX_DTYPE_Q6_K] = hx__deq_q6_k, [HX_DTYPE_TQ1_0] = hx__deq_tq1_0,
     [HX_DTYPE_TQ2_0] = hx__deq_tq2_0, [HX_DTYPE_Q1_0] = hx__deq_q1_0,
     [HX_DTYPE_Q2_0] = hx__deq_q2_0,   [HX_DTYPE_I2_S] = hx__deq_i2_s,
+    [HX_DTYPE_Q5_K] = hx__deq_q5_k,
 };
 static const hx__q_fn hx__q[HX_DTYPE_COUNT] = {
     [HX_DTYPE_Q8_0] = hx__q_q8_0, [HX_DTYPE_Q4_0] = hx__q_q4_0, [HX_DTYPE_Q4_K] = hx__q_q4_k,
     [HX_DTYPE_Q6_K] = hx__q_q6_k, [HX_DTYPE_TQ1_0] = hx__q_tq1_0,
     [HX_DTYPE_TQ2_0] = hx__q_tq2_0, [HX_DTYPE_Q1_0] = hx__q_q1_0,
     [HX_DTYPE_Q2_0] = hx__q_q2_0,   [HX_DTYPE_I2_S] = hx__q_i2_s,
+    [HX_DTYPE_Q5_K] = hx__q_q5_k,
 };
 
 static int hx__check_row(enum hx_dtype t, const void *a, const void *b, int64_t n)

@@ -31,6 +31,7 @@ enum hx_dtype {
     HX_DTYPE_Q1_0,
     HX_DTYPE_Q2_0,   /* mainline ggml 42: 64 per 18-byte block, fp16 d, codes (q - 1)·d */
     HX_DTYPE_I2_S,   /* bitnet.cpp 36: ternary codes, one f32 scale per tensor (a tail) */
+    HX_DTYPE_Q5_K,   /* ggml 13: 256 per 176-byte block, Q4_K's scales plus a fifth bit */
     HX_DTYPE_COUNT
 };
 

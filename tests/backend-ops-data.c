@@ -133,6 +133,7 @@ static void hx_t_fill_row(enum hx_dtype t, uint8_t *row, int64_t k, uint64_t *s,
         uint8_t *blk = row + b;
         switch (t) {
         case HX_DTYPE_Q4_K: /* d, dmin at 0, 2 */
+        case HX_DTYPE_Q5_K:
             hx_t_put_f16(blk, hx_t_scale(s) / 16.0f);
             hx_t_put_f16(blk + 2, hx_t_scale(s) / 16.0f);
             break;

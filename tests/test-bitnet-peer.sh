@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test-bitnet-peer.sh — BitNet checked against a reference no one here wrote: llama.cpp (its
+# test-bitnet-peer.sh — BitNet (and Q5_K weights) checked against a reference no one here wrote: llama.cpp (its
 # CPU backend, through the prebuilt binaries of the npm package node-llama-cpp; test tooling
 # only) loads the tiny `bitnet` models `engine mkmodel` writes — TQ2_0, TQ1_0, and TQ2_0 with
 # per-tensor .scale tensors — and its greedy ids must be the engine's (docs/bitnet.md "Checked
@@ -60,10 +60,20 @@ prompts=("Once upon a time" "The little dog" "Lily and Tom went to the park" "Ti
          "One day, a big bird" "The sun was hot")
 N=24
 
-for spec in "TQ2_0" "TQ1_0" "TQ2_0 --scale-tensors"; do
-  name="bitnet ${spec/ --/ +}"
+# "qwen3-tern Q5_K": the same check for Q5_K (docs/weights.md), on the shared trained Qwen3
+# model (qwen3-tern-f16.gguf, whose confident steps leave enough before near ties; a random
+# model's do not) quantized by hx: llama.cpp decodes the bytes hx's quantizer wrote and the F32
+# copy is hx's own decoding of them, so a layout hx got wrong shows as llama.cpp disagreeing
+# with both.
+for spec in "bitnet TQ2_0" "bitnet TQ1_0" "bitnet TQ2_0 --scale-tensors" "qwen3-tern Q5_K"; do
+  arch=${spec%% *} spec=${spec#* }
+  name="$arch ${spec/ --/ +}"
   M=$T/m.gguf X=$T/m-f32.gguf
-  "$E" mkmodel --arch bitnet --shape tiny --vocab "$V" --type $spec -o "$M" 2> "$T/err" &&
+  if [ "$arch" = qwen3-tern ]; then
+    need_file "$D/qwen3/qwen3-tern-f16.gguf" || continue
+    make_model() { "$E" quantize "$D/qwen3/qwen3-tern-f16.gguf" "$M" $spec; }
+  else make_model() { "$E" mkmodel --arch "$arch" --shape tiny --vocab "$V" --type $spec -o "$M"; }; fi
+  make_model > /dev/null 2> "$T/err" &&
     "$E" quantize "$M" "$X" F32 --embd-type F32 2>> "$T/err" ||
     { bad "$name: mkmodel/quantize: $(cat "$T/err")"; continue; }
   if ! node "$here/greedy-ref.mjs" "$M" "$X" $N "${prompts[@]}" > "$T/ref.json" 2> "$T/node.err"; then

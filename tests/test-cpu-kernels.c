@@ -66,7 +66,7 @@ static void fill_weight(enum hx_dtype t, uint8_t *w, int64_t n, int64_t k)
         float d = 0.01f + 0.02f * rndf();
         switch (t) {
         case HX_DTYPE_Q8_0: case HX_DTYPE_Q4_0: case HX_DTYPE_Q1_0: case HX_DTYPE_Q2_0: put_h(b, d); break;
-        case HX_DTYPE_Q4_K: put_h(b, d); put_h(b + 2, 0.5f * d); break;
+        case HX_DTYPE_Q4_K: case HX_DTYPE_Q5_K: put_h(b, d); put_h(b + 2, 0.5f * d); break;
         case HX_DTYPE_Q6_K: put_h(b + 208, d); break;
         case HX_DTYPE_TQ2_0: put_h(b + 64, d); break;
         case HX_DTYPE_TQ1_0: put_h(b + 52, d); break;

@@ -312,8 +312,8 @@ TEST(every_metadata_type_round_trips)
 /* ---- tensors -------------------------------------------------------------------------------- */
 
 struct tensor_src {
-    uint8_t *data[16];
-    size_t nbytes[16];
+    uint8_t *data[HX_DTYPE_COUNT + 4];
+    size_t nbytes[HX_DTYPE_COUNT + 4];
     int calls, last_done;
 };
 
@@ -333,7 +333,7 @@ static void progress_count(void *ud, uint64_t done, uint64_t total)
 }
 
 /* One tensor of each weight type (real quantized data), plus a 3-D, a 4-D, an empty one and
- * a type hx cannot compute with (Q5_K), written at alignments 32, 64 and 1. */
+ * a type hx cannot compute with (Q3_K), written at alignments 32, 64 and 1. */
 static void check_tensors_at(uint32_t alignment)
 {
     struct hx_gguf_writer *w;
@@ -360,8 +360,8 @@ static void check_tensors_at(uint32_t alignment)
     ASSERT_OK(hx__gguf_add_tensor(w, "x.3d", 0, 3, ne3, &src.nbytes[n++]));
     ASSERT_OK(hx__gguf_add_tensor(w, "x.4d", 1, 4, ne4, &src.nbytes[n++]));
     ASSERT_OK(hx__gguf_add_tensor(w, "x.empty", 0, 2, ne0, &src.nbytes[n++]));
-    ASSERT_OK(hx__gguf_add_tensor(w, "x.q5k", 13, 2, neq, &src.nbytes[n++]));
-    ASSERT_EQ(src.nbytes[n - 1], 2 * 176);
+    ASSERT_OK(hx__gguf_add_tensor(w, "x.q3k", 11, 2, neq, &src.nbytes[n++]));
+    ASSERT_EQ(src.nbytes[n - 1], 2 * 110);
     for (int i = HX_DTYPE_COUNT; i < n; i++) {
         src.data[i] = malloc(src.nbytes[i] ? src.nbytes[i] : 1);
         for (size_t k = 0; k < src.nbytes[i]; k++) src.data[i][k] = (uint8_t)rng_next();
@@ -674,8 +674,8 @@ TEST(quantize_refuses_a_type_it_cannot_read)
     ASSERT_OK(hx__gguf_writer_new(&w));
     ASSERT_OK(hx__gguf_set_str(w, "general.architecture", "llama"));
     int64_t ne[2] = {256, 4};
-    ASSERT_OK(hx__gguf_add_tensor(w, "blk.0.attn_q.weight", 13 /* Q5_K */, 2, ne, NULL));
-    const char *in = tmp_path("q5k.gguf"), *out = tmp_path("q5k-out.gguf");
+    ASSERT_OK(hx__gguf_add_tensor(w, "blk.0.attn_q.weight", 11 /* Q3_K */, 2, ne, NULL));
+    const char *in = tmp_path("q3k.gguf"), *out = tmp_path("q3k-out.gguf");
     ASSERT_OK(hx__gguf_write(w, in, fill_zero, NULL, NULL));
     hx__gguf_writer_free(w);
     const char *args[] = {"quantize", in, out, "Q8_0", NULL};

@@ -328,6 +328,37 @@ TEST(q6_k_element_200)
     ASSERT_NEAR(y[200], 2.0 * ((5 | 2 << 4) - 32), 0);
 }
 
+/* Q5_K (176 bytes: d, dmin, Q4_K's scales, qh[32], qs[128]): element 64c + l takes the low
+ * nibble of qs[32c + l] (l < 32) or the high nibble of qs[32c + l - 32], and bit 2c (low) or
+ * 2c + 1 (high) of qh[l mod 32] as its fifth bit (ggml's dequantize_row_q5_K). Element 200 =
+ * 64·3 + 8: the low nibble of qs[104] and bit 6 of qh[8]; 233 = 64·3 + 41: the high nibble of
+ * qs[105] and bit 7 of qh[9]; 170 = 64·2 + 42: the high nibble of qs[74] and bit 5 of qh[10];
+ * 138 = 64·2 + 10: the low nibble of qs[74] and bit 4 of qh[10]. The scales are those of
+ * q4_k_scale_packing (sub-block j = e / 32: 4 → sc 40, m 60; 5 → 33, 9; 6 → 17, 31; 7 → 62, 48). */
+TEST(q5_k_elements)
+{
+    uint8_t b[176] = {0};
+    b[0] = 0x00, b[1] = 0x3C; /* d = 1 */
+    b[2] = 0x00, b[3] = 0x3C; /* dmin = 1 */
+    static const uint8_t sc[12] = {0x81, 0x82, 0x43, 0xFF, 0xC5, 0x06, 0x47, 0xC8, 0xC8, 0x91, 0xF1, 0x0E};
+    memcpy(b + 4, sc, 12);
+    uint8_t *qh = b + 16, *qs = b + 48;
+    qs[104] = 0x0B;   /* element 200: low nibble 11 */
+    qh[8] = 1u << 6;  /* element 200: fifth bit set -> 27 */
+    qs[105] = 0x70;   /* element 233: high nibble 7 */
+    qh[9] = 1u << 7;  /* element 233: fifth bit set -> 23 */
+    qh[10] = 1u << 5; /* element 170's fifth bit; 138's (bit 4) stays 0 */
+    float y[256];
+    ASSERT_OK(hx_dequantize_row(HX_DTYPE_Q5_K, b, y, 256));
+    ASSERT_NEAR(y[200], 17.0 * 27 - 31, 0);
+    ASSERT_NEAR(y[233], 62.0 * 23 - 48, 0);
+    ASSERT_NEAR(y[201], 17.0 * 0 - 31, 0);
+    ASSERT_NEAR(y[138], 40.0 * 0 - 60, 0);
+    ASSERT_NEAR(y[170], 33.0 * 16 - 9, 0);
+    ASSERT_EQ(hx_dtype_block_bytes(HX_DTYPE_Q5_K), 176);
+    ASSERT_EQ(hx_dtype_to_ggml(HX_DTYPE_Q5_K), 13);
+}
+
 TEST(fp16_bf16)
 {
     ASSERT_EQ(hx_fp32_to_fp16(65504.0f), 0x7BFF);
@@ -349,7 +380,7 @@ TEST(round_trip_error)
 {
     static const struct { enum hx_dtype t; double max_nmse; } cases[] = {
         {HX_DTYPE_F32, 0}, {HX_DTYPE_F16, 1e-6}, {HX_DTYPE_BF16, 1e-4}, {HX_DTYPE_Q8_0, 1e-4},
-        {HX_DTYPE_Q6_K, 1e-3}, {HX_DTYPE_Q4_K, 1e-2}, {HX_DTYPE_Q4_0, 2e-2},
+        {HX_DTYPE_Q6_K, 1e-3}, {HX_DTYPE_Q5_K, 3e-3}, {HX_DTYPE_Q4_K, 1e-2}, {HX_DTYPE_Q4_0, 2e-2},
     };
     float x[512], y[512];
     uint8_t buf[4096];

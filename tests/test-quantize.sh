@@ -52,7 +52,7 @@ check "the thread count does not change the bytes" "cmp -s '$T/q8.gguf' '$T/q8t1
 check "no progress line when stderr is not a terminal" "! grep -q 'tensor 1/48' '$T/plain.err' && grep -q 'size' '$T/plain.err'"
 
 # ---- every type, and the per-tensor overrides ---------------------------------------------
-for ty in F16 BF16 Q4_0 Q4_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0 I2_S; do
+for ty in F16 BF16 Q4_0 Q4_K Q5_K Q6_K TQ1_0 TQ2_0 Q1_0 Q2_0 I2_S; do
   "$E" quantize "$M" "$T/$ty.gguf" $ty 2> "$T/$ty.err"; rc=$?
   n=$("$E" run -m "$T/$ty.gguf" -p "Once upon a time" -n 8 --temp 0 --ids 2>/dev/null | wc -w)
   check "quantize to $ty: exit 0, loads and generates 8 ids" "[ $rc -eq 0 ] && [ $n -eq 8 ]"
@@ -68,6 +68,12 @@ check "ternary F16 -> TQ2_0: 14 TQ2_0 matrices, greedy ids of the reference TQ2_
   "[ \"\$($E inspect '$T/tern.gguf' | awk '\$3 == \"TQ2_0\"' | wc -l)\" -eq 14 ] && [ \"\$(ids '$T/tern.gguf' 16)\" = \"\$(ids '$D/qwen3/qwen3-tern-tq2_0.gguf' 16)\" ]"
 check "I2_S on rows of 64 and 172 falls back to Q8_0, and says so" "[ \"\$(ttype '$T/I2_S.gguf' blk.0.attn_q.weight)\" = Q8_0 ] && grep -q 'not a multiple of I2_S.s block of 128: stored as Q8_0' '$T/I2_S.err'"
 check "Q2_0 on rows of 64: Q2_0" "[ \"\$(ttype '$T/Q2_0.gguf' blk.0.attn_q.weight)\" = Q2_0 ]"
+check "Q5_K on rows of 64 falls back to Q8_0; file_type 16" "[ \"\$(ttype '$T/Q5_K.gguf' blk.0.attn_q.weight)\" = Q8_0 ] && [ \"\$(kv '$T/Q5_K.gguf' general.file_type)\" = 16 ]"
+"$E" quantize "$D/qwen3/qwen3-tern-f16.gguf" "$T/tern-q5k.gguf" Q5_K 2> /dev/null
+"$E" quantize "$T/tern-q5k.gguf" "$T/tern-q5k-f32.gguf" F32 2> /dev/null
+"$E" quantize "$T/tern-q5k-f32.gguf" "$T/tern-q5k2.gguf" Q5_K 2> /dev/null
+check "ternary F16 -> Q5_K: 15 Q5_K tensors; Q5_K -> F32 -> Q5_K gives the same ids" \
+  "[ \"\$($E inspect '$T/tern-q5k.gguf' | awk '\$3 == \"Q5_K\"' | wc -l)\" -eq 15 ] && [ \"\$(ids '$T/tern-q5k2.gguf' 16)\" = \"\$(ids '$T/tern-q5k.gguf' 16)\" ]"
 
 # ---- bitnet.cpp's I2_S and ggml's Q2_0 on the ternary test model (one scale per matrix) ----
 TF=$D/qwen3/qwen3-tern-f16.gguf TQ=$D/qwen3/qwen3-tern-tq2_0.gguf

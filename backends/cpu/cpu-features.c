@@ -143,7 +143,10 @@ int hx__cpu_decode_prefetch(enum hx_dtype t)
     if (env && !strcmp(env, "8")) return 8192;
     if (env && !strcmp(env, "16")) return 16384;
     if (hx_cpu_amd_family() != 0x19) return 16384;
-    if (t == HX_DTYPE_Q8_0 || t == HX_DTYPE_Q4_0 || t == HX_DTYPE_Q4_K || t == HX_DTYPE_Q6_K) return 0;
+    /* Q5_K takes Q4_K's (not measured apart) */
+    if (t == HX_DTYPE_Q8_0 || t == HX_DTYPE_Q4_0 || t == HX_DTYPE_Q4_K || t == HX_DTYPE_Q5_K ||
+        t == HX_DTYPE_Q6_K)
+        return 0;
     /* Q2_0 and I2_S are 2-bit codes decoded as TQ2_0's are: its distance, not measured apart */
     return t == HX_DTYPE_TQ2_0 || t == HX_DTYPE_TQ1_0 || t == HX_DTYPE_Q2_0 || t == HX_DTYPE_I2_S
                ? 8192

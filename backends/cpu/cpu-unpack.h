@@ -80,6 +80,24 @@ static inline void hx__cpu_unpack_row_impl(enum hx_dtype t, const void *row, int
             }
         }
         break;
+    case HX_DTYPE_Q5_K: /* Q4_K's codes with a fifth bit: u in 0..31 */
+        for (int64_t e = 0; e < k; e += 256, b += 176) {
+            float d = hx_cpu_h2f(b), dmin = hx_cpu_h2f(b + 2);
+            const uint8_t *qh = b + 16, *qs = b + 48;
+            for (int c = 0; c < 4; c++) {
+                for (int l = 0; l < 32; l++) {
+                    u[e + 64 * c + l] = (uint8_t)((qs[32 * c + l] & 0x0F) | (((qh[l] >> (2 * c)) & 1) << 4));
+                    u[e + 64 * c + 32 + l] =
+                        (uint8_t)((qs[32 * c + l] >> 4) | (((qh[l] >> (2 * c + 1)) & 1) << 4));
+                }
+            }
+            for (int j = 0; j < 8; j++) {
+                int sc, m;
+                hx_cpu_q4k_scale_min(b + 4, j, &sc, &m);
+                hx_cpu_fill(wsl, mc, e + 32 * j, 32, d * (float)sc, -dmin * (float)m);
+            }
+        }
+        break;
     case HX_DTYPE_Q6_K:
         for (int64_t e = 0; e < k; e += 256, b += 210) {
             const uint8_t *ql = b, *qh = b + 128;

@@ -38,7 +38,7 @@ void hx__x16_quantize_rows_avx512(struct hx_cpu_xact *a, enum hx_dtype t, const 
 {
     const int64_t k = a->k, qb = a->qb, g = a->g, nb = k / qb, ng = k / g;
     const int bias = hx__x16_bias(t);
-    const bool want_fs = t == HX_DTYPE_Q4_K;
+    const bool want_fs = t == HX_DTYPE_Q4_K || t == HX_DTYPE_Q5_K;
     for (int64_t r = r0; r < r1; r++) {
         const float *x = src + (size_t)r * src_stride_floats;
         int8_t *q = a->q + r * k;
@@ -179,7 +179,8 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
      * instead of seven ops. For more rows the extracted trits are shared and cheaper. */
     const bool TD = T == HX_DTYPE_TQ1_0 && R <= 2;
     const int A = TD ? (R == 1 ? 8 : 4)
-                : TF ? (NF == 4 && R == 1 ? 8 : NF) : (R == 1 && G >= 128) ? 8 : 1; /* Q4 R=1: 2 */
+                : TF ? (NF == 4 && R == 1 ? 8 : NF) : (R == 1 && G >= 128) ? 8
+                : (R == 1 && T == HX_DTYPE_Q5_K) ? 2 : 1; /* Q4 R=1: 2 */
     const int64_t ng = k / G, nb = k / QB;
     const int8_t *xr[HX_X16_RMAX];
     const float *dr[HX_X16_RMAX], *fr[HX_X16_RMAX];
@@ -237,24 +238,37 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
                 HX_DOT(c, _mm512_loadu_si512(p + 64 * c));
             }
             nv = 8;
-        } else if (T == HX_DTYPE_Q4_0 || T == HX_DTYPE_Q4_K) {
+        } else if (T == HX_DTYPE_Q4_0 || T == HX_DTYPE_Q4_K || T == HX_DTYPE_Q5_K) {
             const uint8_t *p;
+            const bool Q5 = T == HX_DTYPE_Q5_K;
             if (T == HX_DTYPE_Q4_0) {
                 p = tile + g * 288;
                 ws = hx_x16_h16(p + 256);
             } else {
-                const uint8_t *base = tile + (g >> 3) * 2368;
+                const uint8_t *base = tile + (g >> 3) * (Q5 ? 2880 : 2368);
                 const int j = (int)(g & 7);
                 __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(base + 64 + 16 * j))));
                 __m512 mm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(base + 192 + 16 * j))));
                 ws = _mm512_mul_ps(hx_x16_h16(base), sc);
                 mv = _mm512_mul_ps(hx_x16_h16(base + 32), mm);
-                p = base + 320 + 256 * j;
+                p = base + 320 + (Q5 ? 320 : 256) * j;
             }
+            /* Q5_K: bit c of each byte of hb is chunk c's fifth bit, worth 16 (no field mode:
+             * 16·u would not fit a byte) */
+            const __m512i hb = Q5 ? _mm512_loadu_si512(p + 256) : _mm512_setzero_si512();
+            const __m512i c16 = _mm512_set1_epi8(16);
             _Pragma("GCC unroll 32")
             for (int v = 0; v < 4; v++) {
                 HX_PFV(v);
                 const __m512i raw = _mm512_loadu_si512(p + 64 * v);
+                if (Q5) {
+                    const __mmask64 h0 = _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << v)));
+                    const __mmask64 h1 = _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << (v + 4))));
+                    HX_DOTA(v, 0, _mm512_or_si512(_mm512_and_si512(raw, m4), _mm512_maskz_mov_epi8(h0, c16)));
+                    HX_DOTA(v + 4, 1, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4),
+                                                      _mm512_maskz_mov_epi8(h1, c16)));
+                    continue;
+                }
                 HX_DOTA(v, 0, _mm512_and_si512(raw, m4));
                 if (TF) HX_DOTA(v + 4, 1, _mm512_andnot_si512(m4, raw)); /* 16·u */
                 else HX_DOT(v + 4, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
@@ -372,7 +386,8 @@ hx_x16_tile(const enum hx_dtype T, const uint8_t *tile, size_t x_tile_bytes,
             if (T == HX_DTYPE_Q1_0) s = _mm512_add_epi32(_mm512_slli_epi32(s, 1), _mm512_set1_epi32(kr[r][g]));
             const __m512 sx = _mm512_mul_ps(ws, _mm512_set1_ps(dr[r][(g * G) / QB]));
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sx, acc[r]);
-            if (T == HX_DTYPE_Q4_K) acc[r] = _mm512_fmadd_ps(mv, _mm512_set1_ps(fr[r][g]), acc[r]);
+            if (T == HX_DTYPE_Q4_K || T == HX_DTYPE_Q5_K)
+                acc[r] = _mm512_fmadd_ps(mv, _mm512_set1_ps(fr[r][g]), acc[r]);
         }
     }
     const __m512 vs = _mm512_set1_ps(scale);
@@ -411,6 +426,7 @@ HX_X16_DEF_ALL(TQ1_0)
 HX_X16_DEF_ALL(Q1_0)
 HX_X16_DEF_ALL(Q2_0)
 HX_X16_DEF_ALL(I2_S)
+HX_X16_DEF_ALL(Q5_K)
 
 /* The kernels of type t that prefetch pf bytes ahead (0, 8192 or 16384). */
 static const hx_x16_fn *hx_x16_table(enum hx_dtype t, int pf)
@@ -420,6 +436,7 @@ static const hx_x16_fn *hx_x16_table(enum hx_dtype t, int pf)
     case HX_DTYPE_Q8_0: return hx_x16_tab_Q8_0[i];
     case HX_DTYPE_Q4_0: return hx_x16_tab_Q4_0[i];
     case HX_DTYPE_Q4_K: return hx_x16_tab_Q4_K[i];
+    case HX_DTYPE_Q5_K: return hx_x16_tab_Q5_K[i];
     case HX_DTYPE_Q6_K: return hx_x16_tab_Q6_K[i];
     case HX_DTYPE_TQ2_0: return hx_x16_tab_TQ2_0[i];
     case HX_DTYPE_TQ1_0: return hx_x16_tab_TQ1_0[i];

@@ -21,7 +21,8 @@ int hx__x16_group(enum hx_dtype t)
     switch (t) {
     case HX_DTYPE_Q8_0:
     case HX_DTYPE_Q4_0:
-    case HX_DTYPE_Q4_K: return 32;
+    case HX_DTYPE_Q4_K:
+    case HX_DTYPE_Q5_K: return 32;
     case HX_DTYPE_Q6_K: return 16;
     case HX_DTYPE_TQ1_0:
     case HX_DTYPE_TQ2_0:
@@ -53,6 +54,13 @@ int hx__x16_bias(enum hx_dtype t)
     case HX_DTYPE_I2_S: return 1;
     default: return 0;
     }
+}
+
+size_t hx__x16_tile_bytes(enum hx_dtype t, int64_t k)
+{
+    return t == HX_DTYPE_Q4_K   ? (size_t)(k / 256) * 2368
+           : t == HX_DTYPE_Q5_K ? (size_t)(k / 256) * 2880
+                                : HX_X16_ROWS * hx_dtype_row_bytes(t, k);
 }
 
 bool hx__x16_usable(enum hx_dtype t, int64_t k)
@@ -106,25 +114,36 @@ static void hx_x16_pack_tile(enum hx_dtype t, int64_t k, const uint8_t *rows[], 
         }
         break;
     case HX_DTYPE_Q4_K:
-        for (int64_t sb = 0; sb < k / 256; sb++, o += 2368) {
-            hx_x16_put_h(o, rows, nr, (size_t)sb * 144);
-            hx_x16_put_h(o + 32, rows, nr, (size_t)sb * 144 + 2);
+    case HX_DTYPE_Q5_K: { /* Q5_K: each group's nibbles are followed by its fifth bits */
+        const size_t bb = t == HX_DTYPE_Q5_K ? 176 : 144, gb = t == HX_DTYPE_Q5_K ? 320 : 256;
+        for (int64_t sb = 0; sb < k / 256; sb++, o += 320 + 8 * gb) {
+            hx_x16_put_h(o, rows, nr, (size_t)sb * bb);
+            hx_x16_put_h(o + 32, rows, nr, (size_t)sb * bb + 2);
             for (int j = 0; j < 8; j++)
                 for (int i = 0; i < HX_X16_ROWS; i++) {
                     int sc = 0, m = 0;
-                    if (i < nr) hx_cpu_q4k_scale_min(rows[i] + sb * 144 + 4, j, &sc, &m);
+                    if (i < nr) hx_cpu_q4k_scale_min(rows[i] + sb * bb + 4, j, &sc, &m);
                     o[64 + 16 * j + i] = (uint8_t)sc;
                     o[192 + 16 * j + i] = (uint8_t)m;
                 }
-            for (int j = 0; j < 8; j++)
+            for (int j = 0; j < 8; j++) {
+                uint8_t *q = o + 320 + gb * j;
                 for (int v = 0; v < 4; v++)
                     for (int pos = 0; pos < 64; pos++) {
                         int64_t c = 64 * sb + 8 * j + v;
-                        o[320 + 256 * j + 64 * v + pos] =
-                            (uint8_t)(hx_x16_cb(p, t, nr, pos, c) | hx_x16_cb(p, t, nr, pos, c + 4) << 4);
+                        q[64 * v + pos] = (uint8_t)((hx_x16_cb(p, t, nr, pos, c) & 15) |
+                                                    (hx_x16_cb(p, t, nr, pos, c + 4) & 15) << 4);
                     }
+                for (int pos = 0; t == HX_DTYPE_Q5_K && pos < 64; pos++) {
+                    uint8_t hb = 0;
+                    for (int c = 0; c < 8; c++)
+                        hb |= (uint8_t)((hx_x16_cb(p, t, nr, pos, 64 * sb + 8 * j + c) >> 4) << c);
+                    q[256 + pos] = hb;
+                }
+            }
         }
         break;
+    }
     case HX_DTYPE_Q6_K:
         for (int64_t sb = 0; sb < k / 256; sb++, o += 3360) {
             hx_x16_put_h(o, rows, nr, (size_t)sb * 210 + 208);
@@ -257,7 +276,7 @@ struct hx_cpu_x16 *hx__x16_pack(const struct hx_weight *w, int n_threads)
     x->n = n;
     x->k = k;
     x->n_tiles = (n + HX_X16_ROWS - 1) / HX_X16_ROWS;
-    x->tile_bytes = w->type == HX_DTYPE_Q4_K ? (size_t)(k / 256) * 2368 : HX_X16_ROWS * rb;
+    x->tile_bytes = hx__x16_tile_bytes(w->type, k);
     hx__cpu_chunk_bytes(&x->chunk_decode, &x->chunk_prefill);
     const size_t total = x->tile_bytes * (size_t)x->n_tiles;
     const int nt = n_threads > 0 ? n_threads : 1;

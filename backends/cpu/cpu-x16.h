@@ -12,7 +12,7 @@
  * Q4_0: K = 8; Q6_K: u = 4·code, K = 128, s = d·sc / 4; TQ1_0, TQ2_0, Q2_0: u = the 2-bit or
  * base-3 code, K = 1; I2_S: the same with s the tensor scale for every group; Q1_0: u = bit,
  * w = s·(2u − 1)), except
- * Q4_K, where w = d·sc·u − dmin·m. The −K·Σx term is an integer the activation quantizer
+ * Q4_K and Q5_K, where w = d·sc·u − dmin·m. The −K·Σx term is an integer the activation quantizer
  * computes per group, used as the accumulator's start value, so it costs nothing in the loop.
  * Codes stay packed as tightly as in GGUF (nibbles, 2-bit, base-3, bit masks) and every tile
  * is 16 × the GGUF row size (Q4_K: 148 instead of 144 bytes per 256, the 6-bit scales being
@@ -23,6 +23,8 @@
  *   Q4_0  G=32 : vec[4] (chunk v | chunk v+4 << 4), h[16] d                     = 16 × 18
  *   Q4_K  per 256: h[16] d, h[16] dmin, u8 sc[8][16], u8 m[8][16],
  *                  then per G=32: vec[4] as Q4_0                                = 16 × 148
+ *   Q5_K  as Q4_K, each group's vec[4] followed by vec hb: bit c of byte 4·r + b is
+ *                  the fifth bit of row r, element 4·c + b                       = 16 × 180
  *   Q6_K  per 256: h[16] d, i8 sc[16][16], then per G=16: vec[3], vec c = 4·(chunk c) |
  *                  2 bits of chunk 3 (vec 0: bits 4-5, vec 1: bits 0-1, vec 2: bits 2-3)  = 16 × 210
  *   TQ2_0 G=256: vec[16] (chunk p + 16·s at bits 2s), h[16] d                  = 16 × 66
@@ -75,7 +77,9 @@ struct hx_cpu_x16 {
 /* Group size (elements per scale) and act block size of a type this path runs; 0 if none. */
 int hx__x16_group(enum hx_dtype t);
 int hx__x16_act_block(enum hx_dtype t);
-/* The −K of w = s·(u − K) (0 for Q4_K). */
+/* Bytes of one tile (16 rows) of K columns of type t. */
+size_t hx__x16_tile_bytes(enum hx_dtype t, int64_t k);
+/* The −K of w = s·(u − K) (0 for Q4_K, Q5_K). */
 int hx__x16_bias(enum hx_dtype t);
 bool hx__x16_usable(enum hx_dtype t, int64_t k);
 /* w's parts (hx_weight.n_tparts) fall on tile boundaries: each part whole tiles of 16 rows. */

@@ -159,7 +159,8 @@ static int hx_cpu_weight_prepare(struct hx_device *dev, const struct hx_weight *
 }
 
 /* Memory of a prepared weight: its x16 tiles (cpu-x16.h: 16 rows of the GGUF row size per
- * tile, Q4_K's 2368 bytes per 256 columns), or the mapped bytes it is used from in place. */
+ * tile, Q4_K's 2368 and Q5_K's 2880 bytes per 256 columns), or the mapped bytes it is used
+ * from in place. */
 static int hx_cpu_weight_bytes(struct hx_device *dev, const struct hx_weight *w, void *handle,
                                size_t *out)
 {
@@ -171,9 +172,7 @@ static int hx_cpu_weight_bytes(struct hx_device *dev, const struct hx_weight *w,
     }
     if (!hx_cpu_repacks(w)) return *out = w->nbytes, HX_OK;
     size_t tiles = (size_t)((w->n_rows + HX_X16_ROWS - 1) / HX_X16_ROWS);
-    size_t tile = w->type == HX_DTYPE_Q4_K ? (size_t)(w->n_cols / 256) * 2368
-                                           : HX_X16_ROWS * hx_dtype_row_bytes(w->type, w->n_cols);
-    *out = tile * tiles;
+    *out = hx__x16_tile_bytes(w->type, w->n_cols) * tiles;
     return HX_OK;
 }
 
@@ -292,9 +291,9 @@ static void hx_cpu_describe(struct hx_device *dev, char *out, size_t len)
 {
     struct hx_cpu_dev *c = dev->ctx;
     /* the decode prefetch distance: one figure, or per x16 type where they differ */
-    static const enum hx_dtype x16[] = {HX_DTYPE_Q8_0, HX_DTYPE_Q4_0, HX_DTYPE_Q4_K, HX_DTYPE_Q6_K,
-                                        HX_DTYPE_TQ2_0, HX_DTYPE_TQ1_0, HX_DTYPE_Q1_0,
-                                        HX_DTYPE_Q2_0,  HX_DTYPE_I2_S};
+    static const enum hx_dtype x16[] = {HX_DTYPE_Q8_0, HX_DTYPE_Q4_0, HX_DTYPE_Q4_K, HX_DTYPE_Q5_K,
+                                        HX_DTYPE_Q6_K, HX_DTYPE_TQ2_0, HX_DTYPE_TQ1_0,
+                                        HX_DTYPE_Q1_0, HX_DTYPE_Q2_0,  HX_DTYPE_I2_S};
     const size_t nx = sizeof x16 / sizeof x16[0];
     char pf[160] = "";
     bool same = true;

@@ -129,10 +129,11 @@ static double hx_hip_now_us(void)
 
 /* ---- types on the host ------------------------------------------------------------------------ */
 
-/* The types the kernels decode (hip-decode.h): all of them. */
+/* The types the kernels decode (hip-decode.h): all but Q5_K, whose matmuls run on the CPU
+ * (the scheduler's fallback) until it has kernels here. */
 static bool hx_hip_type_ok(int t)
 {
-    return t >= 0 && t < HX_DTYPE_COUNT;
+    return t >= 0 && t < HX_DTYPE_COUNT && t != HX_DTYPE_Q5_K;
 }
 
 static int64_t hx_hip_block_elems(enum hx_dtype t)

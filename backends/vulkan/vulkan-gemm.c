@@ -98,6 +98,7 @@ static const struct hx_vk_type_shaders hx_vk_types[HX_DTYPE_COUNT] = {
     [HX_DTYPE_Q6_K] = HX_VK_T(Q6_K, 3, 256),   [HX_DTYPE_TQ1_0] = HX_VK_T(TQ1_0, 4, 256),
     [HX_DTYPE_TQ2_0] = HX_VK_T(TQ2_0, 5, 256), [HX_DTYPE_Q1_0] = HX_VK_T(Q1_0, 6, 128),
     [HX_DTYPE_Q2_0] = HX_VK_T(Q2_0, 7, 64),    [HX_DTYPE_I2_S] = HX_VK_T(I2_S, 8, 256),
+    [HX_DTYPE_Q5_K] = HX_VK_T(Q5_K, 9, 256),
 };
 #undef HX_VK_T
 /* [q][lane][dot] */
@@ -108,9 +109,9 @@ static const struct hx_vk_type_shaders hx_vk_types[HX_DTYPE_COUNT] = {
             HX_SHADER_MMVLQ_##T, HX_SHADER_MMVLQD_##T                                              \
         }                                                                                          \
     }
-static const enum hx_shader_id hx_vk_qshaders[9][2][2] = {
+static const enum hx_shader_id hx_vk_qshaders[10][2][2] = {
     HX_VK_Q(Q8_0),  HX_VK_Q(Q4_0), HX_VK_Q(Q4_K), HX_VK_Q(Q6_K), HX_VK_Q(TQ1_0),
-    HX_VK_Q(TQ2_0), HX_VK_Q(Q1_0), HX_VK_Q(Q2_0), HX_VK_Q(I2_S),
+    HX_VK_Q(TQ2_0), HX_VK_Q(Q1_0), HX_VK_Q(Q2_0), HX_VK_Q(I2_S), HX_VK_Q(Q5_K),
 };
 #undef HX_VK_Q
 /* the wide GEMV with int8 activations: [q][dot] */
@@ -118,9 +119,9 @@ static const enum hx_shader_id hx_vk_qshaders[9][2][2] = {
     {                                                                                              \
         HX_SHADER_MMVWQ_##T, HX_SHADER_MMVWQD_##T                                                  \
     }
-static const enum hx_shader_id hx_vk_qwshaders[9][2] = {
+static const enum hx_shader_id hx_vk_qwshaders[10][2] = {
     HX_VK_QW(Q8_0),  HX_VK_QW(Q4_0), HX_VK_QW(Q4_K), HX_VK_QW(Q6_K), HX_VK_QW(TQ1_0),
-    HX_VK_QW(TQ2_0), HX_VK_QW(Q1_0), HX_VK_QW(Q2_0), HX_VK_QW(I2_S),
+    HX_VK_QW(TQ2_0), HX_VK_QW(Q1_0), HX_VK_QW(Q2_0), HX_VK_QW(I2_S), HX_VK_QW(Q5_K),
 };
 #undef HX_VK_QW
 /* the wide GEMV reducing by subgroup shuffles, for the types with blocks of more than 32
@@ -129,7 +130,7 @@ static const enum hx_shader_id hx_vk_qwshaders[9][2] = {
     [HX_DTYPE_##T] = {HX_SHADER_MMVWS_##T, HX_SHADER_MMVWSQ_##T, HX_SHADER_MMVWSQD_##T}
 static const enum hx_shader_id hx_vk_wsshaders[HX_DTYPE_COUNT][3] = {
     HX_VK_WS(Q4_K), HX_VK_WS(Q6_K), HX_VK_WS(TQ1_0), HX_VK_WS(TQ2_0),
-    HX_VK_WS(Q1_0), HX_VK_WS(Q2_0), HX_VK_WS(I2_S),
+    HX_VK_WS(Q1_0), HX_VK_WS(Q2_0), HX_VK_WS(I2_S), HX_VK_WS(Q5_K),
 };
 #undef HX_VK_WS
 
@@ -156,17 +157,19 @@ static const int hx_vk_coopmat_shaders[2][HX_DTYPE_COUNT] = {
         [HX_DTYPE_F32] = -1, HX_VK_CM(F16),  HX_VK_CM(BF16), HX_VK_CM(Q8_0),
         HX_VK_CM(Q4_0),      HX_VK_CM(Q4_K), HX_VK_CM(Q6_K), HX_VK_CM(TQ1_0),
         HX_VK_CM(TQ2_0),     HX_VK_CM(Q1_0), HX_VK_CM(Q2_0), HX_VK_CM(I2_S),
+        HX_VK_CM(Q5_K),
     },
     {
         [HX_DTYPE_F32] = -1, HX_VK_CME(F16),  HX_VK_CME(BF16), HX_VK_CME(Q8_0),
         HX_VK_CME(Q4_0),     HX_VK_CME(Q4_K), HX_VK_CME(Q6_K), HX_VK_CME(TQ1_0),
         HX_VK_CME(TQ2_0),    HX_VK_CME(Q1_0), HX_VK_CME(Q2_0), HX_VK_CME(I2_S),
+        HX_VK_CME(Q5_K),
     },
 };
 #undef HX_VK_CM
 #undef HX_VK_CME
 /* a new weight type needs its entries above (an unlisted one would read shader 0) */
-_Static_assert(HX_DTYPE_COUNT == 12, "gemm_coopmat shaders per weight type");
+_Static_assert(HX_DTYPE_COUNT == 13, "gemm_coopmat shaders per weight type");
 
 /* The coopmat shader of type t under the device's variant (NV or its emulation), or -1. */
 static int hx_vk_coop_shader(const struct hx_vk_dev *d, enum hx_dtype t)

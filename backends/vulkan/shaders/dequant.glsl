@@ -98,6 +98,12 @@ ivec4 i8x4(uint w) { return ivec4(int(w << 24u), int(w << 16u), int(w << 8u), in
 #define BB 144u
 #define NV 36u
 #define HAS_FM 1
+#elif defined(WTYPE_Q5_K)
+#define BE 256u
+#define BC 8 /* chunks of 32 per block */
+#define BB 176u
+#define NV 44u
+#define HAS_FM 1
 #elif defined(WTYPE_Q6_K)
 #define BE 256u
 #define BC 8 /* chunks of 32 per block */
@@ -299,7 +305,7 @@ void chunk(uint cc, out uint q[8], out vec2 fs, out float fm)
     float d = rdh(52u);
     fs = vec2(d);
     fm = -d;
-#elif defined(WTYPE_Q4_K)
+#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
     uint dw = rd(0u);
     uint s0 = rd(4u), s1 = rd(8u), s2 = rd(12u);
     uint j = cc & 3u, sh = 8u * j;
@@ -312,7 +318,14 @@ void chunk(uint cc, out uint q[8], out vec2 fs, out float fm)
         m = (((s2 >> sh) >> 4u) & 15u) | (((s1 >> sh) >> 6u) & 3u) << 4u;
     }
     uint c64 = cc >> 1u, hi = 4u * (cc & 1u);
+#if defined(WTYPE_Q5_K)
+    /* qs after qh[32]; chunk cc's fifth bits are bit cc of qh[0..31] */
+    [[unroll]] for (uint k = 0u; k < 8u; k++)
+        q[k] = ((rd(48u + 32u * c64 + 4u * k) >> hi) & 0x0f0f0f0fu) |
+               (((rd(16u + 4u * k) >> cc) & 0x01010101u) << 4u);
+#else
     [[unroll]] for (uint k = 0u; k < 8u; k++) q[k] = (rd(16u + 32u * c64 + 4u * k) >> hi) & 0x0f0f0f0fu;
+#endif
     fs = vec2(unpackHalf2x16(dw).x * float(sc));
     fm = -unpackHalf2x16(dw >> 16u).x * float(m);
 #elif defined(WTYPE_Q6_K)
