@@ -35,6 +35,27 @@ int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t
     return st;
 }
 
+int hx_app_tokenize(const struct hx_model *m, const char *text, size_t len, bool add_special,
+                    hx_token **ids, int64_t *n)
+{
+    *ids = NULL, *n = 0;
+    int64_t cap = (int64_t)HX_MIN(len, (size_t)INT32_MAX) + 8;
+    for (int pass = 0; pass < 2; pass++) {
+        hx_token *buf = hx_malloc((size_t)cap * sizeof *buf);
+        if (!buf) return hx__set_error(HX_E_NOMEM, "out of memory for %lld token ids", (long long)cap);
+        int64_t got = 0;
+        int st = hx_tokenize(m, text, len, add_special, true, buf, cap, &got);
+        if (st == HX_OK && got <= cap) {
+            *ids = buf, *n = got;
+            return HX_OK;
+        }
+        hx_free(buf);
+        if (st != HX_OK) return st;
+        cap = got; /* the tokenizer said how many: once more with room for all of them */
+    }
+    return hx__set_error(HX_E_INTERNAL, "the tokenizer's count changed between two calls");
+}
+
 int hx_app_outfile_open(const char *cmd, const char *path, struct hx_app_outfile *o)
 {
     memset(o, 0, sizeof *o);

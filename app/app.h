@@ -39,6 +39,16 @@ char *hx_app_read_file(const char *path, size_t *n);
  * logits, valid until the next hx_decode; on failure the cache holds the batches that
  * succeeded (hx_kv_len tells how many positions) and hx_last_error() says why.
  */
+/*
+ * Tokenize text[0..len) into a new hx_malloc'ed array *ids of *n tokens (BOS/EOS as the
+ * vocabulary asks when add_special; control-token text matched). Sized by the tokenizer's own
+ * count, not by the text's length: one byte can be several tokens (invalid UTF-8 becomes U+FFFD,
+ * three bytes, in a byte-level BPE vocabulary). Returns HX_OK, or an error with hx_last_error();
+ * *ids is NULL then.
+ */
+int hx_app_tokenize(const struct hx_model *m, const char *text, size_t len, bool add_special,
+                    hx_token **ids, int64_t *n);
+
 typedef void (*hx_app_fed_fn)(void *user, int64_t n_fed);
 int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t pos0, int32_t seq,
                    hx_app_fed_fn after, void *user, const float **logits);

@@ -215,13 +215,12 @@ static void hx_diff_step(struct hx_diff *df, const float *lt, const float *lr,
 
 static int hx_diff_run(struct hx_diff *df, const struct hx_cli *o)
 {
-    int64_t cap = (int64_t)strlen(o->prompt) + 8, n = 0;
-    hx_token *ids = malloc((size_t)cap * sizeof *ids);
+    int64_t n = 0;
+    hx_token *ids = NULL;
     df->steps = calloc((size_t)o->n_predict, sizeof *df->steps);
-    if (!ids || !df->steps) return free(ids), hx_app_error("diff", "out of memory"), 1;
+    if (!df->steps) return hx_app_error("diff", "out of memory"), 1;
     int rc = 1;
-    if (hx_tokenize(df->m, o->prompt, strlen(o->prompt), true, true, ids, cap, &n) != HX_OK ||
-        n == 0) {
+    if (hx_app_tokenize(df->m, o->prompt, strlen(o->prompt), true, &ids, &n) != HX_OK || n == 0) {
         hx_app_error("diff", "cannot tokenize the prompt: %s", n ? hx_last_error() : "no tokens");
         goto done;
     }
@@ -250,7 +249,7 @@ static int hx_diff_run(struct hx_diff *df, const struct hx_cli *o)
     else
         rc = 0;
 done:
-    free(ids);
+    hx_free(ids);
     return rc;
 }
 

@@ -43,12 +43,11 @@ int hx_cmd_run(int argc, char **argv)
     struct hx_sampler *s = NULL;
     struct hx_detok *dt = NULL;
     struct hx_grammar *gr = NULL;
-    int64_t n = 0, cap = (int64_t)strlen(o.prompt) + 8, n_out = 0;
-    ids = hx_malloc((size_t)cap * sizeof *ids);
+    int64_t n = 0, n_out = 0;
     out = hx_malloc((size_t)o.n_predict * sizeof *out);
     rc = 1;
-    if (!ids || !out) goto done;
-    if (hx_tokenize(m, o.prompt, strlen(o.prompt), true, true, ids, cap, &n) != HX_OK) {
+    if (!out) goto done;
+    if (hx_app_tokenize(m, o.prompt, strlen(o.prompt), true, &ids, &n) != HX_OK) {
         hx_app_error("run", "tokenize: %s", hx_last_error());
         goto done;
     }

@@ -3,7 +3,8 @@
 # a tensor-split share that rounds to no rows gives its rows to the others; a phase-split run
 # names the devices of both phases; a policy "file" that is a directory, `tokenize` without
 # text and `devices -m` of a missing file are errors; `bench` says when its tests go past the
-# model's trained context; the bandwidth probe stays within 1 GiB of memory.
+# model's trained context; the bandwidth probe stays within 1 GiB of memory; a prompt with more
+# tokens than bytes runs.
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
 . "$(dirname "$0")/lib.sh"
@@ -38,6 +39,25 @@ expect "tokenize -p '' is fine: []" 0 '^\[\]$' tokenize -m "$M" -p ""
 expect "devices -m of a missing file" 1 "cannot read the model '/nonexistent.gguf'" devices -m /nonexistent.gguf
 printf 'single:cpu # a comment\n' > "$T/pol"
 expect "--policy @FILE with a comment still works" 0 "" run -m "$M" -p hi -n 2 --policy "@$T/pol"
+
+# ---- a prompt with more tokens than bytes: invalid UTF-8 is U+FFFD, 2 tokens per byte in Falcon's
+# byte-level BPE; run and diff read past their ids before sizing them by the tokenizer's count ----
+F=$T/falcon.gguf
+if need_file "$D/vocab/ggml-vocab-falcon.gguf" &&
+   "$E" mkmodel --shape tiny --vocab "$D/vocab/ggml-vocab-falcon.gguf" --type Q8_0 -o "$F" > /dev/null 2>&1; then
+  P=$(printf '\xff%.0s' $(seq 100))
+  want=$("$E" tokenize -m "$F" -p "$P" --add-special | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+  out=$("$E" run -m "$F" -p "$P" -n 4 --temp 0 --ids 2> "$T/err"); rc=$?
+  [ "$want" -gt 108 ] && [ $rc -eq 0 ] && [ "$(echo "$out" | wc -w)" -eq 4 ] && grep -q "^prompt: $want tokens" "$T/err" \
+    && ok "run: 100 bytes of 0xff are $want tokens (tokenize says so), 4 ids generated" \
+    || bad "run 100 x 0xff on a Falcon vocabulary: exit $rc, tokenize $want, '$out': $(tail -1 "$T/err")"
+  "$E" diff -m "$F" -p "$P" -n 2 -o json > "$T/diff.json" 2> "$T/err"; rc=$?
+  got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt_tokens"])' "$T/diff.json" 2>/dev/null)
+  [ $rc -eq 0 ] && [ "$got" = "$want" ] && ok "diff: the same prompt is $got tokens and passes" \
+    || bad "diff 100 x 0xff: exit $rc, prompt_tokens '$got' (want $want): $(tail -1 "$T/err")"
+else
+  bad "mkmodel with the Falcon vocabulary failed"
+fi
 
 # ---- bench: past the trained context it says so; the probe's buffer is at most 1 GiB ------------
 "$E" bench -m "$M" -p 2100 -n 0 -r 1 --bw-gbs 10 --no-verify > /dev/null 2> "$T/err"; rc=$?
