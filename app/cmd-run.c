@@ -113,6 +113,10 @@ int hx_cmd_run(int argc, char **argv)
             const char *piece;
             size_t len;
             if (hx_detok_push(dt, t, &piece, &len) == HX_OK && len) fwrite(piece, 1, len, stdout), fflush(stdout);
+            if (ferror(stdout)) { /* no one can read the rest: stop generating it */
+                hx_app_error("run", "cannot write the output to stdout: %s", strerror(errno));
+                goto done;
+            }
         }
         if (n_out + 1 == o.n_predict || (gr && hx_grammar_done(gr))) {
             n_out++;
@@ -140,7 +144,11 @@ int hx_cmd_run(int argc, char **argv)
         if (hx_detok_flush(dt, &piece, &len) == HX_OK && len) fwrite(piece, 1, len, stdout);
     }
     printf("\n");
-    fflush(stdout); /* the text ends before the figures on stderr, also through one pipe */
+    /* the text ends before the figures on stderr, also through one pipe */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        hx_app_error("run", "cannot write the output to stdout: %s", strerror(errno));
+        goto done;
+    }
     char devs[600];
     if (!dev_dec[0] || !dev_pre[0] || !strcmp(dev_pre, dev_dec))
         snprintf(devs, sizeof devs, "%s", dev_pre[0] ? dev_pre : dev_dec);

@@ -3,8 +3,9 @@
 # a tensor-split share that rounds to no rows gives its rows to the others; a phase-split run
 # names the devices of both phases; a policy "file" that is a directory, `tokenize` without
 # text and `devices -m` of a missing file are errors; `bench` says when its tests go past the
-# model's trained context; the bandwidth probe stays within 1 GiB of memory; a prompt with more
-# tokens than bytes runs.
+# model's trained context; the bandwidth probe stays within 1 GiB of memory; output that cannot
+# be written (a full disk, a closed stdout) is exit 1 with a reason; a prompt with more tokens
+# than bytes runs.
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
 . "$(dirname "$0")/lib.sh"
@@ -39,6 +40,17 @@ expect "tokenize -p '' is fine: []" 0 '^\[\]$' tokenize -m "$M" -p ""
 expect "devices -m of a missing file" 1 "cannot read the model '/nonexistent.gguf'" devices -m /nonexistent.gguf
 printf 'single:cpu # a comment\n' > "$T/pol"
 expect "--policy @FILE with a comment still works" 0 "" run -m "$M" -p hi -n 2 --policy "@$T/pol"
+
+# ---- output that cannot be written (a full disk, a closed stdout) is an error, not exit 0 ------
+for args in "run -m $M -p hi -n 200" "run -m $M -p hi -n 4 --ids" "inspect $M" "devices" "tokenize -m $M -p hi" "--version"; do
+  # shellcheck disable=SC2086
+  "$E" $args > /dev/full 2> "$T/err"; rc=$?
+  [ $rc -eq 1 ] && grep -q "cannot write the output to stdout: No space left on device" "$T/err" \
+    && ok "engine $(echo "$args" | cut -d' ' -f1) > /dev/full: exit 1, says why" || bad "engine $args > /dev/full: exit $rc: $(tail -1 "$T/err")"
+done
+"$E" run -m "$M" -p hi -n 4 >&- 2> "$T/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "cannot write the output to stdout" "$T/err" && ok "run with stdout closed: exit 1, says why" \
+  || bad "run with stdout closed: exit $rc: $(tail -1 "$T/err")"
 
 # ---- a prompt with more tokens than bytes: invalid UTF-8 is U+FFFD, 2 tokens per byte in Falcon's
 # byte-level BPE; run and diff read past their ids before sizing them by the tokenizer's count ----
