@@ -232,8 +232,15 @@ int hx_app_rows(int64_t n_rows, int64_t width, int n_threads, hx_app_row_fn fn, 
 
 char *hx_app_read_file(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
+    bool std_in = !strcmp(path, "-");
+    FILE *f = std_in ? stdin : fopen(path, "rb");
     if (!f) return NULL;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) { /* fopen opens a directory */
+        if (!std_in) fclose(f);
+        errno = EISDIR;
+        return NULL;
+    }
     size_t cap = 4096, len = 0;
     char *b = malloc(cap);
     while (b) {
@@ -247,9 +254,11 @@ char *hx_app_read_file(const char *path, size_t *n)
         }
     }
     bool err = ferror(f);
-    fclose(f);
+    int e = errno;
+    if (!std_in) fclose(f);
     if (err) {
         free(b);
+        errno = e;
         return NULL;
     }
     if (b) b[len] = '\0'; /* the loop leaves room: it ends on a short read */

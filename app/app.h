@@ -29,7 +29,8 @@ int hx_cmd_mkmodel(int argc, char **argv);
 /* Print "engine <cmd>: <message>" to stderr (app/progress.c). */
 void hx_app_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double hx_app_now_us(void); /* monotonic clock, microseconds (app/bench/bench-util.c) */
-/* A whole file into a malloc'ed buffer with a NUL after its *n bytes; NULL on failure. */
+/* A whole file ("-": stdin) into a malloc'ed buffer with a NUL after its *n bytes; NULL on
+ * failure, errno saying why (EISDIR for a directory). */
 char *hx_app_read_file(const char *path, size_t *n);
 
 /*

@@ -1,5 +1,7 @@
 /* cli.c — parsing of the options shared by the model-running subcommands. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -22,6 +24,37 @@ static int hx_cli_bad(const char *cmd, const char *opt, const char *v)
     return 2;
 }
 
+void hx_cli_deinit(struct hx_cli *o)
+{
+    free(o->prompt_text);
+    o->prompt_text = NULL;
+}
+
+/* -f FILE: a prompt of any length (one argument holds at most 128 KiB on Linux), from a file
+ * or stdin. The text is a C string from here on, so a NUL byte in it is refused by offset. */
+static int hx_cli_read_prompt(const char *cmd, struct hx_cli *o)
+{
+    if (o->prompt) {
+        hx_app_error(cmd, "give either -p TEXT or -f FILE, not both");
+        return 2;
+    }
+    size_t len;
+    o->prompt_text = hx_app_read_file(o->prompt_file, &len);
+    if (!o->prompt_text) {
+        hx_app_error(cmd, "cannot read the prompt from '%s': %s", o->prompt_file, strerror(errno));
+        return 1;
+    }
+    const char *nul = memchr(o->prompt_text, '\0', len);
+    if (nul) {
+        hx_app_error(cmd, "the prompt '%s' has a NUL byte at offset %zu: not text", o->prompt_file,
+                     (size_t)(nul - o->prompt_text));
+        hx_cli_deinit(o);
+        return 2;
+    }
+    o->prompt = o->prompt_text;
+    return 0;
+}
+
 int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
 {
     memset(o, 0, sizeof *o);
@@ -40,6 +73,8 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
         else if (!strcmp(a, "--fallback")) { VAL(); o->fallback = v; }
         else if (!strcmp(a, "--mem")) { VAL(); o->mem = v; }
         else if (!strcmp(a, "--grammar") && !strcmp(cmd, "run")) { VAL(); o->grammar = v; }
+        else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) &&
+                 (!strcmp(cmd, "run") || !strcmp(cmd, "diff"))) { VAL(); o->prompt_file = v; }
         else if (!strcmp(a, "--chat-template")) { VAL(); o->chat_template = v; }
         else if (!strcmp(a, "--npu-kernels")) { VAL(); o->npu_kernels = v; }
         else if (!strcmp(a, "--ids")) o->ids = true;
@@ -97,8 +132,9 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
         hx_app_error(cmd, "no model given (-m MODEL.gguf)");
         return 2;
     }
-    return 0;
+    return o->prompt_file ? hx_cli_read_prompt(cmd, o) : 0;
 }
+
 
 int hx_cli_open(const char *cmd, const struct hx_cli *o, struct hx_model **m, struct hx_context **c)
 {

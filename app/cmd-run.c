@@ -15,12 +15,13 @@
 
 static void hx_run_usage(void)
 {
-    printf("usage: engine run -m MODEL -p TEXT [-n N] [--backend B] [--policy P] [--fallback L]\n"
-           "       [-t THREADS] [-c N_CTX] [--batch N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+    printf("usage: engine run -m MODEL -p TEXT | -f FILE [-n N] [--backend B] [--policy P]\n"
+           "       [--fallback L] [-t THREADS] [-c N_CTX] [--batch N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
            "       [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S] [--ids]\n"
            "       [--grammar FILE]   (GBNF, docs/grammar.md: only text the grammar allows)\n"
            "       [--mem DEV=SIZE,...] [--progress]   (memory caps; loading progress on stderr\n"
-           "       even when it is not a terminal: docs/policies.md \"Memory\")\n");
+           "       even when it is not a terminal: docs/policies.md \"Memory\")\n"
+           "-f FILE reads the prompt from a file, '-f -' from stdin (a prompt of any length).\n");
 }
 
 int hx_cmd_run(int argc, char **argv)
@@ -30,12 +31,12 @@ int hx_cmd_run(int argc, char **argv)
     int rc = hx_cli_parse("run", argc, argv, &o);
     if (rc) return rc;
     if (!o.prompt) {
-        hx_app_error("run", "no prompt given (-p TEXT)");
+        hx_app_error("run", "no prompt given (-p TEXT or -f FILE)");
         return 2;
     }
     struct hx_model *m;
     struct hx_context *c;
-    if ((rc = hx_cli_open("run", &o, &m, &c))) return rc;
+    if ((rc = hx_cli_open("run", &o, &m, &c))) return hx_cli_deinit(&o), rc;
     if (hx_vocab_n_eog(m) == 0)
         fprintf(stderr, "engine run: note: the vocabulary has no end-of-generation token; "
                         "generation stops after -n %lld tokens\n", (long long)o.n_predict);
@@ -170,5 +171,6 @@ done:
     hx_free(out);
     hx_context_free(c);
     hx_model_free(m);
+    hx_cli_deinit(&o);
     return rc;
 }

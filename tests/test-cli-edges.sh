@@ -5,7 +5,7 @@
 # text and `devices -m` of a missing file are errors; `bench` says when its tests go past the
 # model's trained context; the bandwidth probe stays within 1 GiB of memory; output that cannot
 # be written (a full disk, a closed stdout) is exit 1 with a reason; a prompt with more tokens
-# than bytes runs.
+# than bytes runs; run and diff take the prompt from a file or stdin (-f), of any length.
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
 . "$(dirname "$0")/lib.sh"
@@ -70,6 +70,25 @@ if need_file "$D/vocab/ggml-vocab-falcon.gguf" &&
 else
   bad "mkmodel with the Falcon vocabulary failed"
 fi
+
+# ---- -f FILE / -f -: the prompt from a file or stdin, byte for byte as -p would give it ------------
+printf 'Once upon a time' > "$T/p.txt"
+a=$("$E" run -m "$M" -p "Once upon a time" -n 8 --temp 0 --ids 2>/dev/null)
+b=$("$E" run -m "$M" -f "$T/p.txt" -n 8 --temp 0 --ids 2>/dev/null)
+c=$("$E" run -m "$M" -f - -n 8 --temp 0 --ids < "$T/p.txt" 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] && ok "run -f FILE and -f - give -p's ids ($a)" || bad "run -f: -p '$a', -f '$b', -f - '$c'"
+d=$("$E" diff -m "$M" -f - -n 2 -o json < "$T/p.txt" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["prompt_tokens"])' 2>/dev/null)
+[ "$d" = 5 ] && ok "diff -f -: the 5 tokens of BOS + 'Once upon a time'" || bad "diff -f -: prompt_tokens '$d'"
+# 150 KB: more than one argument may hold (exec refuses -p with it), read whole and then refused by
+# the context, by its token count
+python3 -c "print(' '.join(['a'] * 75000), end='')" > "$T/big.txt"
+"$E" run -m "$M" -f "$T/big.txt" -n 2 > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "the prompt is 75001 tokens, longer than the context of 2048" "$T/err" \
+  && ok "run -f of 150 KB: read whole (75001 tokens), refused by the context" || bad "run -f 150 KB: exit $rc: $(tail -1 "$T/err")"
+printf 'a\0b' > "$T/nul.txt"
+expect "-f of a file with a NUL byte" 2 "NUL byte at offset 1" run -m "$M" -f "$T/nul.txt"
+expect "-f of a directory" 1 "cannot read the prompt from '$T': Is a directory" run -m "$M" -f "$T"
+expect "-f and -p together" 2 "either -p TEXT or -f FILE" run -m "$M" -f "$T/p.txt" -p hi
 
 # ---- bench: past the trained context it says so; the probe's buffer is at most 1 GiB ------------
 "$E" bench -m "$M" -p 2100 -n 0 -r 1 --bw-gbs 10 --no-verify > /dev/null 2> "$T/err"; rc=$?
