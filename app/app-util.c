@@ -56,6 +56,17 @@ int hx_app_tokenize(const struct hx_model *m, const char *text, size_t len, bool
     return hx__set_error(HX_E_INTERNAL, "the tokenizer's count changed between two calls");
 }
 
+int hx_app_logits_check(const float *logits, int64_t n_vocab)
+{
+    for (int64_t i = 0; i < n_vocab; i++)
+        if (!isfinite(logits[i]))
+            return hx__set_error(HX_E_INTERNAL, "the logit of token %lld is %g: the model's weights "
+                                 "hold NaN or Inf, or a device computed wrongly (engine diff "
+                                 "--backend B or --policy P names the first op off the reference)",
+                                 (long long)i, (double)logits[i]);
+    return HX_OK;
+}
+
 int hx_app_outfile_open(const char *cmd, const char *path, struct hx_app_outfile *o)
 {
     memset(o, 0, sizeof *o);

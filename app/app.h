@@ -50,6 +50,13 @@ char *hx_app_read_file(const char *path, size_t *n);
 int hx_app_tokenize(const struct hx_model *m, const char *text, size_t len, bool add_special,
                     hx_token **ids, int64_t *n);
 
+/*
+ * HX_OK when all n_vocab logits are finite; else HX_E_INTERNAL with hx_last_error() naming the
+ * first that is not and the likely causes. A NaN in the weights (or a device computing wrongly)
+ * makes every logit NaN, and a sampler then picks token 0 each step: garbage with exit 0.
+ */
+int hx_app_logits_check(const float *logits, int64_t n_vocab);
+
 typedef void (*hx_app_fed_fn)(void *user, int64_t n_fed);
 int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t pos0, int32_t seq,
                    hx_app_fed_fn after, void *user, const float **logits);

@@ -102,6 +102,10 @@ int hx_cmd_run(int argc, char **argv)
     char dev_pre[256] = "", dev_dec[256] = "";
     hx_app_devices_add(n > 1 ? dev_pre : dev_dec, sizeof dev_pre, hx_context_devices(c));
     for (n_out = 0; n_out < o.n_predict; n_out++) {
+        if (hx_app_logits_check(logits, mi.n_vocab) != HX_OK) {
+            hx_app_error("run", "%s: %s", n_out ? "decode" : "prefill", hx_last_error());
+            goto done;
+        }
         double g0 = gr ? hx_app_now_us() * 1e-6 : 0;
         hx_token t = gr ? hx_sampler_sample_grammar(s, gr, logits, o.n_predict - n_out)
                         : hx_sampler_sample(s, logits);

@@ -4,7 +4,8 @@
 # 1), never a run that quietly generates from NaN logits (a negative RMS-norm epsilon or a RoPE
 # base <= 0 made every logit NaN and greedy decoding printed token 0 with exit 0); a context
 # length of 0 is taken as absent (4096, with a warning), not as a context that holds nothing;
-# a file cut short anywhere is a GGUF error naming the file.
+# a file cut short anywhere is a GGUF error naming the file; NaN weights are an error in run and
+# chat (the logits checked), not token 0 repeated.
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
 . "$(dirname "$0")/lib.sh"
@@ -62,6 +63,40 @@ plan=$("$E" plan -m "$T/c0.gguf" --summary 2>/dev/null)
 want=$("$E" plan -m "$M" -c 4096 --summary 2>/dev/null | grep -o 'kv [0-9.]* [KMG]iB' | head -1)
 got=$(echo "$plan" | grep -o 'kv [0-9.]* [KMG]iB' | head -1)
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "  and its KV cache is that of -c 4096 ($got)" || bad "context_length 0: plan '$got', -c 4096 '$want'"
+
+# NaN weights (layer 0's attention norm, found by the tensor table's offset): every logit is
+# NaN; run and chat say so and exit 1 instead of printing token 0 over and over with exit 0
+python3 - "$M" "$T/nan.gguf" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+def u32(p): return struct.unpack_from('<I', b, p)[0]
+def u64(p): return struct.unpack_from('<Q', b, p)[0]
+n_t, n_kv, p = u64(8), u64(16), 24
+def skip_val(p, t):
+    if t == 8: return p + 8 + u64(p)                       # string
+    if t == 9:                                             # array
+        at, n = u32(p), u64(p + 4); p += 12
+        for _ in range(n): p = skip_val(p, at)
+        return p
+    return p + {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t]
+for _ in range(n_kv):
+    p += 8 + u64(p); t = u32(p); p = skip_val(p + 4, t)
+tensors = {}
+for _ in range(n_t):
+    name = b[p + 8:p + 8 + u64(p)].decode(); p += 8 + u64(p)
+    nd = u32(p); p += 4 + 8 * nd + 4
+    tensors[name] = u64(p); p += 8
+data = (p + 31) // 32 * 32
+off = data + tensors['blk.0.attn_norm.weight']
+for i in range(64): struct.pack_into('<f', b, off + 4 * i, float('nan'))
+open(sys.argv[2], 'wb').write(b)
+PY
+out=$("$E" run -m "$T/nan.gguf" -p "Once upon a time" -n 4 --temp 0 --ids 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "prefill: the logit of token 0 is nan" && ok "NaN weights: run exits 1 naming the NaN logit" \
+  || bad "NaN weights: run exit $rc: $out"
+out=$(printf 'hi\n' | "$E" chat -m "$T/nan.gguf" --chat-template llama2 -n 4 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "the logit of token 0 is nan" && ok "NaN weights: chat exits 1 naming the NaN logit" \
+  || bad "NaN weights: chat exit $rc: $out"
 
 # cut short at offsets in the header, the metadata, the tensor table and the data
 sz=$(stat -c %s "$M")
