@@ -2,10 +2,11 @@
 # test-cli-edges.sh — what a newcomer hits past the usual cases, each from a user's report:
 # a tensor-split share that rounds to no rows gives its rows to the others; a phase-split run
 # names the devices of both phases; a policy "file" that is a directory, `tokenize` without
-# text and `devices -m` of a missing file are errors; `bench` says when its tests go past the
-# model's trained context; the bandwidth probe stays within 1 GiB of memory; output that cannot
-# be written (a full disk, a closed stdout) is exit 1 with a reason; a prompt with more tokens
-# than bytes runs; run and diff take the prompt from a file or stdin (-f), of any length.
+# text and `devices -m` of a missing, truncated or directory file are errors; `bench` says when
+# its tests go past the model's trained context; the bandwidth probe stays within 1 GiB of
+# memory; output that cannot be written (a full disk, a closed stdout) is exit 1 with a reason;
+# a prompt with more tokens than bytes runs; run and diff take the prompt from a file or stdin
+# (-f), of any length.
 set -u
 E=${HX_ENGINE:?} D=${HX_DATA:?}
 . "$(dirname "$0")/lib.sh"
@@ -38,6 +39,10 @@ expect "--policy @DIR is refused as a directory" 2 "is a directory, not a file" 
 expect "tokenize without -p or -f" 2 "no text given" tokenize -m "$M"
 expect "tokenize -p '' is fine: []" 0 '^\[\]$' tokenize -m "$M" -p ""
 expect "devices -m of a missing file" 1 "cannot read the model '/nonexistent.gguf'" devices -m /nonexistent.gguf
+head -c 100000 "$M" > "$T/cut.gguf"
+expect "devices -m of a truncated file: exit 1 too (was 0)" 1 "engine devices: NPU kernel coverage: cannot load .*lies outside the file" devices -m "$T/cut.gguf"
+expect "devices -m of a directory" 1 "cannot load .*is not a regular file" devices -m "$T"
+expect "devices -m without its value" 2 "option -m needs a value" devices -m
 printf 'single:cpu # a comment\n' > "$T/pol"
 expect "--policy @FILE with a comment still works" 0 "" run -m "$M" -p hi -n 2 --policy "@$T/pol"
 
