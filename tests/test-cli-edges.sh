@@ -43,6 +43,9 @@ head -c 100000 "$M" > "$T/cut.gguf"
 expect "devices -m of a truncated file: exit 1 too (was 0)" 1 "engine devices: NPU kernel coverage: cannot load .*lies outside the file" devices -m "$T/cut.gguf"
 expect "devices -m of a directory" 1 "cannot load .*is not a regular file" devices -m "$T"
 expect "devices -m without its value" 2 "option -m needs a value" devices -m
+expect "-n 0 says what -n takes" 2 "invalid value '0' for -n \(a whole number from 1 to 16777216\)" run -m "$M" -p hi -n 0
+expect "an overflowing -c says what -c takes" 2 "for -c \(a whole number from 1 to" run -m "$M" -p hi -c 99999999999999999999
+expect "--top-p 2 says the range" 2 "invalid value '2' for --top-p \(a number from 0 to 1\)" run -m "$M" -p hi --top-p 2
 printf 'single:cpu # a comment\n' > "$T/pol"
 expect "--policy @FILE with a comment still works" 0 "" run -m "$M" -p hi -n 2 --policy "@$T/pol"
 
