@@ -35,6 +35,38 @@ int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t
     return st;
 }
 
+int hx_app_tokenize(const struct hx_model *m, const char *text, size_t len, bool add_special,
+                    hx_token **ids, int64_t *n)
+{
+    *ids = NULL, *n = 0;
+    int64_t cap = (int64_t)HX_MIN(len, (size_t)INT32_MAX) + 8;
+    for (int pass = 0; pass < 2; pass++) {
+        hx_token *buf = hx_malloc((size_t)cap * sizeof *buf);
+        if (!buf) return hx__set_error(HX_E_NOMEM, "out of memory for %lld token ids", (long long)cap);
+        int64_t got = 0;
+        int st = hx_tokenize(m, text, len, add_special, true, buf, cap, &got);
+        if (st == HX_OK && got <= cap) {
+            *ids = buf, *n = got;
+            return HX_OK;
+        }
+        hx_free(buf);
+        if (st != HX_OK) return st;
+        cap = got; /* the tokenizer said how many: once more with room for all of them */
+    }
+    return hx__set_error(HX_E_INTERNAL, "the tokenizer's count changed between two calls");
+}
+
+int hx_app_logits_check(const float *logits, int64_t n_vocab)
+{
+    for (int64_t i = 0; i < n_vocab; i++)
+        if (!isfinite(logits[i]))
+            return hx__set_error(HX_E_INTERNAL, "the logit of token %lld is %g: the model's weights "
+                                 "hold NaN or Inf, or a device computed wrongly (engine diff "
+                                 "--backend B or --policy P names the first op off the reference)",
+                                 (long long)i, (double)logits[i]);
+    return HX_OK;
+}
+
 int hx_app_outfile_open(const char *cmd, const char *path, struct hx_app_outfile *o)
 {
     memset(o, 0, sizeof *o);
@@ -211,8 +243,15 @@ int hx_app_rows(int64_t n_rows, int64_t width, int n_threads, hx_app_row_fn fn, 
 
 char *hx_app_read_file(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
+    bool std_in = !strcmp(path, "-");
+    FILE *f = std_in ? stdin : fopen(path, "rb");
     if (!f) return NULL;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) { /* fopen opens a directory */
+        if (!std_in) fclose(f);
+        errno = EISDIR;
+        return NULL;
+    }
     size_t cap = 4096, len = 0;
     char *b = malloc(cap);
     while (b) {
@@ -226,9 +265,11 @@ char *hx_app_read_file(const char *path, size_t *n)
         }
     }
     bool err = ferror(f);
-    fclose(f);
+    int e = errno;
+    if (!std_in) fclose(f);
     if (err) {
         free(b);
+        errno = e;
         return NULL;
     }
     if (b) b[len] = '\0'; /* the loop leaves room: it ends on a short read */

@@ -29,7 +29,8 @@ int hx_cmd_mkmodel(int argc, char **argv);
 /* Print "engine <cmd>: <message>" to stderr (app/progress.c). */
 void hx_app_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double hx_app_now_us(void); /* monotonic clock, microseconds (app/bench/bench-util.c) */
-/* A whole file into a malloc'ed buffer with a NUL after its *n bytes; NULL on failure. */
+/* A whole file ("-": stdin) into a malloc'ed buffer with a NUL after its *n bytes; NULL on
+ * failure, errno saying why (EISDIR for a directory). */
 char *hx_app_read_file(const char *path, size_t *n);
 
 /*
@@ -39,6 +40,23 @@ char *hx_app_read_file(const char *path, size_t *n);
  * logits, valid until the next hx_decode; on failure the cache holds the batches that
  * succeeded (hx_kv_len tells how many positions) and hx_last_error() says why.
  */
+/*
+ * Tokenize text[0..len) into a new hx_malloc'ed array *ids of *n tokens (BOS/EOS as the
+ * vocabulary asks when add_special; control-token text matched). Sized by the tokenizer's own
+ * count, not by the text's length: one byte can be several tokens (invalid UTF-8 becomes U+FFFD,
+ * three bytes, in a byte-level BPE vocabulary). Returns HX_OK, or an error with hx_last_error();
+ * *ids is NULL then.
+ */
+int hx_app_tokenize(const struct hx_model *m, const char *text, size_t len, bool add_special,
+                    hx_token **ids, int64_t *n);
+
+/*
+ * HX_OK when all n_vocab logits are finite; else HX_E_INTERNAL with hx_last_error() naming the
+ * first that is not and the likely causes. A NaN in the weights (or a device computing wrongly)
+ * makes every logit NaN, and a sampler then picks token 0 each step: garbage with exit 0.
+ */
+int hx_app_logits_check(const float *logits, int64_t n_vocab);
+
 typedef void (*hx_app_fed_fn)(void *user, int64_t n_fed);
 int hx_app_prefill(struct hx_context *c, const hx_token *ids, int64_t n, int32_t pos0, int32_t seq,
                    hx_app_fed_fn after, void *user, const float **logits);

@@ -1,5 +1,7 @@
 /* cli.c — parsing of the options shared by the model-running subcommands. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -16,10 +18,55 @@ static bool hx_cli_value(const char *cmd, int argc, char **argv, int *i, const c
     return true;
 }
 
-static int hx_cli_bad(const char *cmd, const char *opt, const char *v)
+/* Parse v as a whole number in [lo, hi]; else say so, with the range, and return false: "-n 0",
+ * "-n 99999999999999999999" and "-n abc" all say what -n takes. */
+static bool hx_cli_i64(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi,
+                       int64_t *out)
 {
-    hx_app_error(cmd, "invalid value '%s' for %s", v, opt);
-    return 2;
+    if (hx_app_parse_i64(v, lo, hi, out)) return true;
+    hx_app_error(cmd, "invalid value '%s' for %s (a whole number from %lld to %lld)", v, opt,
+                 (long long)lo, (long long)hi);
+    return false;
+}
+
+static bool hx_cli_f32(const char *cmd, const char *opt, const char *v, float lo, float hi,
+                       float *out)
+{
+    if (hx_app_parse_f32(v, lo, hi, out)) return true;
+    hx_app_error(cmd, "invalid value '%s' for %s (a number from %g to %g)", v, opt, (double)lo,
+                 (double)hi);
+    return false;
+}
+
+void hx_cli_deinit(struct hx_cli *o)
+{
+    free(o->prompt_text);
+    o->prompt_text = NULL;
+}
+
+/* -f FILE: a prompt of any length (one argument holds at most 128 KiB on Linux), from a file
+ * or stdin. The text is a C string from here on, so a NUL byte in it is refused by offset. */
+static int hx_cli_read_prompt(const char *cmd, struct hx_cli *o)
+{
+    if (o->prompt) {
+        hx_app_error(cmd, "give either -p TEXT or -f FILE, not both");
+        return 2;
+    }
+    size_t len;
+    o->prompt_text = hx_app_read_file(o->prompt_file, &len);
+    if (!o->prompt_text) {
+        hx_app_error(cmd, "cannot read the prompt from '%s': %s", o->prompt_file, strerror(errno));
+        return 1;
+    }
+    const char *nul = memchr(o->prompt_text, '\0', len);
+    if (nul) {
+        hx_app_error(cmd, "the prompt '%s' has a NUL byte at offset %zu: not text", o->prompt_file,
+                     (size_t)(nul - o->prompt_text));
+        hx_cli_deinit(o);
+        return 2;
+    }
+    o->prompt = o->prompt_text;
+    return 0;
 }
 
 int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
@@ -40,6 +87,8 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
         else if (!strcmp(a, "--fallback")) { VAL(); o->fallback = v; }
         else if (!strcmp(a, "--mem")) { VAL(); o->mem = v; }
         else if (!strcmp(a, "--grammar") && !strcmp(cmd, "run")) { VAL(); o->grammar = v; }
+        else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) &&
+                 (!strcmp(cmd, "run") || !strcmp(cmd, "diff"))) { VAL(); o->prompt_file = v; }
         else if (!strcmp(a, "--chat-template")) { VAL(); o->chat_template = v; }
         else if (!strcmp(a, "--npu-kernels")) { VAL(); o->npu_kernels = v; }
         else if (!strcmp(a, "--ids")) o->ids = true;
@@ -47,45 +96,45 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             VAL();
-            if (!hx_app_parse_i64(v, 1, 1 << 24, &n)) return hx_cli_bad(cmd, a, v);
+            if (!hx_cli_i64(cmd, a, v, 1, 1 << 24, &n)) return 2;
             o->n_predict = n;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
             VAL();
-            if (!hx_app_parse_i64(v, 1, 1 << 24, &n)) return hx_cli_bad(cmd, a, v);
+            if (!hx_cli_i64(cmd, a, v, 1, 1 << 24, &n)) return 2;
             o->n_ctx = n;
         } else if (!strcmp(a, "--batch") || !strcmp(a, "-ub")) {
             VAL();
-            if (!hx_app_parse_i64(v, 1, 65536, &n)) return hx_cli_bad(cmd, a, v);
+            if (!hx_cli_i64(cmd, a, v, 1, 65536, &n)) return 2;
             o->n_batch = n;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             VAL();
-            if (!hx_app_parse_i64(v, 1, 1024, &n)) return hx_cli_bad(cmd, a, v);
+            if (!hx_cli_i64(cmd, a, v, 1, 1024, &n)) return 2;
             o->n_threads = (int)n;
         } else if (!strcmp(a, "--temp")) {
             VAL();
-            if (!hx_app_parse_f32(v, 0, 100, &f)) return hx_cli_bad(cmd, a, v);
+            if (!hx_cli_f32(cmd, a, v, 0, 100, &f)) return 2;
             o->sp.temperature = f;
         } else if (!strcmp(a, "--top-k")) {
             VAL();
-            if (!hx_app_parse_i64(v, 0, 1 << 30, &n)) return hx_cli_bad(cmd, a, v);
+            if (!hx_cli_i64(cmd, a, v, 0, 1 << 30, &n)) return 2;
             o->sp.top_k = (int32_t)n;
         } else if (!strcmp(a, "--top-p") || !strcmp(a, "--min-p")) {
             VAL();
-            if (!hx_app_parse_f32(v, 0, 1, &f)) return hx_cli_bad(cmd, a, v);
+            if (!hx_cli_f32(cmd, a, v, 0, 1, &f)) return 2;
             if (a[2] == 't') o->sp.top_p = f;
             else o->sp.min_p = f;
         } else if (!strcmp(a, "--repeat-penalty")) {
             VAL();
-            if (!hx_app_parse_f32(v, 0.01f, 100, &f)) return hx_cli_bad(cmd, a, v);
+            if (!hx_cli_f32(cmd, a, v, 0.01f, 100, &f)) return 2;
             o->sp.repeat_penalty = f;
         } else if (!strcmp(a, "--presence-penalty") || !strcmp(a, "--frequency-penalty")) {
             VAL();
-            if (!hx_app_parse_f32(v, -100, 100, &f)) return hx_cli_bad(cmd, a, v);
+            if (!hx_cli_f32(cmd, a, v, -100, 100, &f)) return 2;
             if (a[2] == 'p') o->sp.presence_penalty = f;
             else o->sp.frequency_penalty = f;
         } else if (!strcmp(a, "--seed")) {
             VAL();
-            if (!hx_app_parse_i64(v, 0, INT64_MAX, &n)) return hx_cli_bad(cmd, a, v);
+            if (!hx_cli_i64(cmd, a, v, 0, INT64_MAX, &n)) return 2;
             o->sp.seed = (uint64_t)n;
         } else {
             hx_app_error(cmd, "unknown option '%s' (see engine %s --help)", a, cmd);
@@ -97,8 +146,9 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
         hx_app_error(cmd, "no model given (-m MODEL.gguf)");
         return 2;
     }
-    return 0;
+    return o->prompt_file ? hx_cli_read_prompt(cmd, o) : 0;
 }
+
 
 int hx_cli_open(const char *cmd, const struct hx_cli *o, struct hx_model **m, struct hx_context **c)
 {

@@ -35,6 +35,7 @@ struct hx_chat_state {
     const hx_token *feeding; /* the whole prompt hx_chat_feed is feeding, from feed_from */
     int64_t feed_from;
     const float *logits;   /* of the last fed row */
+    int64_t n_vocab;
 };
 
 /* After each prefill batch: the ids it fed are in the cache now. */
@@ -67,6 +68,7 @@ static int hx_chat_answer(struct hx_chat_state *st, char **answer)
     text[0] = '\0';
     const float *l = st->logits;
     for (int64_t i = 0; l && i < st->o->n_predict && !hx_chat_interrupted; i++) {
+        if ((rc = hx_app_logits_check(l, st->n_vocab)) != HX_OK) break;
         hx_token t = hx_sampler_sample(st->s, l);
         if (hx_vocab_is_eog(st->m, t)) break;
         hx_sampler_accept(st->s, t);
@@ -145,6 +147,7 @@ int hx_cmd_chat(int argc, char **argv)
     if ((rc = hx_cli_open("chat", &o, &st.m, &st.c))) return rc;
     struct hx_model_info mi = {.struct_size = sizeof mi};
     hx_model_get_info(st.m, &mi);
+    st.n_vocab = mi.n_vocab;
     if (hx_vocab_n_eog(st.m) == 0) {
         hx_app_error("chat", "the vocabulary has no end-of-turn or end-of-sequence token, so an "
                              "answer could never end; use `engine run -n N` with this model");

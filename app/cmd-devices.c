@@ -100,14 +100,16 @@ static void hx_devices_npu_dev(const char *spec, const char *kernels_dir,
     hx__device_close(dev);
 }
 
-static void hx_devices_npu_report(const char *kernels_dir, const char *model)
+/* 0, or 1 when -m's model cannot be loaded (said on stderr: the devices are listed all the
+ * same, but the coverage asked for is not there, so the exit status is not 0). */
+static int hx_devices_npu_report(const char *kernels_dir, const char *model)
 {
     struct hx_devices_gemm g[64];
     char gname[600];
     int n_g = hx_devices_model_gemms(model, g, 64, gname, sizeof gname);
     if (n_g < 0) {
-        printf("NPU kernel coverage: cannot load %s\n", gname);
-        return;
+        hx_app_error("devices", "NPU kernel coverage: cannot load %s", gname);
+        return 1;
     }
     for (int b = 0; b < hx__registry_count(); b++) {
         const struct hx_backend_entry *e = hx__registry_get(b);
@@ -120,6 +122,7 @@ static void hx_devices_npu_report(const char *kernels_dir, const char *model)
                dir ? dir : "");
         hx_devices_npu_dev(e->ops->name, kernels_dir, g, n_g, gname);
     }
+    return 0;
 }
 
 int hx_cmd_devices(int argc, char **argv)
@@ -133,7 +136,11 @@ int hx_cmd_devices(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && !strcmp(argv[i], "--npu-kernels")) npu_kernels = argv[++i];
         else if (i + 1 < argc && (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model"))) model = argv[++i];
-        else {
+        else if (!strcmp(argv[i], "--npu-kernels") || !strcmp(argv[i], "-m") ||
+                 !strcmp(argv[i], "--model")) {
+            hx_app_error("devices", "option %s needs a value", argv[i]);
+            return 2;
+        } else {
             hx_app_error("devices", "unexpected argument '%s'", argv[i]);
             return 2;
         }
@@ -158,8 +165,8 @@ int hx_cmd_devices(int argc, char **argv)
                nd == 0 ? (e->why[0] ? e->why : "its probe found none") : "");
         for (int i = 0; i < nd; i++) hx_devices_print_one(e, i);
     }
-    hx_devices_npu_report(npu_kernels, model);
+    int rc = hx_devices_npu_report(npu_kernels, model);
     const struct hx_backend_entry *def = hx__backend_find(NULL);
     printf("default backend: %s\n", def ? def->ops->name : "(none)");
-    return 0;
+    return rc;
 }

@@ -60,9 +60,10 @@ struct hx_diff {
 static void hx_diff_usage(void)
 {
     printf(
-        "usage: engine diff -m MODEL [--backend B | --policy P] [--ref R] [-p PROMPT] [-n N]\n"
-        "       [-o text|json] [--ops all|layers|failed] [--logits-nmse X] [-t THREADS] [-c N_CTX]\n"
-        "       [--batch N] [--fallback L] [--mem DEV=SIZE,...]\n"
+        "usage: engine diff -m MODEL [--backend B | --policy P] [--ref R] [-p PROMPT | -f FILE]\n"
+        "       [-n N]"
+        " [-o text|json] [--ops all|layers|failed] [--logits-nmse X] [-t THREADS] [-c N_CTX]\n"
+        "       [--batch N] [--fallback L] [--mem DEV=SIZE,...]   (-f -: the prompt from stdin)\n"
         "Runs the prompt and N greedy tokens (default 16) through the target (default single on\n"
         "--backend, else cpu) and the reference R (default ref); exit 0 if every op is within\n"
         "its NMSE threshold, the logits are within the whole-model bound derived from the\n"
@@ -215,13 +216,12 @@ static void hx_diff_step(struct hx_diff *df, const float *lt, const float *lr,
 
 static int hx_diff_run(struct hx_diff *df, const struct hx_cli *o)
 {
-    int64_t cap = (int64_t)strlen(o->prompt) + 8, n = 0;
-    hx_token *ids = malloc((size_t)cap * sizeof *ids);
+    int64_t n = 0;
+    hx_token *ids = NULL;
     df->steps = calloc((size_t)o->n_predict, sizeof *df->steps);
-    if (!ids || !df->steps) return free(ids), hx_app_error("diff", "out of memory"), 1;
+    if (!df->steps) return hx_app_error("diff", "out of memory"), 1;
     int rc = 1;
-    if (hx_tokenize(df->m, o->prompt, strlen(o->prompt), true, true, ids, cap, &n) != HX_OK ||
-        n == 0) {
+    if (hx_app_tokenize(df->m, o->prompt, strlen(o->prompt), true, &ids, &n) != HX_OK || n == 0) {
         hx_app_error("diff", "cannot tokenize the prompt: %s", n ? hx_last_error() : "no tokens");
         goto done;
     }
@@ -250,7 +250,7 @@ static int hx_diff_run(struct hx_diff *df, const struct hx_cli *o)
     else
         rc = 0;
 done:
-    free(ids);
+    hx_free(ids);
     return rc;
 }
 
@@ -533,7 +533,7 @@ int hx_cmd_diff(int argc, char **argv)
     if (!n_given) o.n_predict = 16;
     if (!o.prompt) o.prompt = "Once upon a time";
     struct hx_diff df = {0};
-    if ((rc = hx_diff_policies(&o, &d, &df))) return rc;
+    if ((rc = hx_diff_policies(&o, &d, &df))) return hx_cli_deinit(&o), rc;
     const struct hx_verify_report *r = NULL;
     rc = hx_diff_open(&o, &df);
     if (rc == 0) rc = hx_diff_run(&df, &o);
@@ -550,5 +550,6 @@ int hx_cmd_diff(int argc, char **argv)
     hx_context_free(df.tc);
     hx_context_free(df.rc);
     hx_model_free(df.m);
+    hx_cli_deinit(&o);
     return rc;
 }

@@ -15,12 +15,13 @@
 
 static void hx_run_usage(void)
 {
-    printf("usage: engine run -m MODEL -p TEXT [-n N] [--backend B] [--policy P] [--fallback L]\n"
-           "       [-t THREADS] [-c N_CTX] [--batch N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+    printf("usage: engine run -m MODEL -p TEXT | -f FILE [-n N] [--backend B] [--policy P]\n"
+           "       [--fallback L] [-t THREADS] [-c N_CTX] [--batch N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
            "       [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S] [--ids]\n"
            "       [--grammar FILE]   (GBNF, docs/grammar.md: only text the grammar allows)\n"
            "       [--mem DEV=SIZE,...] [--progress]   (memory caps; loading progress on stderr\n"
-           "       even when it is not a terminal: docs/policies.md \"Memory\")\n");
+           "       even when it is not a terminal: docs/policies.md \"Memory\")\n"
+           "-f FILE reads the prompt from a file, '-f -' from stdin (a prompt of any length).\n");
 }
 
 int hx_cmd_run(int argc, char **argv)
@@ -30,12 +31,12 @@ int hx_cmd_run(int argc, char **argv)
     int rc = hx_cli_parse("run", argc, argv, &o);
     if (rc) return rc;
     if (!o.prompt) {
-        hx_app_error("run", "no prompt given (-p TEXT)");
+        hx_app_error("run", "no prompt given (-p TEXT or -f FILE)");
         return 2;
     }
     struct hx_model *m;
     struct hx_context *c;
-    if ((rc = hx_cli_open("run", &o, &m, &c))) return rc;
+    if ((rc = hx_cli_open("run", &o, &m, &c))) return hx_cli_deinit(&o), rc;
     if (hx_vocab_n_eog(m) == 0)
         fprintf(stderr, "engine run: note: the vocabulary has no end-of-generation token; "
                         "generation stops after -n %lld tokens\n", (long long)o.n_predict);
@@ -43,12 +44,11 @@ int hx_cmd_run(int argc, char **argv)
     struct hx_sampler *s = NULL;
     struct hx_detok *dt = NULL;
     struct hx_grammar *gr = NULL;
-    int64_t n = 0, cap = (int64_t)strlen(o.prompt) + 8, n_out = 0;
-    ids = hx_malloc((size_t)cap * sizeof *ids);
+    int64_t n = 0, n_out = 0;
     out = hx_malloc((size_t)o.n_predict * sizeof *out);
     rc = 1;
-    if (!ids || !out) goto done;
-    if (hx_tokenize(m, o.prompt, strlen(o.prompt), true, true, ids, cap, &n) != HX_OK) {
+    if (!out) goto done;
+    if (hx_app_tokenize(m, o.prompt, strlen(o.prompt), true, &ids, &n) != HX_OK) {
         hx_app_error("run", "tokenize: %s", hx_last_error());
         goto done;
     }
@@ -102,6 +102,10 @@ int hx_cmd_run(int argc, char **argv)
     char dev_pre[256] = "", dev_dec[256] = "";
     hx_app_devices_add(n > 1 ? dev_pre : dev_dec, sizeof dev_pre, hx_context_devices(c));
     for (n_out = 0; n_out < o.n_predict; n_out++) {
+        if (hx_app_logits_check(logits, mi.n_vocab) != HX_OK) {
+            hx_app_error("run", "%s: %s", n_out ? "decode" : "prefill", hx_last_error());
+            goto done;
+        }
         double g0 = gr ? hx_app_now_us() * 1e-6 : 0;
         hx_token t = gr ? hx_sampler_sample_grammar(s, gr, logits, o.n_predict - n_out)
                         : hx_sampler_sample(s, logits);
@@ -114,6 +118,10 @@ int hx_cmd_run(int argc, char **argv)
             const char *piece;
             size_t len;
             if (hx_detok_push(dt, t, &piece, &len) == HX_OK && len) fwrite(piece, 1, len, stdout), fflush(stdout);
+            if (ferror(stdout)) { /* no one can read the rest: stop generating it */
+                hx_app_error("run", "cannot write the output to stdout: %s", strerror(errno));
+                goto done;
+            }
         }
         if (n_out + 1 == o.n_predict || (gr && hx_grammar_done(gr))) {
             n_out++;
@@ -141,7 +149,11 @@ int hx_cmd_run(int argc, char **argv)
         if (hx_detok_flush(dt, &piece, &len) == HX_OK && len) fwrite(piece, 1, len, stdout);
     }
     printf("\n");
-    fflush(stdout); /* the text ends before the figures on stderr, also through one pipe */
+    /* the text ends before the figures on stderr, also through one pipe */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        hx_app_error("run", "cannot write the output to stdout: %s", strerror(errno));
+        goto done;
+    }
     char devs[600];
     if (!dev_dec[0] || !dev_pre[0] || !strcmp(dev_pre, dev_dec))
         snprintf(devs, sizeof devs, "%s", dev_pre[0] ? dev_pre : dev_dec);
@@ -163,5 +175,6 @@ done:
     hx_free(out);
     hx_context_free(c);
     hx_model_free(m);
+    hx_cli_deinit(&o);
     return rc;
 }

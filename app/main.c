@@ -41,6 +41,20 @@ static const struct hx_app_cmd hx_app_cmds[] = {
     {"mkmodel", hx_cmd_mkmodel, "write a random-weight model of a real shape"},
 };
 
+/* What a command printed must have reached stdout: a full disk, a closed descriptor or a
+ * pipe whose reader left (with SIGPIPE ignored) is an error, not a silent truncation and exit 0
+ * (`engine inspect M > /dev/full`). A command that failed has said why already. */
+static int hx_app_stdout_done(const char *cmd, int rc)
+{
+    errno = 0;
+    bool failed = fflush(stdout) != 0;
+    int e = errno;
+    if (rc || (!failed && !ferror(stdout))) return rc;
+    fprintf(stderr, "engine%s%s: cannot write the output to stdout%s%s\n", cmd ? " " : "",
+            cmd ? cmd : "", e ? ": " : "", e ? strerror(e) : "");
+    return 1;
+}
+
 static void hx_app_usage(FILE *f)
 {
     fprintf(f, "usage: engine COMMAND [options]   (hx %s)\n\ncommands:\n", hx_version());
@@ -59,11 +73,11 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (!strcmp(name, "-h") || !strcmp(name, "--help") || !strcmp(name, "help")) {
         hx_app_usage(stdout);
-        return 0;
+        return hx_app_stdout_done(NULL, 0);
     }
     if (!strcmp(name, "--version") || !strcmp(name, "version")) {
         printf("hx %s\n", hx_version());
-        return 0;
+        return hx_app_stdout_done(NULL, 0);
     }
     for (size_t i = 0; i < sizeof hx_app_cmds / sizeof hx_app_cmds[0]; i++) {
         if (strcmp(name, hx_app_cmds[i].name)) continue;
@@ -71,7 +85,7 @@ int main(int argc, char **argv)
             hx_app_error(name, "not built into this engine");
             return 2;
         }
-        return hx_app_cmds[i].fn(argc - 1, argv + 1);
+        return hx_app_stdout_done(name, hx_app_cmds[i].fn(argc - 1, argv + 1));
     }
     fprintf(stderr, "engine: unknown command '%s'\n\n", name);
     hx_app_usage(stderr);

@@ -149,6 +149,11 @@ static int hx__load_hparams(struct hx_loader *L)
         (st = hx__key_i64(L, "feed_forward_length", true, 0, &hp->n_ff)) ||
         (st = hx__key_i64(L, "context_length", false, 4096, &hp->n_ctx_train)))
         return st;
+    if (hp->n_ctx_train == 0) { /* written by a converter that did not know it */
+        HX_LOG_WARN("%s: %s.context_length is 0; taking 4096, as when it is absent", L->path,
+                    L->m->arch_name);
+        hp->n_ctx_train = 4096;
+    }
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_ff <= 0 ||
         hp->n_layer > 4096 || hp->n_head > 4096)
         return hx__set_error(HX_E_FORMAT, "%s: bad hyperparameters (embd %lld, layers %lld, heads %lld, ff %lld)",
@@ -173,6 +178,13 @@ static int hx__load_hparams(struct hx_loader *L)
     if ((st = hx__key_f32(L, "attention.layer_norm_rms_epsilon", true, 0, &hp->eps)) ||
         (st = hx__key_f32(L, "rope.freq_base", false, 10000.0f, &hp->rope_base)))
         return st;
+    /* rsqrt(mean + eps) of a negative eps, and base^(-2i/d) of a base <= 0, are NaN or
+     * infinite: every logit NaN, and greedy decoding emitting token 0 without a word */
+    if (hp->eps < 0 || hp->rope_base <= 0)
+        return hx__set_error(HX_E_FORMAT, "%s: %s.%s = %g must be %s", L->path, L->m->arch_name,
+                             hp->eps < 0 ? "attention.layer_norm_rms_epsilon" : "rope.freq_base",
+                             hp->eps < 0 ? (double)hp->eps : (double)hp->rope_base,
+                             hp->eps < 0 ? ">= 0" : "> 0");
     float factor = 0;
     if ((st = hx__key_f32(L, "rope.scaling.factor", false, 0, &factor))) return st;
     if (factor == 0 && (st = hx__key_f32(L, "rope.scale_linear", false, 0, &factor))) return st;
