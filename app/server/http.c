@@ -4,7 +4,10 @@
  * One request per connection is answered at a time; bytes of pipelined requests wait in
  * conn->in and are parsed when the current answer has been written out. While a request is
  * answered the socket keeps reading (so a client that goes away is noticed and its generation
- * cancelled) until conn->in holds more than a request's worth, then reading pauses.
+ * cancelled) until conn->in holds more than a request's worth, then reading pauses. A peer
+ * that sends requests but does not read the answers is not answered further while more than
+ * HX_SRV_OUT_HIGH bytes of answers wait to be sent (then reading pauses too): the memory a
+ * connection holds stays bounded whatever it pipelines.
  *
  * Timers (one per connection): idle keep-alive wait → close; a started request must arrive
  * whole within request_timeout → 408 and close; while an SSE stream is open the timer ticks
@@ -23,6 +26,8 @@
 #include "server.h"
 
 #define HX_SRV_IN_PAUSE ((size_t)HX_SRV_MAX_BODY_BYTES + HX_SRV_MAX_HEADER_BYTES + 65536)
+/* unsent answer bytes above which a connection's next pipelined request waits */
+#define HX_SRV_OUT_HIGH ((size_t)1 << 20)
 
 static struct {
     uv_loop_t *loop;
@@ -152,13 +157,27 @@ static void hx_srv_conn_close_after_flush(struct hx_srv_conn *c)
 
 /* ---- writes --------------------------------------------------------------------------------- */
 
+/* Whether the next pipelined request must wait for the answers before it to drain. */
+static bool hx_srv_backlogged(const struct hx_srv_conn *c)
+{
+    return c->pending_bytes > HX_SRV_OUT_HIGH;
+}
+
 static void hx_srv_write_cb(uv_write_t *req, int status)
 {
     struct hx_srv_write *w = (struct hx_srv_write *)req;
     struct hx_srv_conn *c = w->c;
+    bool was_backlogged = hx_srv_backlogged(c);
+    c->pending_bytes -= w->len;
     free(w);
     c->pending_writes--;
-    if (status < 0) hx_srv_conn_close(c); /* the peer is gone (EPIPE, ECONNRESET, ...) */
+    if (status < 0) { /* the peer is gone (EPIPE, ECONNRESET, ...) */
+        hx_srv_conn_close(c);
+        return;
+    }
+    /* the peer has read enough: answer the requests that waited */
+    if (was_backlogged && !hx_srv_backlogged(c) && !c->busy && !c->in_process)
+        hx_srv_conn_process(c);
 }
 
 static void hx_srv_write(struct hx_srv_conn *c, const char *data, size_t len)
@@ -179,6 +198,7 @@ static void hx_srv_write(struct hx_srv_conn *c, const char *data, size_t len)
         return;
     }
     c->pending_writes++;
+    c->pending_bytes += len;
     c->last_write_s = hx__srv_now_s();
 }
 
@@ -345,7 +365,7 @@ static void hx_srv_parse_error(struct hx_srv_conn *c)
 static void hx_srv_conn_process(struct hx_srv_conn *c)
 {
     c->in_process = true;
-    while (!c->busy && !c->closing && !c->lingering) {
+    while (!c->busy && !c->closing && !c->lingering && !hx_srv_backlogged(c)) {
         size_t used = c->in.len ? hx__srv_reqp_feed(&c->rp, c->in.data, c->in.len) : 0;
         hx__srv_buf_consume(&c->in, used);
         if (c->rp.error_status) {
@@ -384,7 +404,7 @@ static void hx_srv_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         hx_srv_conn_close(c);
         return;
     }
-    if (c->busy) {
+    if (c->busy || hx_srv_backlogged(c)) {
         if (c->in.len > HX_SRV_IN_PAUSE) {
             uv_read_stop(s);
             c->reading = false;

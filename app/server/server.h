@@ -357,6 +357,7 @@ struct hx_srv_conn {
     bool busy;            /* a request is being answered */
     bool closing, lingering, reading, in_process, sent_continue, keep_alive;
     int pending_writes;
+    size_t pending_bytes; /* written to libuv, not yet on the wire (the peer not reading) */
     int timer_mode; /* 0 off, 1 idle, 2 request, 3 stream tick, 4 linger */
     /* the request being answered */
     uint64_t req_id;
