@@ -260,28 +260,46 @@ void hx__srv_respond_error(struct hx_srv_conn *c, int status, const char *msg,
     free(body);
 }
 
+/* A stream is chunked for HTTP/1.1. An HTTP/1.0 client does not know chunked coding (a
+ * server must not send it one, RFC 9112 7.1): its stream is the bare events, ended by closing
+ * the connection. */
 void hx__srv_stream_begin(struct hx_srv_conn *c)
 {
     if (c->closing || c->headers_sent) return;
     c->status = 200;
     c->headers_sent = true;
+    if (c->http10) c->keep_alive = false;
     struct hx_srv_buf b = {0};
     hx_srv_head(&b, c, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
-    hx__srv_buf_puts(&b, "Transfer-Encoding: chunked\r\n\r\n");
+    hx__srv_buf_puts(&b, c->http10 ? "\r\n" : "Transfer-Encoding: chunked\r\n\r\n");
     hx_srv_write(c, b.data, b.len);
     hx__srv_buf_free(&b);
     hx_srv_conn_arm_timer(c);
 }
 
+/* data is whole chunks ("<hex>\r\n<bytes>\r\n"...), as sse.c frames them; for HTTP/1.0 only
+ * their bytes are sent. */
 void hx__srv_stream_send(struct hx_srv_conn *c, const char *data, size_t len)
 {
-    hx_srv_write(c, data, len);
+    if (!c->http10) {
+        hx_srv_write(c, data, len);
+        return;
+    }
+    size_t i = 0;
+    while (i < len) {
+        char *end;
+        unsigned long long n = strtoull(data + i, &end, 16);
+        size_t at = (size_t)(end - data) + 2; /* past the size's CRLF */
+        if (end == data + i || at > len || n > len - at) break; /* not ours: never happens */
+        hx_srv_write(c, data + at, (size_t)n);
+        i = at + (size_t)n + 2;
+    }
 }
 
 void hx__srv_stream_end(struct hx_srv_conn *c)
 {
     if (c->closing || !c->busy) return;
-    hx_srv_write(c, "0\r\n\r\n", 5);
+    if (!c->http10) hx_srv_write(c, "0\r\n\r\n", 5);
     if (hx__srv_cfg.draining) c->keep_alive = false;
     if (!c->closing) hx_srv_request_end(c);
 }
@@ -344,6 +362,7 @@ static void hx_srv_begin_request(struct hx_srv_conn *c)
     c->status = 0;
     c->prompt_tokens = c->completion_tokens = c->cached_tokens = 0;
     c->keep_alive = r->keep_alive && !hx__srv_cfg.draining;
+    c->http10 = r->http10;
     snprintf(c->method, sizeof c->method, "%s", http_method_str(r->method));
     snprintf(c->route, sizeof c->route, "%s", "other");
 }
@@ -372,7 +391,8 @@ static void hx_srv_conn_process(struct hx_srv_conn *c)
             hx_srv_parse_error(c);
             break;
         }
-        if (c->rp.headers_done && c->rp.req.expect_continue && !c->sent_continue && !c->rp.complete) {
+        if (c->rp.headers_done && c->rp.req.expect_continue && !c->rp.req.http10 &&
+            !c->sent_continue && !c->rp.complete) {
             c->sent_continue = true;
             hx_srv_write(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
         }
