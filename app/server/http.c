@@ -131,15 +131,19 @@ static void hx_srv_conn_close(struct hx_srv_conn *c)
 
 static void hx_srv_linger_timeout(uv_timer_t *t) { hx_srv_conn_close(t->data); }
 
+/* The answer is all sent (FIN follows it): linger 2 s more from now. */
 static void hx_srv_shutdown_cb(uv_shutdown_t *req, int status)
 {
     struct hx_srv_conn *c = req->data;
     free(req);
     if (status < 0 || c->closing) hx_srv_conn_close(c);
+    else uv_timer_start(hx_srv_timer(c), hx_srv_linger_timeout, 2000, 0);
 }
 
 /* Send what is queued, then FIN; keep reading (and dropping) for a moment so the peer reads
- * our answer before the socket goes away. */
+ * our answer before the socket goes away. A peer that reads a long answer slowly gets it whole
+ * (the 2 s start once it is sent); one that does not read it at all is dropped after the idle
+ * timeout. */
 static void hx_srv_conn_close_after_flush(struct hx_srv_conn *c)
 {
     if (c->closing || c->lingering) return;
@@ -152,7 +156,8 @@ static void hx_srv_conn_close_after_flush(struct hx_srv_conn *c)
     }
     req->data = c;
     c->timer_mode = 4;
-    uv_timer_start(hx_srv_timer(c), hx_srv_linger_timeout, 2000, 0);
+    double wait_s = hx_srv_h.o.idle_timeout_s > 2 ? hx_srv_h.o.idle_timeout_s : 2;
+    uv_timer_start(hx_srv_timer(c), hx_srv_linger_timeout, (uint64_t)(wait_s * 1000), 0);
 }
 
 /* ---- writes --------------------------------------------------------------------------------- */
