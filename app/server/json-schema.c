@@ -564,16 +564,24 @@ static bool hx_js_object(struct hx_js *c, json_t *s, const char *name, struct hx
                            ws, str, ws, ws, v, ws, ws, str, ws, ws, v, ws);
         return true;
     }
+    /* the required names as a set: looked up once per property (scanning the array for each
+     * made 20,000 required properties take 3.8 s on the loop thread) */
+    json_t *req_set = json_object();
     struct hx_js_member *m = calloc(np, sizeof *m);
-    if (!m) return hx__js_fail(c, "out of memory");
+    bool oom = !req_set || !m;
+    json_array_foreach(req, i, e) oom = oom || json_object_set(req_set, json_string_value(e), e);
+    if (oom) {
+        json_decref(req_set);
+        free(m);
+        return hx__js_fail(c, "out of memory");
+    }
     size_t n = 0, first_req = np;
     bool ok = true;
     const char *key;
     json_t *sub;
     json_object_foreach(props, key, sub)
     {
-        bool required = false;
-        json_array_foreach(req, i, e) required = required || !strcmp(json_string_value(e), key);
+        bool required = json_object_get(req_set, key) != NULL;
         size_t old = hx_js_push(c, "properties");
         hx_js_push(c, key);
         char v[HX_JS_NAME];
@@ -623,6 +631,7 @@ static bool hx_js_object(struct hx_js *c, json_t *s, const char *name, struct hx
     }
     for (size_t j = 0; j < np; j++) hx__srv_buf_free(&m[j].kv);
     free(m);
+    json_decref(req_set);
     return ok;
 }
 
