@@ -17,6 +17,8 @@ S=$D/stories260K/stories260K.gguf
 for t in curl python3; do
     command -v $t >/dev/null || skip "$t is not installed (scripts/setup-debian.sh installs it)"
 done
+# shellcheck source=tests/lib.sh
+. "$here/lib.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0; check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
 
@@ -29,7 +31,8 @@ for _ in $(seq 200); do
     sleep 0.05
 done
 curl -sf "127.0.0.1:$port/health" >/dev/null || { echo "FAIL server did not start"; cat "$tmp/server.log"; exit 1; }
-python3 "$here/server/hostile.py" "$port" "$PID" || fail=1
+san=; sanitized && san=sanitized
+python3 "$here/server/hostile.py" "$port" "$PID" $san || fail=1
 check "alive afterwards" '[ "$(curl -s -o /dev/null -w "%{http_code}" 127.0.0.1:$port/health)" = 200 ]'
 kill -TERM $PID; wait $PID; rc=$?
 check "SIGTERM exits 0 (got $rc)" '[ $rc = 0 ]'
