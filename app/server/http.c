@@ -4,7 +4,10 @@
  * One request per connection is answered at a time; bytes of pipelined requests wait in
  * conn->in and are parsed when the current answer has been written out. While a request is
  * answered the socket keeps reading (so a client that goes away is noticed and its generation
- * cancelled) until conn->in holds more than a request's worth, then reading pauses.
+ * cancelled) until conn->in holds more than a request's worth, then reading pauses. A peer
+ * that sends requests but does not read the answers is not answered further while more than
+ * HX_SRV_OUT_HIGH bytes of answers wait to be sent (then reading pauses too): the memory a
+ * connection holds stays bounded whatever it pipelines.
  *
  * Timers (one per connection): idle keep-alive wait → close; a started request must arrive
  * whole within request_timeout → 408 and close; while an SSE stream is open the timer ticks
@@ -23,6 +26,8 @@
 #include "server.h"
 
 #define HX_SRV_IN_PAUSE ((size_t)HX_SRV_MAX_BODY_BYTES + HX_SRV_MAX_HEADER_BYTES + 65536)
+/* unsent answer bytes above which a connection's next pipelined request waits */
+#define HX_SRV_OUT_HIGH ((size_t)1 << 20)
 
 static struct {
     uv_loop_t *loop;
@@ -126,15 +131,19 @@ static void hx_srv_conn_close(struct hx_srv_conn *c)
 
 static void hx_srv_linger_timeout(uv_timer_t *t) { hx_srv_conn_close(t->data); }
 
+/* The answer is all sent (FIN follows it): linger 2 s more from now. */
 static void hx_srv_shutdown_cb(uv_shutdown_t *req, int status)
 {
     struct hx_srv_conn *c = req->data;
     free(req);
     if (status < 0 || c->closing) hx_srv_conn_close(c);
+    else uv_timer_start(hx_srv_timer(c), hx_srv_linger_timeout, 2000, 0);
 }
 
 /* Send what is queued, then FIN; keep reading (and dropping) for a moment so the peer reads
- * our answer before the socket goes away. */
+ * our answer before the socket goes away. A peer that reads a long answer slowly gets it whole
+ * (the 2 s start once it is sent); one that does not read it at all is dropped after the idle
+ * timeout. */
 static void hx_srv_conn_close_after_flush(struct hx_srv_conn *c)
 {
     if (c->closing || c->lingering) return;
@@ -147,18 +156,33 @@ static void hx_srv_conn_close_after_flush(struct hx_srv_conn *c)
     }
     req->data = c;
     c->timer_mode = 4;
-    uv_timer_start(hx_srv_timer(c), hx_srv_linger_timeout, 2000, 0);
+    double wait_s = hx_srv_h.o.idle_timeout_s > 2 ? hx_srv_h.o.idle_timeout_s : 2;
+    uv_timer_start(hx_srv_timer(c), hx_srv_linger_timeout, (uint64_t)(wait_s * 1000), 0);
 }
 
 /* ---- writes --------------------------------------------------------------------------------- */
+
+/* Whether the next pipelined request must wait for the answers before it to drain. */
+static bool hx_srv_backlogged(const struct hx_srv_conn *c)
+{
+    return c->pending_bytes > HX_SRV_OUT_HIGH;
+}
 
 static void hx_srv_write_cb(uv_write_t *req, int status)
 {
     struct hx_srv_write *w = (struct hx_srv_write *)req;
     struct hx_srv_conn *c = w->c;
+    bool was_backlogged = hx_srv_backlogged(c);
+    c->pending_bytes -= w->len;
     free(w);
     c->pending_writes--;
-    if (status < 0) hx_srv_conn_close(c); /* the peer is gone (EPIPE, ECONNRESET, ...) */
+    if (status < 0) { /* the peer is gone (EPIPE, ECONNRESET, ...) */
+        hx_srv_conn_close(c);
+        return;
+    }
+    /* the peer has read enough: answer the requests that waited */
+    if (was_backlogged && !hx_srv_backlogged(c) && !c->busy && !c->in_process)
+        hx_srv_conn_process(c);
 }
 
 static void hx_srv_write(struct hx_srv_conn *c, const char *data, size_t len)
@@ -179,6 +203,7 @@ static void hx_srv_write(struct hx_srv_conn *c, const char *data, size_t len)
         return;
     }
     c->pending_writes++;
+    c->pending_bytes += len;
     c->last_write_s = hx__srv_now_s();
 }
 
@@ -240,28 +265,46 @@ void hx__srv_respond_error(struct hx_srv_conn *c, int status, const char *msg,
     free(body);
 }
 
+/* A stream is chunked for HTTP/1.1. An HTTP/1.0 client does not know chunked coding (a
+ * server must not send it one, RFC 9112 7.1): its stream is the bare events, ended by closing
+ * the connection. */
 void hx__srv_stream_begin(struct hx_srv_conn *c)
 {
     if (c->closing || c->headers_sent) return;
     c->status = 200;
     c->headers_sent = true;
+    if (c->http10) c->keep_alive = false;
     struct hx_srv_buf b = {0};
     hx_srv_head(&b, c, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
-    hx__srv_buf_puts(&b, "Transfer-Encoding: chunked\r\n\r\n");
+    hx__srv_buf_puts(&b, c->http10 ? "\r\n" : "Transfer-Encoding: chunked\r\n\r\n");
     hx_srv_write(c, b.data, b.len);
     hx__srv_buf_free(&b);
     hx_srv_conn_arm_timer(c);
 }
 
+/* data is whole chunks ("<hex>\r\n<bytes>\r\n"...), as sse.c frames them; for HTTP/1.0 only
+ * their bytes are sent. */
 void hx__srv_stream_send(struct hx_srv_conn *c, const char *data, size_t len)
 {
-    hx_srv_write(c, data, len);
+    if (!c->http10) {
+        hx_srv_write(c, data, len);
+        return;
+    }
+    size_t i = 0;
+    while (i < len) {
+        char *end;
+        unsigned long long n = strtoull(data + i, &end, 16);
+        size_t at = (size_t)(end - data) + 2; /* past the size's CRLF */
+        if (end == data + i || at > len || n > len - at) break; /* not ours: never happens */
+        hx_srv_write(c, data + at, (size_t)n);
+        i = at + (size_t)n + 2;
+    }
 }
 
 void hx__srv_stream_end(struct hx_srv_conn *c)
 {
     if (c->closing || !c->busy) return;
-    hx_srv_write(c, "0\r\n\r\n", 5);
+    if (!c->http10) hx_srv_write(c, "0\r\n\r\n", 5);
     if (hx__srv_cfg.draining) c->keep_alive = false;
     if (!c->closing) hx_srv_request_end(c);
 }
@@ -324,6 +367,7 @@ static void hx_srv_begin_request(struct hx_srv_conn *c)
     c->status = 0;
     c->prompt_tokens = c->completion_tokens = c->cached_tokens = 0;
     c->keep_alive = r->keep_alive && !hx__srv_cfg.draining;
+    c->http10 = r->http10;
     snprintf(c->method, sizeof c->method, "%s", http_method_str(r->method));
     snprintf(c->route, sizeof c->route, "%s", "other");
 }
@@ -345,14 +389,15 @@ static void hx_srv_parse_error(struct hx_srv_conn *c)
 static void hx_srv_conn_process(struct hx_srv_conn *c)
 {
     c->in_process = true;
-    while (!c->busy && !c->closing && !c->lingering) {
+    while (!c->busy && !c->closing && !c->lingering && !hx_srv_backlogged(c)) {
         size_t used = c->in.len ? hx__srv_reqp_feed(&c->rp, c->in.data, c->in.len) : 0;
         hx__srv_buf_consume(&c->in, used);
         if (c->rp.error_status) {
             hx_srv_parse_error(c);
             break;
         }
-        if (c->rp.headers_done && c->rp.req.expect_continue && !c->sent_continue && !c->rp.complete) {
+        if (c->rp.headers_done && c->rp.req.expect_continue && !c->rp.req.http10 &&
+            !c->sent_continue && !c->rp.complete) {
             c->sent_continue = true;
             hx_srv_write(c, "HTTP/1.1 100 Continue\r\n\r\n", 25);
         }
@@ -384,7 +429,7 @@ static void hx_srv_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         hx_srv_conn_close(c);
         return;
     }
-    if (c->busy) {
+    if (c->busy || hx_srv_backlogged(c)) {
         if (c->in.len > HX_SRV_IN_PAUSE) {
             uv_read_stop(s);
             c->reading = false;

@@ -72,7 +72,8 @@ int hx__srv_prompt_prepare(const struct hx_srv_prompt_env *env, const struct hx_
     if (n == 0) HX_SRV_PFAIL(400, NULL, "the prompt is empty");
     if (n >= env->n_ctx)
         HX_SRV_PFAIL(400, "context_length_exceeded",
-                     "the prompt is too long: %lld tokens; the context holds %lld per sequence",
+                     "the prompt is too long: %lld tokens; the context holds %lld per sequence, "
+                     "the prompt and at least one generated token",
                      (long long)n, (long long)env->n_ctx);
     int64_t room = env->n_ctx - n;
     if (r->max_tokens > room) /* OpenAI's rule: prompt + max_tokens must fit */

@@ -89,6 +89,7 @@ static int hx_srv_on_headers(http_parser *p)
     rp->headers_done = true;
     rp->req.method = (enum http_method)p->method;
     rp->req.keep_alive = http_should_keep_alive(p) != 0;
+    rp->req.http10 = p->http_major == 1 && p->http_minor == 0;
     rp->req.url = rp->url.data ? rp->url.data : (char *)"";
     if (rp->url.failed || rp->value.failed) return hx_srv_rp_fail(rp, 500, "out of memory");
     /* 400, not 505: anything a client sends gets a 4xx */

@@ -47,6 +47,7 @@ struct hx_srv_req {
     char *authorization; /* Authorization header value or NULL */
     bool expect_continue;
     bool keep_alive;
+    bool http10; /* an HTTP/1.0 request: no chunked coding in the answer */
     char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
 };
@@ -356,7 +357,9 @@ struct hx_srv_conn {
     struct hx_srv_buf in; /* received bytes not yet parsed (pipelined requests) */
     bool busy;            /* a request is being answered */
     bool closing, lingering, reading, in_process, sent_continue, keep_alive;
+    bool http10; /* the request being answered is HTTP/1.0 */
     int pending_writes;
+    size_t pending_bytes; /* written to libuv, not yet on the wire (the peer not reading) */
     int timer_mode; /* 0 off, 1 idle, 2 request, 3 stream tick, 4 linger */
     /* the request being answered */
     uint64_t req_id;
