@@ -11,6 +11,7 @@
 #                         "N passed, N failed, N skipped" and exits 1 if anything failed,
 #                         else 77 (CTest: skipped, never passed) if anything was skipped,
 #                         else 0
+#   skip_test MSG         the whole test cannot run: exit 77, or FAIL and exit 1 in CI
 #   need_file PATH        skip (and return 1) unless PATH exists: `need_file "$M" || ...`
 #   sanitized             true when the engine under test is the sanitizer build (HX_SANITIZE
 #                         in $HX_BUILD's CMakeCache: CI's second run, several times slower)
@@ -39,6 +40,13 @@ in_ci() { [ "${CI:-}" = true ] || [ "${CI:-}" = 1 ]; }
 skip() {
   if in_ci; then bad "skipped in CI (CI=true), which has everything this test needs: $*"
   else skips=$((skips + 1)); echo "SKIP $*"; fi
+}
+# skip_test MSG: the whole test cannot run (its data or a tool is missing): exit 77 at once,
+# or in CI (CI=true), which has everything, FAIL and exit 1. For tests that stop rather than
+# count skips (the server tests).
+skip_test() {
+  if in_ci; then echo "FAIL $* (CI=true: CI must have it)"; exit 1; fi
+  echo "SKIP: $*"; exit 77
 }
 na() { echo "N/A  $*"; }
 sanitized() { grep -qs '^HX_SANITIZE:BOOL=ON' "${HX_BUILD:-/nonexistent}/CMakeCache.txt"; }

@@ -5,16 +5,14 @@
 set -u
 E=${HX_ENGINE:?HX_ENGINE}; D=${HX_DATA:?HX_DATA}
 here=$(cd "$(dirname "$0")" && pwd)
-# Missing prerequisites: SKIP (exit 77), but a FAILURE on CI, whose setup installs them.
-skip() {
-    if [ "${CI:-}" = true ]; then echo "FAIL $1 (CI=true: CI must have it)"; exit 1; fi
-    echo "SKIP: $1"; exit 77
-}
+# Missing prerequisites: lib.sh's skip_test (exit 77; a failure in CI, which has them).
+# shellcheck source=tests/lib.sh
+. "$here/lib.sh"
 for f in stories260K/stories260K.gguf qwen3/qwen3-micro-q8_0.gguf; do
-    [ -f "$D/$f" ] || skip "the shared test data is missing ($D/$f)"
+    [ -f "$D/$f" ] || skip_test "the shared test data is missing ($D/$f)"
 done
 for t in wrk curl; do
-    command -v $t >/dev/null || skip "$t is not installed (scripts/setup-debian.sh installs it)"
+    command -v $t >/dev/null || skip_test "$t is not installed (scripts/setup-debian.sh installs it)"
 done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0; check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }

@@ -12,15 +12,13 @@ set -u
 E=${HX_ENGINE:?HX_ENGINE}; D=${HX_DATA:?HX_DATA}
 here=$(cd "$(dirname "$0")" && pwd)
 src=${HX_SOURCE:-$(cd "$here/.." && pwd)}
-# Missing prerequisites: SKIP (exit 77), but a FAILURE on CI, which is expected to have them.
-skip() {
-    if [ "${CI:-}" = true ]; then echo "FAIL $1 (CI=true: CI must have it)"; exit 1; fi
-    echo "SKIP: $1"; exit 77
-}
+# Missing prerequisites: lib.sh's skip_test (exit 77; a failure in CI, which has them).
+# shellcheck source=tests/lib.sh
+. "$here/lib.sh"
 S=$D/stories260K/stories260K.gguf; Q=$D/qwen3/qwen3-micro-q8_0.gguf
-[ -f "$S" ] && [ -f "$Q" ] || skip "the shared test data is missing ($S, $Q)"
+[ -f "$S" ] && [ -f "$Q" ] || skip_test "the shared test data is missing ($S, $Q)"
 for t in curl python3; do
-    command -v $t >/dev/null || skip "$t is not installed (scripts/setup-debian.sh installs it)"
+    command -v $t >/dev/null || skip_test "$t is not installed (scripts/setup-debian.sh installs it)"
 done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0; check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
