@@ -196,7 +196,7 @@ void hx_logits_rows(const struct hx_context *c, int64_t *first, int64_t *n)
 int hx_kv_truncate(struct hx_context *c, int32_t seq, int32_t pos)
 {
     hx__clear_error();
-    if (!c) return HX_E_INVAL;
+    if (!c) return hx__set_error(HX_E_INVAL, "hx_kv_truncate: no context");
     if (seq < 0 || seq >= c->n_seq || pos < 0)
         return hx__set_error(HX_E_INVAL, "hx_kv_truncate: sequence %d, position %d (sequences "
                              "0..%d, positions from 0)", seq, pos, c->n_seq - 1);
@@ -230,6 +230,7 @@ const char *hx_context_policy(const struct hx_context *c)
 
 int hx_context_plan_text(struct hx_context *c, char **out)
 {
+    hx__clear_error();
     if (!c || !out) return hx__set_error(HX_E_INVAL, "hx_context_plan_text: no context or out is NULL");
     *out = NULL;
     struct hx_strbuf sb;

@@ -302,10 +302,17 @@ def defined(text):
 
 
 def probed(text):
+    """The tools a file probes for: the words after `command -v` (up to an operator or a
+    redirection), or, where it probes a variable (`for t in curl node; do command -v $t`),
+    every word of that line, the loop's list included."""
     names = set()
     for line in text.splitlines():
         for m in PROBE.finditer(line):
-            names |= set(re.findall(r'[A-Za-z_][A-Za-z0-9_.+-]*', line))
+            words = re.split(r'[|&;<>()`]', m.group(1), maxsplit=1)[0].split()
+            if any(w.startswith('$') for w in words):
+                names |= set(re.findall(r'[A-Za-z_][A-Za-z0-9_.+-]*', line))
+            else:
+                names |= {w for w in words if not w.startswith('-')}
     return names
 
 

@@ -12,6 +12,7 @@
 #                         else 77 (CTest: skipped, never passed) if anything was skipped,
 #                         else 0
 #   skip_test MSG         the whole test cannot run: exit 77, or FAIL and exit 1 in CI
+#   exit_with STATUS      exit STATUS (1 if a missing command was called): tests without finish
 #   need_file PATH        skip (and return 1) unless PATH exists: `need_file "$M" || ...`
 #   sanitized             true when the engine under test is the sanitizer build (HX_SANITIZE
 #                         in $HX_BUILD's CMakeCache: CI's second run, several times slower)
@@ -45,8 +46,20 @@ skip() {
 # or in CI (CI=true), which has everything, FAIL and exit 1. For tests that stop rather than
 # count skips (the server tests).
 skip_test() {
+  rm -f "$hx_missing"
   if in_ci; then echo "FAIL $* (CI=true: CI must have it)"; exit 1; fi
   echo "SKIP: $*"; exit 77
+}
+# exit_with STATUS: for a test that keeps its own verdict rather than calling finish: exits
+# STATUS, or 1 if a command it called does not exist (as finish counts them)
+exit_with() {
+  local st=$1 m
+  if [ -s "$hx_missing" ]; then
+    while read -r m; do echo "FAIL command not found: $m"; done < "$hx_missing"
+    st=1
+  fi
+  rm -f "$hx_missing"
+  exit "$st"
 }
 na() { echo "N/A  $*"; }
 sanitized() { grep -qs '^HX_SANITIZE:BOOL=ON' "${HX_BUILD:-/nonexistent}/CMakeCache.txt"; }

@@ -33,4 +33,4 @@ check "alive afterwards" '[ "$(curl -s -o /dev/null -w "%{http_code}" 127.0.0.1:
 kill -TERM $PID; wait $PID; rc=$?
 check "SIGTERM exits 0 (got $rc)" '[ $rc = 0 ]'
 [ $fail = 0 ] || grep -v "^hx-serve: req=" "$tmp/server.log" | tail -n 20
-exit $fail
+exit_with $fail

@@ -60,4 +60,4 @@ check "streaming chat: all answers 200" '[ "$(count 200)" -gt 0 ] && [ -z "$(cou
 kill -TERM $PID; wait $PID; rc=$?
 check "SIGTERM exits 0 (got $rc)" '[ $rc = 0 ]'
 [ $fail = 0 ] && echo "test-server-load: all passed"
-exit $fail
+exit_with $fail

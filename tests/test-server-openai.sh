@@ -36,5 +36,6 @@ if ! have; then
 fi
 (cd "$here" && node -e 'require.resolve("openai"); require.resolve("ajv")') ||
     skip_test "the openai or ajv package is not importable"
-cd "$here" && HX_ENGINE=$E HX_DATA=$D exec node --test --test-reporter=spec --test-concurrency=1 \
+cd "$here" && HX_ENGINE=$E HX_DATA=$D node --test --test-reporter=spec --test-concurrency=1 \
     api.test.mjs badinput.test.mjs concurrency.test.mjs structured.test.mjs tools.test.mjs
+exit_with $?

@@ -227,4 +227,4 @@ cut503() { grep "POST /v1/completions status=503 " "$tmp/server.log"; }
 check "the access log marks the cut stream: status 503, truncated" \
     '[ $(cut503 | wc -l) = 2 ] && [ $(cut503 | grep -c " truncated$") = 1 ]'
 [ "$(cut503 | wc -l)" = 2 ] || cut503 | sed 's/^/     log: /'
-exit $fail
+exit_with $fail

@@ -49,6 +49,7 @@ struct hx_srv_write {
 };
 
 static void hx_srv_conn_process(struct hx_srv_conn *c);
+static void hx_srv_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void hx_srv_conn_arm_timer(struct hx_srv_conn *c);
 
 static uv_timer_t *hx_srv_timer(struct hx_srv_conn *c) { return c->timer; }
@@ -412,7 +413,8 @@ static void hx_srv_conn_process(struct hx_srv_conn *c)
     }
     c->in_process = false;
     if (!c->closing && !c->reading && c->in.len < HX_SRV_IN_PAUSE / 2) {
-        if (!uv_read_start((uv_stream_t *)c->tcp, hx_srv_alloc_cb, NULL)) c->reading = true;
+        /* libuv refuses a NULL read callback (UV_EINVAL): reading would never resume */
+        if (!uv_read_start((uv_stream_t *)c->tcp, hx_srv_alloc_cb, hx_srv_read_cb)) c->reading = true;
     }
 }
 

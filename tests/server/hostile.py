@@ -107,6 +107,25 @@ ids = [int(x) for x in re.findall(rb"x-request-id: (\d+)", out)]
 check(f"... and all {N} are answered 200 once read, in order",
       len(st) == N and set(st) == {200} and ids == sorted(ids), f"{len(st)} answers")
 
+# ---- more than the read pause (about 4.3 MB) pipelined behind a generation: reading resumes ----
+# While a generation runs, the server buffers what follows and stops reading past ~4.3 MB;
+# once the generation is done and the buffer drains, it reads again and answers the rest.
+pad = b"X-Pad: " + b"p" * 8000 + b"\r\n"
+padded = get.replace(b"\r\n\r\n", b"\r\n" + pad + b"\r\n")
+M = 700  # 700 x 8 KB = 5.6 MB
+gen_long = post("/v1/completions", json.dumps({"prompt": "Once upon a time", "max_tokens": 200,
+                                               "temperature": 0}).encode(), close=False)
+s = connect(120)
+sender = threading.Thread(target=lambda: s.sendall(
+    gen_long + padded * (M - 1) + padded.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")))
+sender.start()
+out = read_all(s)
+sender.join()
+s.close()
+st = statuses(out)
+check(f"a generation then {M} pipelined 8 KB requests (past the read pause): all {M + 1} answered",
+      len(st) == M + 1 and set(st) == {200}, f"{len(st)} answers")
+
 # ---- HTTP/1.0 streams are not chunked; HTTP/1.1 streams are -------------------------------------
 body = json.dumps({"prompt": "Once upon a time", "max_tokens": 6, "stream": True}).encode()
 out = exchange(post("/v1/completions", body, "HTTP/1.0", close=False))
