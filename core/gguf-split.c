@@ -20,18 +20,31 @@
 
 #define HX_SPLIT_MAX 9999 /* llama.cpp's names have 5 digits; more parts than this is damage */
 
-/* split.no and split.count of g: (0, 1) when the file is not a part of a split model. */
+/* The last error, prefixed with the file it is about. */
+static int hx__split_where(int st, const char *path)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", hx_last_error());
+    return hx__set_error(st, "%s: %s", path, msg);
+}
+
+/* split.no and split.count of g: (0, 1) when the file is not a part of a split model, which
+ * is, as for llama.cpp, a file without split.count or with a count of 0 or 1. */
 static int hx__split_keys(const struct hx_gguf *g, const char *path, uint64_t *no, uint64_t *count)
 {
     *no = 0, *count = 1;
-    int st_c = hx__gguf_get_u64(g, "split.count", count);
-    int st_n = hx__gguf_get_u64(g, "split.no", no);
-    if (st_c == HX_E_NOTFOUND && st_n == HX_E_NOTFOUND) return HX_OK;
-    if (st_c == HX_E_NOTFOUND || st_n == HX_E_NOTFOUND)
-        return hx__set_error(HX_E_FORMAT, "%s: split model: split.no and split.count must both be "
-                             "present (only %s is)", path, st_c == HX_E_NOTFOUND ? "split.no" : "split.count");
-    if (st_c || st_n) return st_c ? st_c : st_n; /* wrong type: the getter said which */
-    if (*count < 1 || *count > HX_SPLIT_MAX || *no >= *count)
+    int st = hx__gguf_get_u64(g, "split.count", count);
+    if (st == HX_E_NOTFOUND || (st == HX_OK && *count <= 1)) {
+        *count = 1;
+        return HX_OK;
+    }
+    if (st) return hx__split_where(st, path); /* wrong type: the getter said which */
+    st = hx__gguf_get_u64(g, "split.no", no);
+    if (st == HX_E_NOTFOUND)
+        return hx__set_error(HX_E_FORMAT, "%s: split model: split.count %llu without split.no (which "
+                             "part the file is)", path, (unsigned long long)*count);
+    if (st) return hx__split_where(st, path);
+    if (*count > HX_SPLIT_MAX || *no >= *count)
         return hx__set_error(HX_E_FORMAT, "%s: split model: split.no %llu of split.count %llu (parts "
                              "are numbered 0..count-1, at most %d)", path, (unsigned long long)*no,
                              (unsigned long long)*count, HX_SPLIT_MAX);

@@ -56,7 +56,7 @@ static const char *hx_t_split(const char *src, const char *prefix, int n, enum h
     uint64_t nt = g->n_tensors, per = (nt + (uint64_t)n - 1) / (uint64_t)n, at = 0;
     int st = HX_OK;
     for (int k = 0; k < n && !st; k++) {
-        uint64_t take = k == 0 ? per / 2 : (k == n - 1 ? nt - at : per);
+        uint64_t take = k == n - 1 ? nt - at : k == 0 ? per / 2 : per;
         struct hx_gguf_writer *w;
         if ((st = hx__gguf_writer_new(&w))) break;
         for (uint64_t i = 0; k == 0 && i < g->n_kv && !st; i++) st = hx__gguf_copy_kv(w, g, i);
@@ -142,6 +142,13 @@ TEST(split_model_loads_bit_exact)
         ASSERT_TRUE(memcmp(t->data, whole->tensors[i].data, t->nbytes) == 0);
     }
     ASSERT_TRUE(g->tensors[g->n_tensors - 1].file == 2);
+    hx__gguf_close(g);
+    /* split.count 1 (gguf-split with one part), as llama.cpp: one file */
+    const char *one = hx_t_split(src, "one", 1, HX_T_GOOD);
+    ASSERT_TRUE(one != NULL);
+    ASSERT_OK(hx__gguf_open(one, false, &g));
+    ASSERT_EQ(g->n_parts, 1u);
+    ASSERT_EQ(g->n_tensors, whole->n_tensors);
     hx__gguf_close(whole);
     hx__gguf_close(g);
     const char *backends[] = {"ref", "cpu"};
@@ -196,7 +203,7 @@ TEST(broken_sets_of_parts_are_refused)
         {HX_T_WRONG_COUNT, "wrongcount", "split.count 4"},
         {HX_T_DUP_TENSOR, "dup", "earlier part"},
         {HX_T_TOTAL, "total", "split.tensors.count"},
-        {HX_T_NO_SPLIT_NO, "nosplitno", "split.no and split.count"},
+        {HX_T_NO_SPLIT_NO, "nosplitno", "without split.no"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *first = hx_t_split(src, cases[i].prefix, 3, cases[i].brk);

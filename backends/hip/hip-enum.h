@@ -210,7 +210,9 @@ static int hx_hip_device_info(int idx, struct hx_device_info *out, char *err, si
     (void)hipGetLastError();
     info.alignment_bytes = 256;
     info.unified_memory = p.integrated != 0;
-    info.weight_types = (1u << (HX_DTYPE_Q1_0 + 1)) - 1u;
+    /* every type the kernels decode (hx_hip_type_ok): all but Q5_K (it stopped at Q1_0, so
+     * engine devices left out Q2_0 and I2_S, which run here) */
+    info.weight_types = ((1u << HX_DTYPE_COUNT) - 1u) & ~(1u << HX_DTYPE_Q5_K);
 #if defined(HX_HIP_EMU)
     info.simulated = true;
 #endif
