@@ -108,7 +108,7 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
             o->n_batch = n;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             VAL();
-            if (!hx_cli_i64(cmd, a, v, 1, 1024, &n)) return 2;
+            if (!hx_cli_i64(cmd, a, v, 1, HX_MAX_THREADS, &n)) return 2;
             o->n_threads = (int)n;
         } else if (!strcmp(a, "--temp")) {
             VAL();
@@ -148,7 +148,6 @@ int hx_cli_parse(const char *cmd, int argc, char **argv, struct hx_cli *o)
     }
     return o->prompt_file ? hx_cli_read_prompt(cmd, o) : 0;
 }
-
 
 int hx_cli_open(const char *cmd, const struct hx_cli *o, struct hx_model **m, struct hx_context **c)
 {

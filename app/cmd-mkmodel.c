@@ -160,8 +160,8 @@ static int hx_mk_parse_one(struct hx_mk_opts *o, const char *a, const char *v)
                                 v), 2;
         o->align = (uint32_t)n;
     } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
-        if (!hx_app_parse_i64(v, 1, 1024, &n))
-            return hx_app_error("mkmodel", "--threads wants 1..1024, not '%s'", v), 2;
+        if (!hx_app_parse_i64(v, 1, HX_MAX_THREADS, &n))
+            return hx_app_error("mkmodel", "--threads wants 1..%d, not '%s'", HX_MAX_THREADS, v), 2;
         o->n_threads = (int)n;
     } else
         return hx_app_error("mkmodel", "unknown option '%s' (see --help)", a), 2;

@@ -110,8 +110,8 @@ static int hx_quant_parse(int argc, char **argv, struct hx_quant_opts *o)
             if (!hx_quant_type_arg(argv[++i], embd ? &o->embd_type : &o->output_type)) return 2;
             *(embd ? &o->embd_set : &o->output_set) = true;
         } else if ((!strcmp(a, "--threads") || !strcmp(a, "-t")) && has_val) {
-            if (!hx_app_parse_i64(argv[++i], 1, 1024, &v)) {
-                hx_app_error("quantize", "--threads wants a number from 1 to 1024, not '%s'", argv[i]);
+            if (!hx_app_parse_i64(argv[++i], 1, HX_MAX_THREADS, &v)) {
+                hx_app_error("quantize", "--threads wants a number from 1 to %d, not '%s'", HX_MAX_THREADS, argv[i]);
                 return 2;
             }
             o->n_threads = (int)v;

@@ -184,7 +184,7 @@ static int hx_bm_option(struct hx_bm_opts *o, int argc, char **argv, int *i)
         if ((o->n_n_gen = hx_app_list_i64(v, 0, 1 << 20, o->n_gen, HX_BM_MAX_LIST)) < 0)
             return hx_bm_bad(a, v);
     } else if (IS("-t", "--threads")) {
-        if ((o->n_threads = hx_app_list_i64(v, 1, 1024, o->threads, HX_BM_MAX_LIST)) < 0)
+        if ((o->n_threads = hx_app_list_i64(v, 1, HX_MAX_THREADS, o->threads, HX_BM_MAX_LIST)) < 0)
             return hx_bm_bad(a, v);
     } else if (IS("-r", "--repetitions")) {
         if (!hx_app_parse_i64(v, 1, HX_BM_MAX_REPS, &o->reps)) return hx_bm_bad(a, v);

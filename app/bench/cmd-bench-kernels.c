@@ -118,7 +118,7 @@ static int hx_bk_parse(int argc, char **argv, struct hx_bk_opts *o)
         }
         else if (!strcmp(a, "--d2d-mib")) { if (!hx_app_parse_i64(v, 0, 16384, &o->d2d_mib)) return -1; }
         else if (!strcmp(a, "--working-set")) { if (!hx_app_parse_i64(v, 1, 65536, &x)) return -1; o->set_bytes = (size_t)x << 20; }
-        else if (!strcmp(a, "-t")) { if (!hx_app_parse_i64(v, 1, 1024, &x)) return -1; o->threads = (int)x; }
+        else if (!strcmp(a, "-t")) { if (!hx_app_parse_i64(v, 1, HX_MAX_THREADS, &x)) return -1; o->threads = (int)x; }
         else if (!strcmp(a, "-r")) { if (!hx_app_parse_i64(v, 5, 100000, &x)) return -1; o->reps = (int)x; }
         else if (!strcmp(a, "--compare")) { if (!hx_bk_parse_compare(v, o)) return -1; }
         else if (!strcmp(a, "--types")) {
